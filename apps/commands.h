@@ -1,0 +1,25 @@
+#pragma once
+// The subcommands of the `mixprec` command line. Each takes the arguments after its name and
+// returns the process exit code: 0 success, 1 failure of the work, 2 a usage mistake.
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace mixprec::app {
+
+using Args = std::span<const std::string_view>;
+
+// A usage mistake: main prints "mixprec: <message>" and exits 2.
+struct UsageError {
+  std::string message;
+};
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(Args args);
+};
+
+int run_info(Args args);
+
+}  // namespace mixprec::app

@@ -1,0 +1,101 @@
+// `mixprec info`: what this machine offers mixed precision, for people and (--json) scripts.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/core/precision.h"
+#include "mixprec/io/json.h"
+
+namespace mixprec::app {
+namespace {
+
+struct Feature {
+  const char* name;
+  bool present;
+};
+
+std::vector<Feature> feature_list(const CpuFeatures& f) {
+  return {{"avx2", f.avx2 && f.os_avx},         {"fma", f.fma && f.os_avx},
+          {"f16c", f.f16c && f.os_avx},         {"avx512f", f.avx512f && f.os_avx512},
+          {"avx512bw", f.avx512bw && f.os_avx512}, {"avx512vl", f.avx512vl && f.os_avx512},
+          {"avx512dq", f.avx512dq && f.os_avx512}, {"avx512_bf16", f.avx512_bf16 && f.os_avx512},
+          {"avx512_fp16", f.avx512_fp16 && f.os_avx512}, {"amx_tile", f.amx_tile && f.os_amx},
+          {"amx_bf16", f.amx_bf16 && f.os_amx}};
+}
+
+const char* env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+}  // namespace
+
+int run_info(Args args) {
+  bool json = false;
+  for (std::string_view a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--help" || a == "-h") {
+      std::printf(
+          "Usage: mixprec info [--json]\n\n"
+          "Prints the CPU, the ISA features found (with OS support), the kernel level in use,\n"
+          "the recommended precision with its reason, and the thread count.\n");
+      return 0;
+    } else {
+      throw UsageError{"info: unknown option '" + std::string(a) + "' (see 'mixprec info --help')"};
+    }
+  }
+
+  const CpuFeatures& f = cpu_features();
+  const IsaLevel level = active_isa();  // throws on a bad MIXPREC_ISA
+  const PrecisionChoice precision = recommended_precision(f);
+  const std::vector<Feature> features = feature_list(f);
+  const std::string_view best = isa_name(best_isa());
+  const std::string_view in_use = isa_name(level);
+
+  if (json) {
+    std::string out = "{\n";
+    out += "  \"cpu_model\": " + io::json_quote(f.model) + ",\n";
+    out += "  \"vendor\": " + io::json_quote(f.vendor) + ",\n";
+    out += "  \"logical_cores\": " + std::to_string(f.logical_cores) + ",\n";
+    out += "  \"features\": {";
+    for (std::size_t i = 0; i < features.size(); ++i)
+      out += std::string(i ? ", " : "") + io::json_quote(features[i].name) + ": " +
+             (features[i].present ? "true" : "false");
+    out += "},\n";
+    out += "  \"kernel_level\": " + io::json_quote(in_use) + ",\n";
+    out += "  \"best_kernel_level\": " + io::json_quote(best) + ",\n";
+    out += "  \"kernel_level_forced\": " +
+           std::string(std::getenv("MIXPREC_ISA") ? "true" : "false") + ",\n";
+    out += "  \"recommended_precision\": " + io::json_quote(dtype_name(precision.dtype)) + ",\n";
+    out += "  \"precision_reason\": " + io::json_quote(precision.reason) + ",\n";
+    out += "  \"threads\": " + std::to_string(num_threads()) + "\n}\n";
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+
+  std::printf("mixprec 0.1.0\n");
+  std::printf("CPU            %s (%s), %d logical cores\n", f.model.c_str(), f.vendor.c_str(),
+              f.logical_cores);
+  std::printf("ISA features  ");
+  for (const Feature& feature : features)
+    if (feature.present) std::printf(" %s", feature.name);
+  std::printf("\nNot available ");
+  for (const Feature& feature : features)
+    if (!feature.present) std::printf(" %s", feature.name);
+  std::printf("\nKernel level   %.*s (best on this CPU: %.*s; MIXPREC_ISA %s)\n",
+              static_cast<int>(in_use.size()), in_use.data(), static_cast<int>(best.size()),
+              best.data(), env_or("MIXPREC_ISA", "not set"));
+  const std::string_view p = dtype_name(precision.dtype);
+  std::printf("Precision      auto -> %.*s: %s\n", static_cast<int>(p.size()), p.data(),
+              precision.reason.c_str());
+  std::printf("Threads        %d (MIXPREC_NUM_THREADS %s)\n", num_threads(),
+              env_or("MIXPREC_NUM_THREADS", "not set"));
+  return 0;
+}
+
+}  // namespace mixprec::app

@@ -1,0 +1,17 @@
+# ISA variants of a kernel live in their own translation units, named by suffix; only those
+# units get the target's instruction-set flags, so the rest of the library runs on any x86-64.
+set(MIXPREC_FLAGS_AVX2 -mavx2 -mfma -mf16c)
+set(MIXPREC_FLAGS_AVX512 ${MIXPREC_FLAGS_AVX2} -mavx512f -mavx512bw -mavx512vl -mavx512dq)
+set(MIXPREC_FLAGS_AVX512BF16 ${MIXPREC_FLAGS_AVX512} -mavx512bf16)
+
+function(mixprec_apply_isa_flags sources)
+  foreach(src IN LISTS sources)
+    if(src MATCHES "_avx512bf16\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AVX512BF16}")
+    elseif(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AVX512}")
+    elseif(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AVX2}")
+    endif()
+  endforeach()
+endfunction()

@@ -1,0 +1,72 @@
+#pragma once
+// What the CPU can do, and which kernel level runs. Detected once (cpuid plus the OS's XCR0
+// state-save support); MIXPREC_ISA=scalar|avx2|avx512|avx512bf16 forces a level so that every
+// path can be tested on one machine.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mixprec {
+
+// Kernel levels, lowest first. Each level implies the ones below it.
+//   avx2       AVX2 + FMA + F16C
+//   avx512     AVX-512 F/BW/VL/DQ
+//   avx512bf16 AVX-512 BF16 (vdpbf16ps, vcvtneps2bf16)
+enum class IsaLevel : uint8_t { Scalar, Avx2, Avx512, Avx512Bf16 };
+inline constexpr std::size_t kNumIsaLevels = 4;
+inline constexpr std::array<IsaLevel, kNumIsaLevels> kAllIsaLevels{
+    IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512, IsaLevel::Avx512Bf16};
+
+std::string_view isa_name(IsaLevel level);
+IsaLevel parse_isa(std::string_view name);  // throws Error naming the valid levels
+
+struct CpuFeatures {
+  std::string vendor;
+  std::string model;
+  int logical_cores = 1;
+  bool avx = false, avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false, avx512_fp16 = false;
+  bool amx_tile = false, amx_bf16 = false;
+  // The OS saves the wider register state on context switch (XCR0), so the unit is usable.
+  bool os_avx = false, os_avx512 = false, os_amx = false;
+};
+
+const CpuFeatures& cpu_features();  // detected on first use
+
+bool isa_supported(IsaLevel level);  // the CPU and the OS both allow it
+IsaLevel best_isa();                 // highest supported level
+
+// The level kernels dispatch on: MIXPREC_ISA when set (an unknown or unsupported level
+// throws Error), else best_isa().
+IsaLevel active_isa();
+void set_active_isa(IsaLevel level);  // throws Error if unsupported
+
+// RAII: run a scope at a given kernel level (tests use it to cover every path).
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(IsaLevel level) : previous_(active_isa()) { set_active_isa(level); }
+  ~ScopedIsa() { set_active_isa(previous_); }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  IsaLevel previous_;
+};
+
+// A table of kernel variants indexed by level; an empty slot falls back to the next level
+// below (every table has a scalar reference in slot 0).
+template <typename Fn>
+struct IsaTable {
+  std::array<Fn*, kNumIsaLevels> variants{};
+
+  Fn* operator()() const { return at(active_isa()); }
+  Fn* at(IsaLevel level) const {
+    for (auto i = static_cast<std::size_t>(level);; --i)
+      if (variants[i] != nullptr || i == 0) return variants[i];
+  }
+};
+
+}  // namespace mixprec
