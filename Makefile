@@ -1,0 +1,56 @@
+# mixprec: the two commands are `make demo` and `make test`; both install (as root, with
+# apt-get) and build whatever they need first.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+# Debian packages the build, the tests and the benchmarks need.
+DEPS = cmake ninja-build g++ libgtest-dev
+
+.PHONY: all deps build test test-asan demo bench bench-quick format clean help
+
+all: build
+
+help:
+	@echo "make demo        build, then run the main job (mixprec info, ...)"
+	@echo "make test        build, then run every test (CTest)"
+	@echo "make test-asan   core and kernel tests under AddressSanitizer + UBSan"
+	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
+	@echo "make format      clang-format every source file"
+
+deps:
+	@tools/install_deps.sh $(DEPS)
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+$(ASAN_BUILD)/build.ninja: | deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON \
+	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
+
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels)\.'
+
+demo: build
+	$(BUILD)/mixprec info
+
+bench: build
+	$(BUILD)/bench/bench_convert
+
+bench-quick: build
+	$(BUILD)/bench/bench_convert --quick
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
