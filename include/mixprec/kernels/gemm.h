@@ -1,0 +1,107 @@
+#pragma once
+// GEMM, the engine's heart: C = epilogue(alpha * op(A) * op(B) + beta * C).
+//
+// Inputs f32, f16 or bf16 in any combination; output f32, f16 or bf16. The compute dtype is
+// bf16 (vdpbf16ps) only when both inputs are bf16 and the kernel level is avx512bf16; every
+// other case converts the inputs exactly to f32 while packing and runs f32 FMAs. Accumulation
+// is always f32 in registers over the whole K, and the result is rounded once, on the final
+// write, after the fused epilogue: bias, activation, residual add, output cast.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "mixprec/core/allocator.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+enum class Activation : uint8_t { None, ReLU, GeluTanh, GeluErf, SiLU };
+
+// A strided matrix view: element (r, c) is at data + (r * row_stride + c * col_stride).
+struct MatrixView {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0, col_stride = 1;
+
+  // Row-major [rows, cols] with leading dimension ld (>= cols).
+  static MatrixView row_major(const void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+    return {data, dtype, rows, cols, ld, 1};
+  }
+  MatrixView transposed() const { return {data, dtype, cols, rows, col_stride, row_stride}; }
+};
+
+struct MutableMatrixView {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0;  // columns are contiguous
+
+  static MutableMatrixView row_major(void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+    return {data, dtype, rows, cols, ld};
+  }
+};
+
+// What happens to each output element after the f32 accumulation, in this order:
+//   v = alpha * acc + beta * C_old + bias[n];  v = act(v);  v += residual[m, n];  C = round(v)
+struct GemmEpilogue {
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 0 means C's old contents are never read (may be uninitialised)
+  const void* bias = nullptr;  // [N], any float dtype
+  DType bias_dtype = DType::F32;
+  Activation activation = Activation::None;
+  const void* residual = nullptr;  // [M, N] row-major with leading dimension residual_ld
+  DType residual_dtype = DType::F32;
+  int64_t residual_ld = 0;
+};
+
+// C (M x N) = epilogue(A (M x K) * B (K x N)). Transposes are expressed through the views'
+// strides (MatrixView::transposed()). Throws Error on mismatched shapes or unsupported dtypes.
+void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
+          const GemmEpilogue& epilogue = {});
+
+// `batch` independent GEMMs; operand i starts at data + i * batch_stride elements.
+struct BatchStrides {
+  int64_t a = 0, b = 0, c = 0, residual = 0;
+};
+void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
+                  const MutableMatrixView& c, const BatchStrides& strides,
+                  const GemmEpilogue& epilogue = {});
+
+// B packed once into the micro-kernel's panel layout and compute dtype, for weights reused
+// every call (inference). Packing is tied to the kernel level active when it was made;
+// gemm_prepacked repacks nothing and throws if the level has changed since.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  int64_t rows() const { return k_; }
+  int64_t cols() const { return n_; }
+  DType compute_dtype() const { return compute_; }
+  IsaLevel level() const { return level_; }
+  std::size_t bytes() const { return storage_.size(); }
+
+ private:
+  friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
+  friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
+                             const GemmEpilogue&);
+  Allocation storage_;
+  int64_t k_ = 0, n_ = 0;
+  DType compute_ = DType::F32;
+  DType a_dtype_ = DType::F32;
+  IsaLevel level_ = IsaLevel::Scalar;
+};
+
+// Packs B for later products with an A of dtype `a_dtype` (which decides the compute dtype).
+PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
+void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
+                    const GemmEpilogue& epilogue = {});
+
+// Plain triple loop in f64: the reference the tests compare every path against.
+void gemm_reference(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
+                    const GemmEpilogue& epilogue = {});
+
+// The activations in f64, exactly as defined (GELU tanh and erf forms, SiLU = x sigmoid(x)).
+double reference_activation(Activation act, double x);
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,353 @@
+// The GEMM driver: checks, picks the micro-kernel for (kernel level, input dtypes), splits the
+// output over threads, packs B (and A when it is not usable in place) and walks the tiles.
+//
+// Loop nest of one thread over its [m0, m1) x [n0, n1) block of C:
+//   for each slab of nc columns:      pack B[:, slab] into panels   (all of K; sized for L2)
+//     for each group of mr rows:       A rows in place, or packed    (mr x K; stays in L1)
+//       for each nr-column panel:      tile: f32 accumulators over all K, epilogue, store
+// K is never split, so the f32 sums live in registers until the single rounding on store.
+#include "mixprec/kernels/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gemm_internal.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
+
+namespace mixprec::kernels {
+namespace {
+
+using gemm_detail::TileEpilogue;
+using gemm_detail::Ukernel;
+
+constexpr std::size_t kSlabBytes = 512 * 1024;  // packed B slab: about half of a 1 MiB L2
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+const Ukernel& choose_ukernel(IsaLevel level, DType a, DType b) {
+  if (level >= IsaLevel::Avx512Bf16 && a == DType::BF16 && b == DType::BF16)
+    return gemm_detail::ukernel_avx512bf16();
+  if (level >= IsaLevel::Avx512) return gemm_detail::ukernel_avx512();
+  if (level >= IsaLevel::Avx2) return gemm_detail::ukernel_avx2();
+  return gemm_detail::ukernel_scalar();
+}
+
+// Geometry of the packed operands for one micro-kernel and K.
+struct PackShape {
+  int64_t k;
+  int64_t k_padded;      // k rounded up to the pair size for bf16 compute
+  int nr;
+  std::size_t elem;      // bytes per packed element
+  std::size_t panel_bytes() const { return static_cast<std::size_t>(k_padded * nr) * elem; }
+};
+
+PackShape pack_shape(const Ukernel& uk, int64_t k) {
+  const bool pairs = uk.compute == DType::BF16;
+  return {k, pairs ? round_up(k, 2) : k, uk.nr, dtype_size(uk.compute)};
+}
+
+template <typename Src>
+float widen(Src v) {
+  return static_cast<float>(v);
+}
+
+// Packs columns [n0, n1) of B (n0 a multiple of nr) into panels, converting to the compute
+// dtype. Element (k, j) of a panel sits at (k / kpack) * nr * kpack + j * kpack + k % kpack.
+template <typename Src, typename Dst>
+void pack_b_typed(const MatrixView& b, int64_t n0, int64_t n1, const PackShape& ps, Dst* out) {
+  const Src* src = static_cast<const Src*>(b.data);
+  constexpr int kpack = sizeof(Dst) == 2 ? 2 : 1;  // bf16 compute interleaves k pairs
+  const int nr = ps.nr;
+  auto convert = [](Src v) -> Dst {
+    if constexpr (std::is_same_v<Src, Dst>) return v;
+    else return static_cast<Dst>(widen(v));
+  };
+  for (int64_t n = n0; n < n1; n += nr) {
+    Dst* panel = out + (n - n0) / nr * ps.k_padded * nr;
+    const int width = static_cast<int>(std::min<int64_t>(nr, n1 - n));
+    std::fill(panel, panel + ps.k_padded * nr, Dst{});
+    auto at = [&](int64_t k, int j) -> Dst& {
+      return panel[(k / kpack) * nr * kpack + j * kpack + k % kpack];
+    };
+    if (b.col_stride == 1) {  // rows of B contiguous: read along n
+      for (int64_t k = 0; k < ps.k; ++k) {
+        const Src* row = src + k * b.row_stride + n;
+        for (int j = 0; j < width; ++j) at(k, j) = convert(row[j]);
+      }
+    } else {  // columns contiguous (B = W^T): read along k
+      for (int j = 0; j < width; ++j) {
+        const Src* col = src + (n + j) * b.col_stride;
+        for (int64_t k = 0; k < ps.k; ++k) at(k, j) = convert(col[k * b.row_stride]);
+      }
+    }
+  }
+}
+
+void pack_b_panels(const MatrixView& b, int64_t n0, int64_t n1, const Ukernel& uk,
+                   const PackShape& ps, void* out) {
+  if (uk.compute == DType::BF16) {
+    pack_b_typed<BFloat16, BFloat16>(b, n0, n1, ps, static_cast<BFloat16*>(out));
+    return;
+  }
+  float* dst = static_cast<float*>(out);
+  switch (b.dtype) {
+    case DType::F32: pack_b_typed<float, float>(b, n0, n1, ps, dst); break;
+    case DType::F16: pack_b_typed<Half, float>(b, n0, n1, ps, dst); break;
+    case DType::BF16: pack_b_typed<BFloat16, float>(b, n0, n1, ps, dst); break;
+    default: MIXPREC_ASSERT(false && "unsupported B dtype reached packing");
+  }
+}
+
+// Rows [m0, m0 + rows) of A as a row-major [rows][k_padded] block in the compute dtype.
+template <typename Src, typename Dst>
+void pack_a_typed(const MatrixView& a, int64_t m0, int rows, const PackShape& ps, Dst* out) {
+  const Src* src = static_cast<const Src*>(a.data);
+  for (int r = 0; r < rows; ++r) {
+    Dst* dst = out + r * ps.k_padded;
+    const Src* row = src + (m0 + r) * a.row_stride;
+    for (int64_t k = 0; k < ps.k; ++k) {
+      if constexpr (std::is_same_v<Src, Dst>) dst[k] = row[k * a.col_stride];
+      else dst[k] = static_cast<Dst>(widen(row[k * a.col_stride]));
+    }
+    for (int64_t k = ps.k; k < ps.k_padded; ++k) dst[k] = Dst{};
+  }
+}
+
+void pack_a_rows(const MatrixView& a, int64_t m0, int rows, const Ukernel& uk,
+                 const PackShape& ps, void* out) {
+  if (uk.compute == DType::BF16) {
+    pack_a_typed<BFloat16, BFloat16>(a, m0, rows, ps, static_cast<BFloat16*>(out));
+    return;
+  }
+  float* dst = static_cast<float*>(out);
+  switch (a.dtype) {
+    case DType::F32: pack_a_typed<float, float>(a, m0, rows, ps, dst); break;
+    case DType::F16: pack_a_typed<Half, float>(a, m0, rows, ps, dst); break;
+    case DType::BF16: pack_a_typed<BFloat16, float>(a, m0, rows, ps, dst); break;
+    default: MIXPREC_ASSERT(false && "unsupported A dtype reached packing");
+  }
+}
+
+// Per-thread packing buffers, grown on demand and reused by every later call: the hot path
+// allocates nothing once shapes have been seen.
+struct Workspace {
+  Allocation b_slab;
+  Allocation a_rows;
+  static void* reserve(Allocation& buffer, std::size_t bytes) {
+    if (buffer.size() < bytes) buffer = Allocation(bytes);
+    return buffer.data();
+  }
+};
+Workspace& thread_workspace() {
+  thread_local Workspace workspace;
+  return workspace;
+}
+
+// Where a thread's B panels come from: packed on the fly, or already packed (pack_b).
+struct BSource {
+  const MatrixView* view = nullptr;  // pack from here when non-null
+  const char* packed = nullptr;      // else panels of the whole matrix start here
+};
+
+struct Problem {
+  MatrixView a;
+  BSource b;
+  MutableMatrixView c;
+  GemmEpilogue ep;
+  const Ukernel* uk;
+  PackShape ps;
+};
+
+void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const Ukernel& uk = *p.uk;
+  const PackShape& ps = p.ps;
+  Workspace& ws = thread_workspace();
+  const int64_t panels_per_slab =
+      std::max<int64_t>(1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
+  const int64_t nc = panels_per_slab * uk.nr;
+  const bool a_in_place = p.a.dtype == uk.compute && p.a.col_stride == 1;
+  const std::size_t c_size = dtype_size(p.c.dtype);
+
+  for (int64_t jc = n0; jc < n1; jc += nc) {
+    const int64_t jc_end = std::min(n1, jc + nc);
+    const char* slab;
+    if (p.b.view != nullptr) {
+      const std::size_t bytes = static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
+      void* buf = Workspace::reserve(ws.b_slab, bytes);
+      pack_b_panels(*p.b.view, jc, jc_end, uk, ps, buf);
+      slab = static_cast<const char*>(buf);
+    } else {
+      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * ps.panel_bytes();
+    }
+    for (int64_t ir = m0; ir < m1; ir += uk.mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(uk.mr, m1 - ir));
+      const void* a_ptr;
+      int64_t lda;
+      if (a_in_place) {
+        a_ptr = static_cast<const char*>(p.a.data) + static_cast<std::size_t>(ir * p.a.row_stride) * ps.elem;
+        lda = p.a.row_stride;
+      } else {
+        void* buf = Workspace::reserve(ws.a_rows, static_cast<std::size_t>(uk.mr * ps.k_padded) * ps.elem);
+        pack_a_rows(p.a, ir, rows, uk, ps, buf);
+        a_ptr = buf;
+        lda = ps.k_padded;
+      }
+      gemm_detail::TileFn* tile = uk.tiles[rows - 1];
+      for (int64_t jr = jc; jr < jc_end; jr += uk.nr) {
+        const int cols = static_cast<int>(std::min<int64_t>(uk.nr, jc_end - jr));
+        TileEpilogue tep{p.ep.alpha, p.ep.beta, nullptr, p.ep.bias_dtype, p.ep.activation,
+                         nullptr, p.ep.residual_dtype, p.ep.residual_ld,
+                         static_cast<char*>(p.c.data) + static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
+                         p.c.dtype, p.c.row_stride};
+        if (p.ep.bias != nullptr)
+          tep.bias = static_cast<const char*>(p.ep.bias) + static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
+        if (p.ep.residual != nullptr)
+          tep.residual = static_cast<const char*>(p.ep.residual) +
+                         static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
+        tile(ps.k, a_ptr, lda, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * ps.panel_bytes(), cols, tep);
+      }
+    }
+  }
+}
+
+// Splits C over `threads` as a tm x tn grid (column blocks aligned to nr) with the least
+// padded work, then runs the blocks in parallel.
+void run_parallel(const Problem& p, int threads) {
+  const int64_t m = p.c.rows, n = p.c.cols;
+  const int64_t n_panels = (n + p.uk->nr - 1) / p.uk->nr;
+  int best_tm = 1, best_tn = 1;
+  int64_t best_cost = -1;
+  for (int tn = 1; tn <= threads; ++tn) {
+    if (threads % tn != 0) continue;
+    const int tm = threads / tn;
+    const int64_t rows = round_up((m + tm - 1) / tm, p.uk->mr);
+    const int64_t cols = (n_panels + tn - 1) / tn * p.uk->nr;
+    const int64_t cost = rows * cols;
+    if (best_cost < 0 || cost <= best_cost) {
+      best_cost = cost;
+      best_tm = tm;
+      best_tn = tn;
+    }
+  }
+  const int tm = best_tm, tn = best_tn;
+  auto block = [&](int t) {
+    const int64_t mi = t / tn, ni = t % tn;
+    const int64_t m0 = m * mi / tm, m1 = m * (mi + 1) / tm;
+    const int64_t n0 = n_panels * ni / tn * p.uk->nr;
+    const int64_t n1 = std::min(n, n_panels * (ni + 1) / tn * p.uk->nr);
+    if (m0 < m1 && n0 < n1) run_block(p, m0, m1, n0, n1);
+  };
+  if (threads == 1) {
+    block(0);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (int t = 0; t < threads; ++t) block(t);
+}
+
+// Threads worth using: about 2 MFLOP of work per thread or it is not worth waking them.
+int threads_for(int64_t m, int64_t n, int64_t k) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int by_work = static_cast<int>(std::max(1.0, flops / 2e6));
+  return std::min(num_threads(), by_work);
+}
+
+bool is_gemm_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, DType b_dtype,
+                    const MutableMatrixView& c, const GemmEpilogue& ep) {
+  MIXPREC_CHECK(a.cols == b_rows, "[", op, "] inner dimensions differ: A is [", a.rows, ", ", a.cols,
+                "], B is [", b_rows, ", ", b_cols, "]");
+  MIXPREC_CHECK(c.rows == a.rows && c.cols == b_cols, "[", op, "] C is [", c.rows, ", ", c.cols,
+                "], expected [", a.rows, ", ", b_cols, "]");
+  MIXPREC_CHECK(is_gemm_float(a.dtype) && is_gemm_float(b_dtype) && is_gemm_float(c.dtype),
+                "[", op, "] expected f32, f16 or bf16 operands, got A ", dtype_name(a.dtype), ", B ",
+                dtype_name(b_dtype), ", C ", dtype_name(c.dtype), " (f64 goes through gemm_reference)");
+  MIXPREC_CHECK(ep.bias == nullptr || is_gemm_float(ep.bias_dtype), "[", op, "] bias dtype ",
+                dtype_name(ep.bias_dtype), " is not a float type");
+  MIXPREC_CHECK(ep.residual == nullptr || is_gemm_float(ep.residual_dtype), "[", op,
+                "] residual dtype ", dtype_name(ep.residual_dtype), " is not a float type");
+  MIXPREC_CHECK(c.row_stride >= c.cols || c.rows <= 1, "[", op, "] C row stride ", c.row_stride,
+                " is smaller than its ", c.cols, " columns");
+}
+
+}  // namespace
+
+void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
+          const GemmEpilogue& epilogue) {
+  check_operands("gemm", a, b.rows, b.cols, b.dtype, c, epilogue);
+  if (c.rows == 0 || c.cols == 0) return;
+  const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
+  const Problem p{a, BSource{&b, nullptr}, c, epilogue, &uk, pack_shape(uk, a.cols)};
+  run_parallel(p, threads_for(c.rows, c.cols, a.cols));
+}
+
+void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
+                  const MutableMatrixView& c, const BatchStrides& strides,
+                  const GemmEpilogue& epilogue) {
+  check_operands("gemm_batched", a, b.rows, b.cols, b.dtype, c, epilogue);
+  MIXPREC_CHECK(batch >= 0, "[gemm_batched] batch must be >= 0, got ", batch);
+  if (batch == 0 || c.rows == 0 || c.cols == 0) return;
+  const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
+  const PackShape ps = pack_shape(uk, a.cols);
+  auto item = [&](int64_t i, int threads) {
+    MatrixView ai = a, bi = b;
+    MutableMatrixView ci = c;
+    GemmEpilogue ei = epilogue;
+    ai.data = static_cast<const char*>(a.data) + static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
+    bi.data = static_cast<const char*>(b.data) + static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
+    ci.data = static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
+    if (ei.residual != nullptr)
+      ei.residual = static_cast<const char*>(ei.residual) +
+                    static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
+    const Problem p{ai, BSource{&bi, nullptr}, ci, ei, &uk, ps};
+    run_parallel(p, threads);
+  };
+  const int per_item = threads_for(c.rows, c.cols, a.cols);
+  const int threads = num_threads();
+  if (batch >= threads && threads > 1) {
+    // Whole items per thread: no synchronisation inside a GEMM.
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) item(i, 1);
+    });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) item(i, per_item);
+  }
+}
+
+PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
+  MIXPREC_CHECK(is_gemm_float(b.dtype) && is_gemm_float(a_dtype),
+                "[pack_b] expected f32, f16 or bf16, got B ", dtype_name(b.dtype), " for A ",
+                dtype_name(a_dtype));
+  PackedMatrix packed;
+  packed.level_ = active_isa();
+  const Ukernel& uk = choose_ukernel(packed.level_, a_dtype, b.dtype);
+  const PackShape ps = pack_shape(uk, b.rows);
+  const int64_t panels = (b.cols + uk.nr - 1) / uk.nr;
+  packed.storage_ = Allocation(static_cast<std::size_t>(panels) * ps.panel_bytes());
+  packed.k_ = b.rows;
+  packed.n_ = b.cols;
+  packed.compute_ = uk.compute;
+  packed.a_dtype_ = a_dtype;
+  if (panels > 0) pack_b_panels(b, 0, b.cols, uk, ps, packed.storage_.data());
+  return packed;
+}
+
+void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
+                    const GemmEpilogue& epilogue) {
+  check_operands("gemm_prepacked", a, b.rows(), b.cols(), b.compute_, c, epilogue);
+  MIXPREC_CHECK(b.level_ == active_isa(), "[gemm_prepacked] B was packed at kernel level ",
+                isa_name(b.level_), " but the active level is ", isa_name(active_isa()),
+                "; pack it again");
+  const Ukernel& uk = choose_ukernel(b.level_, a.dtype, b.a_dtype_);
+  MIXPREC_CHECK(uk.compute == b.compute_, "[gemm_prepacked] B was packed for ",
+                dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype),
+                " needs ", dtype_name(uk.compute), "; pack B for this A dtype");
+  if (c.rows == 0 || c.cols == 0) return;
+  const Problem p{a, BSource{nullptr, static_cast<const char*>(b.storage_.data())}, c, epilogue,
+                  &uk, pack_shape(uk, a.cols)};
+  run_parallel(p, threads_for(c.rows, c.cols, a.cols));
+}
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,72 @@
+// AVX512_BF16 GEMM micro-kernel: 14 x 32 tile of f32 accumulators fed by vdpbf16ps, which
+// multiplies a pair of bf16 from A (broadcast as one 32-bit word) with 16 column pairs of B and
+// adds both products to each f32 lane.
+//
+// The instruction's own rules (Intel SDM, VDPBF16PS): round to nearest even, MXCSR ignored,
+// bf16 subnormal inputs treated as zero and subnormal f32 results flushed to zero. The two
+// products of a pair are exact in f32 and are added one after the other, so apart from that
+// flushing the accumulation is as precise as f32 FMA. See docs/NUMERICS.md.
+#include <cstring>
+
+#include "gemm_tile.h"
+#include "simd_avx512.h"
+
+namespace mixprec::kernels::gemm_detail {
+namespace {
+
+constexpr int kMr = 14;
+constexpr int kNv = 2;
+constexpr int kNr = kNv * simd::Avx512::kWidth;
+
+inline __m512bh broadcast_pair(const uint16_t* p) {
+  uint32_t pair;
+  std::memcpy(&pair, p, sizeof pair);
+  return (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+}
+
+template <int MR>
+void tile_bf16(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, int nr_eff,
+               const TileEpilogue& ep) {
+  const uint16_t* a = static_cast<const uint16_t*>(a_rows);
+  const uint16_t* b = static_cast<const uint16_t*>(b_panel);  // [ceil(k/2)][kNr][2]
+  __m512 acc[MR][kNv];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t pairs = k / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh bv[kNv];
+    for (int j = 0; j < kNv; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + (p * kNr + j * 16) * 2);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = broadcast_pair(a + i * lda + 2 * p);
+      for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+    }
+  }
+  if (k & 1) {  // last k alone: A's partner is zero (never read past the row), B's is padding
+    __m512bh bv[kNv];
+    for (int j = 0; j < kNv; ++j)
+      bv[j] = (__m512bh)_mm512_loadu_si512(b + (pairs * kNr + j * 16) * 2);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(a[i * lda + k - 1]);
+      for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+    }
+  }
+  finish_tile<simd::Avx512, MR, kNv>(acc, nr_eff, ep);
+}
+
+template <int M>
+struct Tile {
+  static void run(int64_t k, const void* a, int64_t lda, const void* b, int nr_eff,
+                  const TileEpilogue& ep) {
+    tile_bf16<M>(k, a, lda, b, nr_eff, ep);
+  }
+};
+constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
+
+}  // namespace
+
+const Ukernel& ukernel_avx512bf16() {
+  static constexpr Ukernel kernel{kMr, kNr, DType::BF16, kTiles.data()};
+  return kernel;
+}
+
+}  // namespace mixprec::kernels::gemm_detail

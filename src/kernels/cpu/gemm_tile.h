@@ -1,0 +1,85 @@
+#pragma once
+// The register-blocked micro-kernel and fused epilogue, written once against the SIMD
+// interface (simd_scalar.h) and instantiated per kernel level by gemm_<isa>.cpp. Internal
+// linkage throughout (see simd_avx512.h for why).
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "gemm_internal.h"
+#include "simd_math.h"
+
+namespace mixprec::kernels::gemm_detail {
+namespace {
+
+template <class S>
+typename S::F activate(Activation act, typename S::F v) {
+  switch (act) {
+    case Activation::None: return v;
+    case Activation::ReLU: return S::max(S::zero(), v);  // max(0, NaN) = NaN: NaN passes
+    case Activation::GeluTanh: return simd::gelu_tanh<S>(v);
+    case Activation::GeluErf: return simd::gelu_erf<S>(v);
+    case Activation::SiLU: return simd::silu<S>(v);
+  }
+  return v;
+}
+
+// acc holds the f32 sums of an MR x (NV * kWidth) tile; writes the first nr_eff columns.
+template <class S, int MR, int NV>
+inline void finish_tile(typename S::F (&acc)[MR][NV], int nr_eff, const TileEpilogue& ep) {
+  constexpr int W = S::kWidth;
+  const std::size_t c_size = dtype_size(ep.c_dtype);
+  for (int i = 0; i < MR; ++i) {
+    char* c_row = static_cast<char*>(ep.c) + static_cast<std::size_t>(i * ep.ldc) * c_size;
+    for (int j = 0; j < NV; ++j) {
+      const int n = nr_eff - j * W;
+      if (n <= 0) break;
+      typename S::F v = acc[i][j];
+      if (ep.alpha != 1.0f) v = S::mul(v, S::set1(ep.alpha));
+      if (ep.beta != 0.0f)
+        v = S::fmadd(S::load_n(c_row + j * W * c_size, ep.c_dtype, n), S::set1(ep.beta), v);
+      if (ep.bias != nullptr)
+        v = S::add(v, S::load_n(static_cast<const char*>(ep.bias) + j * W * dtype_size(ep.bias_dtype),
+                                ep.bias_dtype, n));
+      v = activate<S>(ep.activation, v);
+      if (ep.residual != nullptr) {
+        const std::size_t r_size = dtype_size(ep.residual_dtype);
+        const char* r = static_cast<const char*>(ep.residual) +
+                        (static_cast<std::size_t>(i * ep.residual_ld) + j * W) * r_size;
+        v = S::add(v, S::load_n(r, ep.residual_dtype, n));
+      }
+      S::store_n(c_row + j * W * c_size, ep.c_dtype, v, n);
+    }
+  }
+}
+
+// f32 compute: per k, NV vector loads of B and MR broadcasts of A feed MR * NV FMAs.
+template <class S, int MR, int NV>
+void tile_f32(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, int nr_eff,
+              const TileEpilogue& ep) {
+  constexpr int W = S::kWidth;
+  constexpr int NR = NV * W;
+  const float* a = static_cast<const float*>(a_rows);
+  const float* b = static_cast<const float*>(b_panel);
+  typename S::F acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NV; ++j) acc[i][j] = S::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    typename S::F bv[NV];
+    for (int j = 0; j < NV; ++j) bv[j] = S::load(b + p * NR + j * W);
+    for (int i = 0; i < MR; ++i) {
+      const typename S::F av = S::set1(a[i * lda + p]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = S::fmadd(av, bv[j], acc[i][j]);
+    }
+  }
+  finish_tile<S, MR, NV>(acc, nr_eff, ep);
+}
+
+// tiles[m - 1] = Tile<m> for m = 1..MR.
+template <template <int> class Tile, std::size_t... M>
+constexpr std::array<TileFn*, sizeof...(M)> tile_table(std::index_sequence<M...>) {
+  return {&Tile<static_cast<int>(M) + 1>::run...};
+}
+
+}  // namespace
+}  // namespace mixprec::kernels::gemm_detail

@@ -1,0 +1,63 @@
+#pragma once
+// The SIMD interface every CPU kernel template is written against, at width 1: the scalar
+// level. simd_avx2.h and simd_avx512.h provide the same names at widths 8 and 16.
+//
+//   F                 a vector of kWidth f32 lanes
+//   zero, set1, load  (load: kWidth contiguous f32)
+//   load_n(p, t, n)   n <= kWidth elements of dtype t (f32/f16/bf16), widened exactly; lanes
+//                     past n are zero
+//   store_n(p, t, v, n) n lanes rounded to dtype t (round to nearest even, as core/float16.h)
+//   add sub mul div max min fmadd(a, b, c) = a * b + c
+//   select_negative(x, a, b) = x < 0 ? a : b, per lane
+//   round_int(x)      round to nearest integer (as f32);  scale2(x, n) = x * 2^n for integral n
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels::simd {
+
+struct Scalar {
+  using F = float;
+  static constexpr int kWidth = 1;
+
+  static F zero() { return 0.0f; }
+  static F set1(float x) { return x; }
+  static F load(const float* p) { return *p; }
+  static F load_n(const void* p, DType t, int n) {
+    if (n <= 0) return 0.0f;
+    switch (t) {
+      case DType::F32: return *static_cast<const float*>(p);
+      case DType::F16: return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
+      case DType::BF16: return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
+      default: return 0.0f;
+    }
+  }
+  static void store_n(void* p, DType t, F v, int n) {
+    if (n <= 0) return;
+    switch (t) {
+      case DType::F32: *static_cast<float*>(p) = v; break;
+      case DType::F16: *static_cast<uint16_t*>(p) = fp16_bits::f32_to_f16(v); break;
+      case DType::BF16: *static_cast<uint16_t*>(p) = fp16_bits::f32_to_bf16(v); break;
+      default: break;
+    }
+  }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F div(F a, F b) { return a / b; }
+  static F max(F a, F b) { return a > b ? a : b; }
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
+  static F select_negative(F x, F if_negative, F otherwise) { return x < 0.0f ? if_negative : otherwise; }
+  static F round_int(F x) { return std::nearbyint(x); }
+  static F scale2(F x, F n) {
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float s;
+    std::memcpy(&s, &bits, sizeof s);
+    return x * s;
+  }
+};
+
+}  // namespace mixprec::kernels::simd

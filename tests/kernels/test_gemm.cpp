@@ -1,0 +1,236 @@
+#include "mixprec/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/error.h"
+#include "mixprec/kernels/convert.h"
+#include "support/isa_levels.h"
+#include "support/tolerance.h"
+
+namespace mixprec::kernels {
+namespace {
+
+using test_support::IsaTest;
+
+// A matrix of any dtype, filled with uniform values in [-1, 1) rounded to its dtype.
+struct Buffer {
+  DType dtype;
+  std::vector<unsigned char> bytes;
+  Buffer(DType t, int64_t count, std::mt19937& rng) : dtype(t), bytes(static_cast<std::size_t>(count) * dtype_size(t)) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> values(static_cast<std::size_t>(count));
+    for (float& v : values) v = dist(rng);
+    convert(values.data(), DType::F32, bytes.data(), t, values.size());
+  }
+  void* data() { return bytes.data(); }
+  std::vector<double> widened() const {
+    std::vector<double> out(bytes.size() / dtype_size(dtype));
+    convert(bytes.data(), dtype, out.data(), DType::F64, out.size());
+    return out;
+  }
+};
+
+struct Case {
+  int64_t m, n, k;
+  DType a, b, c;
+  bool trans_a = false, trans_b = false;
+  GemmEpilogue ep{};
+  bool with_bias = false, with_residual = false;
+};
+
+std::string describe(const Case& c) {
+  return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+         " A=" + std::string(dtype_name(c.a)) + (c.trans_a ? "^T" : "") + " B=" +
+         std::string(dtype_name(c.b)) + (c.trans_b ? "^T" : "") + " C=" + std::string(dtype_name(c.c)) +
+         " act=" + std::to_string(static_cast<int>(c.ep.activation)) + " alpha=" + std::to_string(c.ep.alpha) +
+         " beta=" + std::to_string(c.ep.beta) + (c.with_bias ? " bias" : "") + (c.with_residual ? " residual" : "");
+}
+
+// Runs one case through gemm() and gemm_reference() and compares element by element against
+// the tolerance table, with the reduction's own sum |a||b| as the scale.
+void check_case(Case cs, uint32_t seed) {
+  SCOPED_TRACE(describe(cs));
+  std::mt19937 rng(seed);
+  Buffer a(cs.a, cs.m * cs.k, rng), b(cs.b, cs.k * cs.n, rng);
+  Buffer c(cs.c, cs.m * cs.n, rng);
+  Buffer bias(DType::BF16, cs.n, rng), residual(DType::F32, cs.m * cs.n, rng);
+  Buffer expect = c;
+  MatrixView av = cs.trans_a ? MatrixView::row_major(a.data(), cs.a, cs.k, cs.m, cs.m).transposed()
+                             : MatrixView::row_major(a.data(), cs.a, cs.m, cs.k, cs.k);
+  MatrixView bv = cs.trans_b ? MatrixView::row_major(b.data(), cs.b, cs.n, cs.k, cs.k).transposed()
+                             : MatrixView::row_major(b.data(), cs.b, cs.k, cs.n, cs.n);
+  GemmEpilogue ep = cs.ep;
+  if (cs.with_bias) {
+    ep.bias = bias.data();
+    ep.bias_dtype = bias.dtype;
+  }
+  if (cs.with_residual) {
+    ep.residual = residual.data();
+    ep.residual_dtype = residual.dtype;
+    ep.residual_ld = cs.n;
+  }
+  gemm(av, bv, MutableMatrixView::row_major(c.data(), cs.c, cs.m, cs.n, cs.n), ep);
+  gemm_reference(av, bv, MutableMatrixView::row_major(expect.data(), cs.c, cs.m, cs.n, cs.n), ep);
+
+  const test_support::Tolerance tol = test_support::tolerance_for(cs.c);
+  const std::vector<double> a64 = a.widened(), b64 = b.widened();
+  const std::vector<double> got64 = c.widened(), want64 = expect.widened();
+  int failures = 0;
+  for (int64_t i = 0; i < cs.m && failures < 5; ++i) {
+    for (int64_t j = 0; j < cs.n && failures < 5; ++j) {
+      double abs_sum = 0.0;
+      for (int64_t p = 0; p < cs.k; ++p) {
+        const double x = a64[cs.trans_a ? p * cs.m + i : i * cs.k + p];
+        const double y = b64[cs.trans_b ? j * cs.k + p : p * cs.n + j];
+        abs_sum += std::fabs(x * y);
+      }
+      abs_sum = std::fabs(ep.alpha) * abs_sum + 3.0;  // + beta C, bias, residual: each <= 1
+      const double want = want64[i * cs.n + j], got = got64[i * cs.n + j];
+      const double bound = tol.bound(want, cs.k, abs_sum);
+      if (!(std::fabs(got - want) <= bound)) {
+        ++failures;
+        ADD_FAILURE() << "C[" << i << ", " << j << "] = " << got << ", reference " << want
+                      << ", |diff| " << std::fabs(got - want) << " > bound " << bound;
+      }
+    }
+  }
+}
+
+class GemmTest : public IsaTest {};
+
+TEST_P(GemmTest, OddShapesAllDtypesMatchReference) {
+  const DType floats[] = {DType::F32, DType::BF16, DType::F16};
+  const int64_t sizes[] = {1, 7, 17, 63, 65, 129};
+  uint32_t seed = 1;
+  for (DType a : floats)
+    for (DType b : floats)
+      for (int64_t m : sizes)
+        for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{65}})
+          for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{129}}) {
+            const DType c = (m + n + k) % 3 == 0 ? DType::F32 : (m % 2 ? DType::BF16 : DType::F16);
+            check_case({m, n, k, a, b, c}, seed++);
+          }
+}
+
+TEST_P(GemmTest, TransposedOperandsMatchReference) {
+  uint32_t seed = 100;
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) check_case({63, 65, 129, t, t, DType::F32, ta, tb}, seed++);
+}
+
+TEST_P(GemmTest, FusedEpilogueMatchesReference) {
+  uint32_t seed = 200;
+  for (Activation act : {Activation::None, Activation::ReLU, Activation::GeluTanh,
+                         Activation::GeluErf, Activation::SiLU})
+    for (DType t : {DType::F32, DType::BF16}) {
+      Case cs{33, 47, 70, t, t, t};
+      cs.ep.activation = act;
+      cs.ep.alpha = 0.5f;
+      cs.ep.beta = act == Activation::None ? 0.25f : 0.0f;
+      cs.with_bias = true;
+      cs.with_residual = act != Activation::ReLU;
+      check_case(cs, seed++);
+    }
+}
+
+TEST_P(GemmTest, MixedF32ActivationsTimesBf16Weights) {
+  check_case({31, 70, 96, DType::F32, DType::BF16, DType::F32, false, true}, 300);
+  check_case({31, 70, 96, DType::BF16, DType::F32, DType::BF16}, 301);
+}
+
+TEST_P(GemmTest, LargeEnoughToUseEveryThreadAndSlab) {
+  // N spans several packed slabs (K large) and M several row groups on both threads.
+  check_case({130, 300, 2100, DType::BF16, DType::BF16, DType::F32, false, true}, 400);
+  check_case({130, 300, 700, DType::F32, DType::F32, DType::F32}, 401);
+}
+
+TEST_P(GemmTest, Bf16OnesSumExactlyIn32Bits) {
+  // Named hard case: a bf16 accumulator would stall at 256; f32 accumulation gives 100000.
+  const int64_t k = 100000;
+  std::vector<uint16_t> ones(static_cast<std::size_t>(k), BFloat16(1.0f).bits);
+  float out = 0.0f;
+  gemm(MatrixView::row_major(ones.data(), DType::BF16, 1, k, k),
+       MatrixView::row_major(ones.data(), DType::BF16, k, 1, 1),
+       MutableMatrixView::row_major(&out, DType::F32, 1, 1, 1));
+  EXPECT_EQ(out, 100000.0f);
+}
+
+TEST_P(GemmTest, EmptyKGivesEpilogueOfZero) {
+  std::vector<float> c(6, 9.0f), bias{1.0f, 2.0f, 3.0f};
+  GemmEpilogue ep;
+  ep.bias = bias.data();
+  gemm(MatrixView::row_major(nullptr, DType::F32, 2, 0, 0), MatrixView::row_major(nullptr, DType::F32, 0, 3, 3),
+       MutableMatrixView::row_major(c.data(), DType::F32, 2, 3, 3), ep);
+  EXPECT_EQ(c, (std::vector<float>{1, 2, 3, 1, 2, 3}));
+}
+
+TEST_P(GemmTest, PrepackedWeightsMatchUnpacked) {
+  std::mt19937 rng(7);
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    Buffer x(t, 37 * 80, rng), w(t, 90 * 80, rng);
+    std::vector<float> direct(37 * 90), packed_out(37 * 90);
+    const MatrixView xv = MatrixView::row_major(x.data(), t, 37, 80, 80);
+    const MatrixView wt = MatrixView::row_major(w.data(), t, 90, 80, 80).transposed();
+    gemm(xv, wt, MutableMatrixView::row_major(direct.data(), DType::F32, 37, 90, 90));
+    const PackedMatrix packed = pack_b(wt, t);
+    gemm_prepacked(xv, packed, MutableMatrixView::row_major(packed_out.data(), DType::F32, 37, 90, 90));
+    EXPECT_EQ(direct, packed_out) << "same kernel, same packing: bit-identical";
+  }
+}
+
+TEST_P(GemmTest, BatchedMatchesOneByOne) {
+  std::mt19937 rng(11);
+  const int64_t batch = 5, m = 9, n = 20, k = 33;
+  Buffer a(DType::BF16, batch * m * k, rng), b(DType::BF16, batch * k * n, rng);
+  std::vector<float> together(batch * m * n), apart(batch * m * n);
+  gemm_batched(batch, MatrixView::row_major(a.data(), DType::BF16, m, k, k),
+               MatrixView::row_major(b.data(), DType::BF16, k, n, n),
+               MutableMatrixView::row_major(together.data(), DType::F32, m, n, n),
+               {m * k, k * n, m * n, 0});
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(MatrixView::row_major(static_cast<uint16_t*>(a.data()) + i * m * k, DType::BF16, m, k, k),
+         MatrixView::row_major(static_cast<uint16_t*>(b.data()) + i * k * n, DType::BF16, k, n, n),
+         MutableMatrixView::row_major(apart.data() + i * m * n, DType::F32, m, n, n));
+  EXPECT_EQ(together, apart);
+}
+
+MIXPREC_INSTANTIATE_ISA_TEST_SUITE(GemmTest);
+
+TEST(Gemm, ShapeMismatchIsAClearError) {
+  float a[6] = {}, b[6] = {}, c[4] = {};
+  try {
+    gemm(MatrixView::row_major(a, DType::F32, 2, 3, 3), MatrixView::row_major(b, DType::F32, 2, 3, 3),
+         MutableMatrixView::row_major(c, DType::F32, 2, 3, 3));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[gemm] inner dimensions differ: A is [2, 3], B is [2, 3]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(gemm(MatrixView::row_major(a, DType::I32, 2, 3, 3), MatrixView::row_major(b, DType::F32, 3, 2, 2),
+                    MutableMatrixView::row_major(c, DType::F32, 2, 2, 2)),
+               Error);
+}
+
+TEST(Gemm, PrepackedAtAnotherLevelIsRejected) {
+  if (!isa_supported(IsaLevel::Avx2)) GTEST_SKIP() << "needs two kernel levels";
+  float w[4] = {1, 2, 3, 4}, x[2] = {1, 1}, y[2];
+  PackedMatrix packed;
+  {
+    ScopedIsa level(IsaLevel::Scalar);
+    packed = pack_b(MatrixView::row_major(w, DType::F32, 2, 2, 2), DType::F32);
+  }
+  ScopedIsa level(IsaLevel::Avx2);
+  EXPECT_THROW(gemm_prepacked(MatrixView::row_major(x, DType::F32, 1, 2, 2), packed,
+                              MutableMatrixView::row_major(y, DType::F32, 1, 2, 2)),
+               Error);
+}
+
+}  // namespace
+}  // namespace mixprec::kernels
