@@ -47,88 +47,6 @@ PackShape pack_shape(const Ukernel& uk, int64_t k) {
   return {k, pairs ? round_up(k, 2) : k, uk.nr, dtype_size(uk.compute)};
 }
 
-template <typename Src>
-float widen(Src v) {
-  return static_cast<float>(v);
-}
-
-// Packs columns [n0, n1) of B (n0 a multiple of nr) into panels, converting to the compute
-// dtype. Element (k, j) of a panel sits at (k / kpack) * nr * kpack + j * kpack + k % kpack.
-template <typename Src, typename Dst>
-void pack_b_typed(const MatrixView& b, int64_t n0, int64_t n1, const PackShape& ps, Dst* out) {
-  const Src* src = static_cast<const Src*>(b.data);
-  constexpr int kpack = sizeof(Dst) == 2 ? 2 : 1;  // bf16 compute interleaves k pairs
-  const int nr = ps.nr;
-  auto convert = [](Src v) -> Dst {
-    if constexpr (std::is_same_v<Src, Dst>) return v;
-    else return static_cast<Dst>(widen(v));
-  };
-  for (int64_t n = n0; n < n1; n += nr) {
-    Dst* panel = out + (n - n0) / nr * ps.k_padded * nr;
-    const int width = static_cast<int>(std::min<int64_t>(nr, n1 - n));
-    std::fill(panel, panel + ps.k_padded * nr, Dst{});
-    auto at = [&](int64_t k, int j) -> Dst& {
-      return panel[(k / kpack) * nr * kpack + j * kpack + k % kpack];
-    };
-    if (b.col_stride == 1) {  // rows of B contiguous: read along n
-      for (int64_t k = 0; k < ps.k; ++k) {
-        const Src* row = src + k * b.row_stride + n;
-        for (int j = 0; j < width; ++j) at(k, j) = convert(row[j]);
-      }
-    } else {  // columns contiguous (B = W^T): read along k
-      for (int j = 0; j < width; ++j) {
-        const Src* col = src + (n + j) * b.col_stride;
-        for (int64_t k = 0; k < ps.k; ++k) at(k, j) = convert(col[k * b.row_stride]);
-      }
-    }
-  }
-}
-
-void pack_b_panels(const MatrixView& b, int64_t n0, int64_t n1, const Ukernel& uk,
-                   const PackShape& ps, void* out) {
-  if (uk.compute == DType::BF16) {
-    pack_b_typed<BFloat16, BFloat16>(b, n0, n1, ps, static_cast<BFloat16*>(out));
-    return;
-  }
-  float* dst = static_cast<float*>(out);
-  switch (b.dtype) {
-    case DType::F32: pack_b_typed<float, float>(b, n0, n1, ps, dst); break;
-    case DType::F16: pack_b_typed<Half, float>(b, n0, n1, ps, dst); break;
-    case DType::BF16: pack_b_typed<BFloat16, float>(b, n0, n1, ps, dst); break;
-    default: MIXPREC_ASSERT(false && "unsupported B dtype reached packing");
-  }
-}
-
-// Rows [m0, m0 + rows) of A as a row-major [rows][k_padded] block in the compute dtype.
-template <typename Src, typename Dst>
-void pack_a_typed(const MatrixView& a, int64_t m0, int rows, const PackShape& ps, Dst* out) {
-  const Src* src = static_cast<const Src*>(a.data);
-  for (int r = 0; r < rows; ++r) {
-    Dst* dst = out + r * ps.k_padded;
-    const Src* row = src + (m0 + r) * a.row_stride;
-    for (int64_t k = 0; k < ps.k; ++k) {
-      if constexpr (std::is_same_v<Src, Dst>) dst[k] = row[k * a.col_stride];
-      else dst[k] = static_cast<Dst>(widen(row[k * a.col_stride]));
-    }
-    for (int64_t k = ps.k; k < ps.k_padded; ++k) dst[k] = Dst{};
-  }
-}
-
-void pack_a_rows(const MatrixView& a, int64_t m0, int rows, const Ukernel& uk,
-                 const PackShape& ps, void* out) {
-  if (uk.compute == DType::BF16) {
-    pack_a_typed<BFloat16, BFloat16>(a, m0, rows, ps, static_cast<BFloat16*>(out));
-    return;
-  }
-  float* dst = static_cast<float*>(out);
-  switch (a.dtype) {
-    case DType::F32: pack_a_typed<float, float>(a, m0, rows, ps, dst); break;
-    case DType::F16: pack_a_typed<Half, float>(a, m0, rows, ps, dst); break;
-    case DType::BF16: pack_a_typed<BFloat16, float>(a, m0, rows, ps, dst); break;
-    default: MIXPREC_ASSERT(false && "unsupported A dtype reached packing");
-  }
-}
-
 // Per-thread packing buffers, grown on demand and reused by every later call: the hot path
 // allocates nothing once shapes have been seen.
 struct Workspace {
@@ -175,7 +93,7 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
     if (p.b.view != nullptr) {
       const std::size_t bytes = static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
       void* buf = Workspace::reserve(ws.b_slab, bytes);
-      pack_b_panels(*p.b.view, jc, jc_end, uk, ps, buf);
+      uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
       slab = static_cast<const char*>(buf);
     } else {
       slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * ps.panel_bytes();
@@ -189,7 +107,7 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
         lda = p.a.row_stride;
       } else {
         void* buf = Workspace::reserve(ws.a_rows, static_cast<std::size_t>(uk.mr * ps.k_padded) * ps.elem);
-        pack_a_rows(p.a, ir, rows, uk, ps, buf);
+        uk.pack_a(p.a, ir, rows, ps.k_padded, buf);
         a_ptr = buf;
         lda = ps.k_padded;
       }
@@ -330,7 +248,7 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
   packed.n_ = b.cols;
   packed.compute_ = uk.compute;
   packed.a_dtype_ = a_dtype;
-  if (panels > 0) pack_b_panels(b, 0, b.cols, uk, ps, packed.storage_.data());
+  if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
   return packed;
 }
 

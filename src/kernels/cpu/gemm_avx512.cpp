@@ -20,7 +20,8 @@ constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 }  // namespace
 
 const Ukernel& ukernel_avx512() {
-  static constexpr Ukernel kernel{kMr, kNv * simd::Avx512::kWidth, DType::F32, kTiles.data()};
+  static constexpr Ukernel kernel{kMr, kNv * simd::Avx512::kWidth, DType::F32, kTiles.data(), pack_b_f32<simd::Avx512, kNv * simd::Avx512::kWidth>,
+                                       pack_a_f32<simd::Avx512>};
   return kernel;
 }
 

@@ -53,6 +53,43 @@ void tile_bf16(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, 
   finish_tile<simd::Avx512, MR, kNv>(acc, nr_eff, ep);
 }
 
+// B panels for vdpbf16ps: [k_padded / 2][kNr] 32-bit words, each word the bf16 pair
+// (B[2p, j], B[2p + 1, j]); past the last row or column, zeros.
+void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, void* out) {
+  const uint16_t* src = static_cast<const uint16_t*>(b.data);
+  const int64_t k = b.rows, pairs = k_padded / 2;
+  for (int64_t n = n0; n < n1; n += kNr) {
+    uint32_t* panel = static_cast<uint32_t*>(out) + (n - n0) / kNr * pairs * kNr;
+    const int width = static_cast<int>(n1 - n < kNr ? n1 - n : kNr);
+    if (b.col_stride == 1) {  // rows contiguous: widen two rows and interleave them
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint16_t* row0 = src + 2 * p * b.row_stride + n;
+        const uint16_t* row1 = 2 * p + 1 < k ? row0 + b.row_stride : nullptr;
+        for (int v = 0; v < kNv; ++v) {
+          const __mmask16 m = simd::Avx512::mask(width - 16 * v);
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row0 + 16 * v));
+          const __m512i hi = row1 == nullptr ? _mm512_setzero_si512()
+              : _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row1 + 16 * v)), 16);
+          _mm512_storeu_si512(panel + p * kNr + 16 * v, _mm512_or_si512(lo, hi));
+        }
+      }
+    } else if (b.row_stride == 1) {  // columns contiguous (B = W^T): a pair is one word
+      if (width < kNr) std::memset(panel, 0, static_cast<std::size_t>(pairs * kNr) * 4);
+      for (int j = 0; j < width; ++j) {
+        const uint16_t* col = src + (n + j) * b.col_stride;
+        for (int64_t p = 0; p < k / 2; ++p) std::memcpy(panel + p * kNr + j, col + 2 * p, 4);
+        if (k & 1) panel[(k / 2) * kNr + j] = col[k - 1];
+      }
+    } else {
+      pack_b_generic(b, n, n + width, k_padded, kNr, DType::BF16, panel);
+    }
+  }
+}
+
+void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
+  pack_a_generic(a, m0, rows, k_padded, DType::BF16, out);
+}
+
 template <int M>
 struct Tile {
   static void run(int64_t k, const void* a, int64_t lda, const void* b, int nr_eff,
@@ -65,7 +102,7 @@ constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 }  // namespace
 
 const Ukernel& ukernel_avx512bf16() {
-  static constexpr Ukernel kernel{kMr, kNr, DType::BF16, kTiles.data()};
+  static constexpr Ukernel kernel{kMr, kNr, DType::BF16, kTiles.data(), pack_b_bf16, pack_a_bf16};
   return kernel;
 }
 

@@ -31,12 +31,27 @@ using TileFn = void(int64_t k, const void* a, int64_t lda, const void* b_panel, 
 // B panel layouts (each panel covers nr columns, zero-padded past N):
 //   f32  compute: [k][nr] f32
 //   bf16 compute: [ceil(k/2)][nr][2] bf16 (k pairs interleaved, for vdpbf16ps; odd k padded)
+//
+// Packers convert to the compute dtype on the way:
+//   pack_b: columns [n0, n1) of B (n0 a multiple of nr) into panels of k_padded rows
+//   pack_a: rows [m0, m0 + rows) of A into a row-major [rows][k_padded] block
+using PackBFn = void(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, void* out);
+using PackAFn = void(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out);
+
 struct Ukernel {
   int mr;
   int nr;
   DType compute;          // F32 or BF16
   TileFn* const* tiles;   // tiles[m - 1] handles m rows, 1 <= m <= mr
+  PackBFn* pack_b;
+  PackAFn* pack_a;
 };
+
+// Element-at-a-time packers for any strides (gemm_pack.cpp): every level's fallback.
+void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, int nr,
+                    DType compute, void* out);
+void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, DType compute,
+                    void* out);
 
 const Ukernel& ukernel_scalar();
 const Ukernel& ukernel_avx2();

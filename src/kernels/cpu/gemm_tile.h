@@ -75,6 +75,39 @@ void tile_f32(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, i
   finish_tile<S, MR, NV>(acc, nr_eff, ep);
 }
 
+// f32-compute packers, vectorised where the operand is contiguous along the packed direction
+// (load_n converts f16/bf16 to f32 on the way); other strides take the generic path.
+template <class S, int NR>
+void pack_b_f32(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, void* out) {
+  if (b.col_stride != 1) return pack_b_generic(b, n0, n1, k_padded, NR, DType::F32, out);
+  constexpr int W = S::kWidth;
+  const std::size_t elem = dtype_size(b.dtype);
+  for (int64_t n = n0; n < n1; n += NR) {
+    float* panel = static_cast<float*>(out) + (n - n0) / NR * k_padded * NR;
+    const int width = static_cast<int>(n1 - n < NR ? n1 - n : NR);
+    for (int64_t k = 0; k < b.rows; ++k) {
+      const char* row = static_cast<const char*>(b.data) + static_cast<std::size_t>(k * b.row_stride + n) * elem;
+      for (int v = 0; v < NR / W; ++v)
+        S::store(panel + k * NR + v * W, S::load_n(row + v * W * elem, b.dtype, width - v * W));
+    }
+  }
+}
+
+template <class S>
+void pack_a_f32(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
+  if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, DType::F32, out);
+  constexpr int W = S::kWidth;
+  const std::size_t elem = dtype_size(a.dtype);
+  for (int r = 0; r < rows; ++r) {
+    const char* row = static_cast<const char*>(a.data) + static_cast<std::size_t>((m0 + r) * a.row_stride) * elem;
+    float* dst = static_cast<float*>(out) + r * k_padded;
+    for (int64_t k = 0; k < a.cols; k += W) {
+      const int n = static_cast<int>(a.cols - k < W ? a.cols - k : W);
+      S::store_n(dst + k, DType::F32, S::load_n(row + k * elem, a.dtype, n), n);
+    }
+  }
+}
+
 // tiles[m - 1] = Tile<m> for m = 1..MR.
 template <template <int> class Tile, std::size_t... M>
 constexpr std::array<TileFn*, sizeof...(M)> tile_table(std::index_sequence<M...>) {

@@ -1,0 +1,121 @@
+#pragma once
+// What every benchmark program shares: options (--quick, --json, --help), robust timing
+// (warm-up, then median and spread of repetitions) and result rows printed as a table and as
+// one JSON object.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/io/json.h"
+
+namespace mixprec::bench {
+
+struct Options {
+  bool quick = false;
+  bool json = false;  // JSON only (the table goes to stderr)
+};
+
+// Parses the common flags; prints `usage` and exits 0 on --help, exits 2 on anything unknown.
+inline Options parse_options(int argc, char** argv, const char* usage) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--quick") o.quick = true;
+    else if (a == "--json") o.json = true;
+    else if (a == "--help" || a == "-h") {
+      std::printf("%s\n  --quick   a short run (under a minute)\n  --json    print only the JSON results\n", usage);
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", argv[0], argv[i]);
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+struct Timing {
+  double median_s = 0, min_s = 0, max_s = 0;
+  int reps = 0;
+};
+
+// Runs fn `warmup` times, then until `reps` runs and at least `min_seconds` have passed.
+template <typename Fn>
+Timing time_it(const Fn& fn, int warmup, int reps, double min_seconds) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> samples;
+  double total = 0;
+  while (static_cast<int>(samples.size()) < reps || total < min_seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    samples.push_back(dt);
+    total += dt;
+    if (samples.size() > 1000) break;
+  }
+  std::sort(samples.begin(), samples.end());
+  return {samples[samples.size() / 2], samples.front(), samples.back(), static_cast<int>(samples.size())};
+}
+
+// One result: named fields in order, printed as a table row and as a JSON object.
+struct Row {
+  std::vector<std::pair<std::string, std::string>> fields;  // value already JSON-encoded
+  Row& text(const std::string& key, const std::string& v) {
+    fields.emplace_back(key, io::json_quote(v));
+    return *this;
+  }
+  Row& num(const std::string& key, double v, int decimals = 2) {
+    char buf[64];
+    if (v != v) std::snprintf(buf, sizeof buf, "null");
+    else std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    fields.emplace_back(key, buf);
+    return *this;
+  }
+};
+
+inline std::string unquote(const std::string& v) {
+  return v.size() >= 2 && v.front() == '"' ? v.substr(1, v.size() - 2) : v;
+}
+
+// Prints rows as an aligned table (to stdout, or stderr in --json mode).
+inline void print_table(const std::vector<Row>& rows, const Options& o) {
+  if (rows.empty()) return;
+  FILE* out = o.json ? stderr : stdout;
+  std::vector<std::size_t> width;
+  for (const auto& [k, v] : rows[0].fields) width.push_back(k.size());
+  for (const Row& r : rows)
+    for (std::size_t i = 0; i < r.fields.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], unquote(r.fields[i].second).size());
+  for (std::size_t i = 0; i < width.size(); ++i)
+    std::fprintf(out, "%-*s  ", static_cast<int>(width[i]), rows[0].fields[i].first.c_str());
+  std::fprintf(out, "\n");
+  for (const Row& r : rows) {
+    for (std::size_t i = 0; i < r.fields.size() && i < width.size(); ++i)
+      std::fprintf(out, "%-*s  ", static_cast<int>(width[i]), unquote(r.fields[i].second).c_str());
+    std::fprintf(out, "\n");
+  }
+}
+
+// {"benchmark": name, "cpu": ..., <extra>, "results": [rows]} on stdout.
+inline void print_json(const std::string& name, const std::vector<Row>& rows,
+                       const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+  std::string s = "{\"benchmark\": " + io::json_quote(name) +
+                  ", \"cpu\": " + io::json_quote(cpu_features().model) +
+                  ", \"kernel_level\": " + io::json_quote(isa_name(active_isa()));
+  for (const auto& [k, v] : extra) s += ", " + io::json_quote(k) + ": " + v;
+  s += ", \"results\": [";
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    s += r ? ",\n  {" : "\n  {";
+    for (std::size_t i = 0; i < rows[r].fields.size(); ++i)
+      s += (i ? ", " : "") + io::json_quote(rows[r].fields[i].first) + ": " + rows[r].fields[i].second;
+    s += "}";
+  }
+  s += "\n]}\n";
+  std::fputs(s.c_str(), stdout);
+}
+
+}  // namespace mixprec::bench

@@ -1,0 +1,11 @@
+#pragma once
+#include <cstdint>
+
+namespace mixprec::kernels::peak_detail {
+
+// Each runs `iterations` rounds of register-only work and returns the flops performed.
+double fma_loop_avx2(int64_t iterations);
+double fma_loop_avx512(int64_t iterations);
+double dot_loop_avx512bf16(int64_t iterations);
+
+}  // namespace mixprec::kernels::peak_detail
