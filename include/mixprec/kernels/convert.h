@@ -1,9 +1,17 @@
 #pragma once
 // Bulk dtype conversion: the kernel behind Tensor::to(DType) and every "store in 16 bits"
-// path. Float -> 16-bit float conversions follow the rules in core/float16.h bit for bit on
-// every ISA level; conversions to 16-bit floats from f64 and integers round once (no double
-// rounding through f32). Float -> integer truncates toward zero, saturates at the integer
-// type's limits and maps NaN to 0; anything -> bool is `value != 0` (NaN is true).
+// path. The rules (docs/NUMERICS.md has the full table):
+//  - float -> 16-bit float follows core/float16.h bit for bit on every ISA level: round to
+//    nearest even, overflow to +-inf, subnormals kept, NaN -> quiet NaN with the top payload
+//    bits;
+//  - f64 and integers -> f16/bf16 round once (no double rounding through f32);
+//  - float -> integer truncates toward zero, saturates at the integer type's limits, NaN -> 0;
+//  - integer -> narrower integer wraps (two's complement), as static_cast, NumPy and PyTorch;
+//  - anything -> bool is `value != 0` (NaN is true, -0 is false); bool -> anything is 0 or 1;
+//  - the same dtype is a copy: every bit is kept, signaling NaNs included.
+// f32 <-> f16, f32 <-> bf16 and f16 <-> bf16 have SIMD fast paths (AVX2+F16C, AVX-512,
+// AVX512_BF16) picked per call from active_isa(); large arrays are split across threads
+// (parallel_for) and written with non-temporal stores.
 #include <cstddef>
 #include <cstdint>
 
@@ -11,10 +19,12 @@
 
 namespace mixprec::kernels {
 
-// n contiguous elements; src and dst must not overlap (unless src == dst and the sizes match).
+// n contiguous elements; src and dst must not overlap, except src == dst with equal element
+// sizes (an in-place conversion, e.g. f16 <-> bf16).
 void convert(const void* src, DType src_type, void* dst, DType dst_type, std::size_t n);
 
-// n elements at element strides (may be negative or zero for src).
+// n elements at element strides: src_stride may be negative or zero (a broadcast), dst_stride
+// negative. Same overlap rule as convert(), with equal strides for in place.
 void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst,
                      DType dst_type, int64_t dst_stride, std::size_t n);
 

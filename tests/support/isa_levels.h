@@ -1,0 +1,68 @@
+#pragma once
+// Runs a kernel test once per kernel level (DESIGN.md section 7: every ISA x dtype x tail x
+// misalignment). A value-parameterised fixture over kAllIsaLevels: each test runs under a
+// ScopedIsa at its level, and a level this machine lacks is skipped with a message naming it.
+//
+//   class MyKernelTest : public mixprec::test_support::IsaTest {};
+//   TEST_P(MyKernelTest, MatchesScalar) { ... isa() is the level being tested ... }
+//   MIXPREC_INSTANTIATE_ISA_TEST_SUITE(MyKernelTest);
+//
+// gives MyKernelTest.MatchesScalar/scalar, /avx2, /avx512, /avx512bf16 (prefixed "Isa/").
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "mixprec/core/cpu_features.h"
+
+namespace mixprec {
+// Test names and failure messages print the level's name, not "1-byte object <02>".
+inline void PrintTo(IsaLevel level, std::ostream* os) { *os << isa_name(level); }
+}  // namespace mixprec
+
+namespace mixprec::test_support {
+
+class IsaTest : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(isa()))
+      GTEST_SKIP() << "kernel level " << isa_name(isa()) << " is not supported by this CPU ("
+                   << cpu_features().model << "); it supports up to " << isa_name(best_isa());
+    scope_ = std::make_unique<ScopedIsa>(isa());
+  }
+  void TearDown() override { scope_.reset(); }
+
+  IsaLevel isa() const { return GetParam(); }
+
+ private:
+  std::unique_ptr<ScopedIsa> scope_;
+};
+
+inline std::string isa_test_name(const ::testing::TestParamInfo<IsaLevel>& info) {
+  return std::string(isa_name(info.param));
+}
+
+// The levels a test body should loop over itself, when a parameterised test does not fit:
+// calls body(level) under a ScopedIsa for each supported level; returns the unsupported ones.
+template <typename Body>
+std::string for_each_supported_isa(const Body& body) {
+  std::string skipped;
+  for (IsaLevel level : kAllIsaLevels) {
+    if (!isa_supported(level)) {
+      skipped += skipped.empty() ? "" : ", ";
+      skipped += isa_name(level);
+      continue;
+    }
+    ScopedIsa scope(level);
+    SCOPED_TRACE(::testing::Message() << "kernel level " << isa_name(level));
+    body(level);
+  }
+  return skipped;
+}
+
+}  // namespace mixprec::test_support
+
+#define MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Suite)                                    \
+  INSTANTIATE_TEST_SUITE_P(Isa, Suite, ::testing::ValuesIn(::mixprec::kAllIsaLevels), \
+                           ::mixprec::test_support::isa_test_name)
