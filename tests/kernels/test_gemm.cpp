@@ -184,6 +184,32 @@ TEST_P(GemmTest, PrepackedWeightsMatchUnpacked) {
   }
 }
 
+TEST_P(GemmTest, PrepackedSubBlocksMatchSlicedProducts) {
+  // Attention multiplies by slices of packed K^T (columns) and V (rows).
+  std::mt19937 rng(9);
+  for (DType t : {DType::F32, DType::BF16}) {
+    const int64_t m = 19, k = 70, n = 100;
+    Buffer a(t, m * k, rng), b(t, k * n, rng);
+    const PackedMatrix packed = pack_b(MatrixView::row_major(b.data(), t, k, n, n), t);
+    const std::size_t es = dtype_size(t);
+    struct Slice { int64_t k0, k1, n0, n1; };
+    for (const Slice sl : {Slice{0, 70, 32, 100}, Slice{6, 40, 0, 64}, Slice{2, 68, 64, 97}}) {
+      const int64_t kk = sl.k1 - sl.k0, nn = sl.n1 - sl.n0;
+      std::vector<float> got(static_cast<std::size_t>(m * nn)), want(got.size());
+      const MatrixView a_cols = MatrixView::row_major(static_cast<char*>(a.data()) + sl.k0 * es, t, m, kk, k);
+      gemm_prepacked(a_cols, packed, MutableMatrixView::row_major(got.data(), DType::F32, m, nn, nn), {},
+                     {sl.k0, sl.k1, sl.n0, sl.n1});
+      gemm(a_cols, MatrixView::row_major(static_cast<char*>(b.data()) + (sl.k0 * n + sl.n0) * es, t, kk, nn, n),
+           MutableMatrixView::row_major(want.data(), DType::F32, m, nn, nn));
+      EXPECT_EQ(got, want) << "rows [" << sl.k0 << ", " << sl.k1 << ") cols [" << sl.n0 << ", " << sl.n1 << ")";
+    }
+    EXPECT_THROW(gemm_prepacked(MatrixView::row_major(a.data(), t, m, k - 1, k), packed,
+                                MutableMatrixView::row_major(nullptr, DType::F32, m, n, n), {}, {1, 70, 0, -1}),
+                 Error)
+        << "odd start row";
+  }
+}
+
 TEST_P(GemmTest, BatchedMatchesOneByOne) {
   std::mt19937 rng(11);
   const int64_t batch = 5, m = 9, n = 20, k = 33;

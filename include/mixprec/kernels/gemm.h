@@ -69,6 +69,15 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
                   const MutableMatrixView& c, const BatchStrides& strides,
                   const GemmEpilogue& epilogue = {});
 
+// A sub-block of a packed B: rows [k_begin, k_end) and columns [n_begin, n_end) (-1: to the
+// end). Blocked algorithms (attention) pack K and V once and multiply by slices of them.
+// n_begin must be a multiple of the micro-kernel's panel width (32 on AVX-512, 16 on AVX2, 8
+// scalar: use a multiple of 32), k_begin even, k_end even or the last row.
+struct PackedRange {
+  int64_t k_begin = 0, k_end = -1;
+  int64_t n_begin = 0, n_end = -1;
+};
+
 // B packed once into the micro-kernel's panel layout and compute dtype, for weights reused
 // every call (inference). Packing is tied to the kernel level active when it was made;
 // gemm_prepacked repacks nothing and throws if the level has changed since.
@@ -84,7 +93,7 @@ class PackedMatrix {
  private:
   friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
   friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
-                             const GemmEpilogue&);
+                             const GemmEpilogue&, const PackedRange&);
   Allocation storage_;
   int64_t k_ = 0, n_ = 0;
   DType compute_ = DType::F32;
@@ -95,7 +104,7 @@ class PackedMatrix {
 // Packs B for later products with an A of dtype `a_dtype` (which decides the compute dtype).
 PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
-                    const GemmEpilogue& epilogue = {});
+                    const GemmEpilogue& epilogue = {}, const PackedRange& range = {});
 
 // Plain triple loop in f64: the reference the tests compare every path against.
 void gemm_reference(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,

@@ -8,6 +8,8 @@
 // K is never split, so the f32 sums live in registers until the single rounding on store.
 #include "mixprec/kernels/gemm.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -62,10 +64,13 @@ Workspace& thread_workspace() {
   return workspace;
 }
 
-// Where a thread's B panels come from: packed on the fly, or already packed (pack_b).
+// Where a thread's B panels come from: packed on the fly, or already packed (pack_b). A
+// prepacked source may be a sub-block: `packed` then points at row k0 of column panel n0/nr, and
+// consecutive panels are `panel_stride` bytes apart (the whole matrix's panel size).
 struct BSource {
   const MatrixView* view = nullptr;  // pack from here when non-null
-  const char* packed = nullptr;      // else panels of the whole matrix start here
+  const char* packed = nullptr;      // else panels start here
+  std::size_t panel_stride = 0;
 };
 
 struct Problem {
@@ -96,8 +101,9 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
       uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
       slab = static_cast<const char*>(buf);
     } else {
-      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * ps.panel_bytes();
+      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
     }
+    const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
     for (int64_t ir = m0; ir < m1; ir += uk.mr) {
       const int rows = static_cast<int>(std::min<int64_t>(uk.mr, m1 - ir));
       const void* a_ptr;
@@ -123,7 +129,7 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
         if (p.ep.residual != nullptr)
           tep.residual = static_cast<const char*>(p.ep.residual) +
                          static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
-        tile(ps.k, a_ptr, lda, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * ps.panel_bytes(), cols, tep);
+        tile(ps.k, a_ptr, lda, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride, cols, tep);
       }
     }
   }
@@ -166,6 +172,7 @@ void run_parallel(const Problem& p, int threads) {
 
 // Threads worth using: about 2 MFLOP of work per thread or it is not worth waking them.
 int threads_for(int64_t m, int64_t n, int64_t k) {
+  if (omp_in_parallel()) return 1;  // called from a parallel region (attention, conv tiles)
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int by_work = static_cast<int>(std::max(1.0, flops / 2e6));
   return std::min(num_threads(), by_work);
@@ -197,7 +204,7 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
   check_operands("gemm", a, b.rows, b.cols, b.dtype, c, epilogue);
   if (c.rows == 0 || c.cols == 0) return;
   const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
-  const Problem p{a, BSource{&b, nullptr}, c, epilogue, &uk, pack_shape(uk, a.cols)};
+  const Problem p{a, BSource{&b, nullptr, 0}, c, epilogue, &uk, pack_shape(uk, a.cols)};
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 
@@ -219,7 +226,7 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
     if (ei.residual != nullptr)
       ei.residual = static_cast<const char*>(ei.residual) +
                     static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
-    const Problem p{ai, BSource{&bi, nullptr}, ci, ei, &uk, ps};
+    const Problem p{ai, BSource{&bi, nullptr, 0}, ci, ei, &uk, ps};
     run_parallel(p, threads);
   };
   const int per_item = threads_for(c.rows, c.cols, a.cols);
@@ -253,8 +260,9 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
 }
 
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
-                    const GemmEpilogue& epilogue) {
-  check_operands("gemm_prepacked", a, b.rows(), b.cols(), b.compute_, c, epilogue);
+                    const GemmEpilogue& epilogue, const PackedRange& range) {
+  const int64_t k1 = range.k_end < 0 ? b.rows() : range.k_end;
+  const int64_t n1 = range.n_end < 0 ? b.cols() : range.n_end;
   MIXPREC_CHECK(b.level_ == active_isa(), "[gemm_prepacked] B was packed at kernel level ",
                 isa_name(b.level_), " but the active level is ", isa_name(active_isa()),
                 "; pack it again");
@@ -262,9 +270,22 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
   MIXPREC_CHECK(uk.compute == b.compute_, "[gemm_prepacked] B was packed for ",
                 dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype),
                 " needs ", dtype_name(uk.compute), "; pack B for this A dtype");
+  MIXPREC_CHECK(0 <= range.k_begin && range.k_begin <= k1 && k1 <= b.rows() && 0 <= range.n_begin &&
+                    range.n_begin <= n1 && n1 <= b.cols(),
+                "[gemm_prepacked] range rows [", range.k_begin, ", ", k1, ") x cols [", range.n_begin,
+                ", ", n1, ") is outside B [", b.rows(), ", ", b.cols(), "]");
+  MIXPREC_CHECK(range.n_begin % uk.nr == 0 && range.k_begin % 2 == 0 && (k1 % 2 == 0 || k1 == b.rows()),
+                "[gemm_prepacked] a range must start at a column multiple of ", uk.nr,
+                " and at an even row, and end at an even row or the last; got rows [", range.k_begin,
+                ", ", k1, ") cols [", range.n_begin, ", ", n1, ")");
+  check_operands("gemm_prepacked", a, k1 - range.k_begin, n1 - range.n_begin, b.compute_, c, epilogue);
   if (c.rows == 0 || c.cols == 0) return;
-  const Problem p{a, BSource{nullptr, static_cast<const char*>(b.storage_.data())}, c, epilogue,
-                  &uk, pack_shape(uk, a.cols)};
+  const PackShape whole = pack_shape(uk, b.rows());
+  const char* base = static_cast<const char*>(b.storage_.data()) +
+                     static_cast<std::size_t>(range.n_begin / uk.nr) * whole.panel_bytes() +
+                     static_cast<std::size_t>(range.k_begin * uk.nr) * whole.elem;
+  const Problem p{a, BSource{nullptr, base, whole.panel_bytes()}, c, epilogue, &uk,
+                  pack_shape(uk, k1 - range.k_begin)};
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 
