@@ -99,6 +99,14 @@ Generator& default_generator() {
   return generator;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+std::mutex& default_generator_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard lock(default_generator_mutex());
+  default_generator().manual_seed(seed);
+}
 
 }  // namespace mixprec

@@ -16,6 +16,9 @@ namespace {
 
 // Elements per parallel chunk: below this a thread costs more than the copy it would take.
 constexpr int64_t kParallelGrain = int64_t{1} << 15;
+// Edge of the square block a transposing copy works through at a time: 32 x 32 elements of
+// each side (at most 8 KiB each for f64) stay in L1 while the block is done.
+constexpr int64_t kTile = 32;
 
 // The walk's geometry after simplification, outermost dim first. shape.size() may be 0 (one
 // element). Strides are in elements of each side's own dtype.
@@ -54,6 +57,96 @@ WalkPlan plan_walk(const Shape& shape, const Strides& dst, const Strides& src) {
   return plan;
 }
 
+// Byte-addressed view of one side of the copy, for the walkers below.
+struct Side {
+  char* base;
+  DType dtype;
+  int64_t elem;  // bytes per element
+};
+
+template <typename Bits>
+void move_elements(const char* src, int64_t src_stride, char* dst, int64_t dst_stride, int64_t n) {
+  for (int64_t k = 0; k < n; ++k)  // memcpy of one element: no aliasing questions, one mov
+    std::memcpy(dst + k * dst_stride * int64_t{sizeof(Bits)},
+                src + k * src_stride * int64_t{sizeof(Bits)}, sizeof(Bits));
+}
+
+// One run of n elements. Same-dtype strided runs are pure data movement, done here: short
+// runs are common in transposing copies and a kernel call per run would cost more than the
+// run itself. Everything else is the conversion kernel's.
+void convert_run(const char* src, DType src_type, int64_t src_stride, char* dst, DType dst_type,
+                 int64_t dst_stride, int64_t n) {
+  if (src_type == dst_type && (src_stride != 1 || dst_stride != 1)) {
+    switch (dtype_size(src_type)) {
+      case 1: return move_elements<uint8_t>(src, src_stride, dst, dst_stride, n);
+      case 2: return move_elements<uint16_t>(src, src_stride, dst, dst_stride, n);
+      case 4: return move_elements<uint32_t>(src, src_stride, dst, dst_stride, n);
+      case 8: return move_elements<uint64_t>(src, src_stride, dst, dst_stride, n);
+      default: MIXPREC_ASSERT(false && "unexpected element size");
+    }
+  }
+  if (src_stride == 1 && dst_stride == 1)
+    kernels::convert(src, src_type, dst, dst_type, static_cast<std::size_t>(n));
+  else
+    kernels::convert_strided(src, src_type, src_stride, dst, dst_type, dst_stride,
+                             static_cast<std::size_t>(n));
+}
+
+// A transposing copy: the destination's fastest dim `fast_dst` (the plan's last) is not the
+// source's fastest dim `fast_src`. Walking rows would read one element per cache line; going
+// block by block over the (fast_src, fast_dst) plane keeps both sides of a block in cache.
+// Inside a block the kernel runs along whichever of the two dims is longer there, so a copy
+// like NCHW -> NHWC with 3 channels makes calls of 32 elements, not 3.
+void tiled_convert(const WalkPlan& plan, std::size_t fast_src, Side dst, Side src) {
+  const std::size_t fast_dst = plan.shape.size() - 1;
+  Shape outer_shape;            // every other dim, outermost first
+  Strides outer_dst, outer_src;
+  for (std::size_t d = 0; d < fast_dst; ++d) {
+    if (d == fast_src) continue;
+    outer_shape.push_back(plan.shape[d]);
+    outer_dst.push_back(plan.dst[d]);
+    outer_src.push_back(plan.src[d]);
+  }
+  const int64_t n_j = plan.shape[fast_src], n_i = plan.shape[fast_dst];
+  const int64_t dj = plan.dst[fast_src], sj = plan.src[fast_src];  // sj == 1
+  const int64_t di = plan.dst[fast_dst], si = plan.src[fast_dst];  // di == 1
+  const int64_t tiles_j = (n_j + kTile - 1) / kTile;
+  const int64_t outer = std::accumulate(outer_shape.begin(), outer_shape.end(), int64_t{1},
+                                        std::multiplies<>());
+  // One unit of work: one outer index and one band of kTile rows along fast_src.
+  auto run_units = [&](int64_t first, int64_t end) {
+    for (int64_t unit = first; unit < end; ++unit) {
+      int64_t dst_off = 0, src_off = 0;  // in elements
+      for (int64_t rest = unit / tiles_j, d = static_cast<int64_t>(outer_shape.size()) - 1;
+           d >= 0; --d) {
+        const int64_t index = rest % outer_shape[d];
+        rest /= outer_shape[d];
+        dst_off += index * outer_dst[d];
+        src_off += index * outer_src[d];
+      }
+      const int64_t j0 = unit % tiles_j * kTile, j1 = std::min(n_j, j0 + kTile);
+      for (int64_t i0 = 0; i0 < n_i; i0 += kTile) {
+        const int64_t i1 = std::min(n_i, i0 + kTile);
+        auto at = [&](const Side& side, int64_t off, int64_t j, int64_t jstride, int64_t i,
+                      int64_t istride) {
+          return side.base + (off + j * jstride + i * istride) * side.elem;
+        };
+        if (i1 - i0 >= j1 - j0) {
+          for (int64_t j = j0; j < j1; ++j)
+            convert_run(at(src, src_off, j, sj, i0, si), src.dtype, si,
+                        at(dst, dst_off, j, dj, i0, di), dst.dtype, di, i1 - i0);
+        } else {
+          for (int64_t i = i0; i < i1; ++i)
+            convert_run(at(src, src_off, j0, sj, i, si), src.dtype, sj,
+                        at(dst, dst_off, j0, dj, i, di), dst.dtype, dj, j1 - j0);
+        }
+      }
+    }
+  };
+  const int64_t unit_elems = std::min(n_j, kTile) * n_i;
+  parallel_for(0, outer * tiles_j, std::max<int64_t>(1, kParallelGrain / unit_elems), run_units);
+}
+
 // dst[i] = convert(src[i]) for every index i of `shape`. dst_base/src_base point at element 0
 // of each side. The sides must not overlap in memory (copy_ makes sure of it).
 void strided_convert(const Shape& shape, void* dst_base, DType dst_type, const Strides& dst_strides,
@@ -67,6 +160,14 @@ void strided_convert(const Shape& shape, void* dst_base, DType dst_type, const S
   }
   const auto dst_size = static_cast<int64_t>(dtype_size(dst_type));
   const auto src_size = static_cast<int64_t>(dtype_size(src_type));
+  if (plan.dst.back() == 1 && plan.src.back() > 1) {  // (a stride-0 source needs no tiling)
+    for (std::size_t d = 0; d + 1 < plan.shape.size(); ++d)
+      if (plan.src[d] == 1) {
+        tiled_convert(plan, d, Side{dst, dst_type, dst_size},
+                      Side{const_cast<char*>(src), src_type, src_size});
+        return;
+      }
+  }
   const std::size_t outer_dims = plan.shape.size() - 1;
   const int64_t row_len = plan.shape.back();
   const int64_t row_dst_stride = plan.dst.back();
@@ -87,11 +188,7 @@ void strided_convert(const Shape& shape, void* dst_base, DType dst_type, const S
     for (int64_t row = first_row; row < end_row; ++row) {
       char* d = dst + dst_off * dst_size;
       const char* s = src + src_off * src_size;
-      if (row_dst_stride == 1 && row_src_stride == 1)
-        kernels::convert(s, src_type, d, dst_type, static_cast<std::size_t>(row_len));
-      else
-        kernels::convert_strided(s, src_type, row_src_stride, d, dst_type, row_dst_stride,
-                                 static_cast<std::size_t>(row_len));
+      convert_run(s, src_type, row_src_stride, d, dst_type, row_dst_stride, row_len);
       for (auto k = static_cast<int64_t>(outer_dims) - 1; k >= 0; --k) {
         dst_off += plan.dst[k];
         src_off += plan.src[k];

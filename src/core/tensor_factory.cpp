@@ -149,12 +149,22 @@ Tensor Tensor::randn(const Shape& shape, Generator& gen, DType dtype) {
   return normal(shape, 0.0, 1.0, gen, dtype);
 }
 
-Tensor Tensor::rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
-Tensor Tensor::randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
+// The default-generator overloads hold its mutex so concurrent callers never share a counter
+// range.
+Tensor Tensor::rand(const Shape& shape, DType dtype) {
+  std::lock_guard lock(default_generator_mutex());
+  return rand(shape, default_generator(), dtype);
+}
+Tensor Tensor::randn(const Shape& shape, DType dtype) {
+  std::lock_guard lock(default_generator_mutex());
+  return randn(shape, default_generator(), dtype);
+}
 Tensor Tensor::uniform(const Shape& shape, double lo, double hi, DType dtype) {
+  std::lock_guard lock(default_generator_mutex());
   return uniform(shape, lo, hi, default_generator(), dtype);
 }
 Tensor Tensor::normal(const Shape& shape, double mean, double std, DType dtype) {
+  std::lock_guard lock(default_generator_mutex());
   return normal(shape, mean, std, default_generator(), dtype);
 }
 

@@ -120,7 +120,8 @@ class Printer {
         const std::string item = shown[k] < 0 ? " ..." : padded(next++);
         if (k > 0) {
           if (multiline && column + 2 + item.size() + 1 > kLineWidth) {
-            out += ",\n" + std::string(child_indent, ' ');
+            out += ",\n";
+            out.append(child_indent, ' ');
             column = child_indent;
           } else {
             out += ", ";
@@ -134,10 +135,13 @@ class Printer {
     }
     // Sub-arrays: one per line, with one blank line per extra level of nesting (as PyTorch
     // prints), or ", " on a single line; "..." stands in for the skipped ones.
-    const std::string sep =
-        multiline ? "," + std::string(static_cast<std::size_t>(t_.dim() - d - 1), '\n') +
-                        std::string(child_indent, ' ')
-                  : ", ";
+    std::string sep = ",";
+    if (multiline) {
+      sep.append(static_cast<std::size_t>(t_.dim() - d - 1), '\n');
+      sep.append(child_indent, ' ');
+    } else {
+      sep += ' ';
+    }
     for (std::size_t k = 0; k < shown.size(); ++k) {
       if (k > 0) out += sep;
       out += shown[k] < 0 ? "..." : render(d + 1, multiline, child_indent, next);

@@ -5,7 +5,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <set>
+#include <thread>
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
@@ -130,6 +130,17 @@ TEST(Generator, GlobalManualSeedReproduces) {
   EXPECT_EQ(default_generator().seed(), 2024u);
 }
 
+TEST(Generator, DefaultGeneratorIsSafeAcrossThreads) {
+  manual_seed(17);
+  auto draw = [] {
+    for (int i = 0; i < 50; ++i) Tensor::rand({100});  // 25 blocks = 100 words each
+  };
+  std::thread a(draw), b(draw);
+  a.join();
+  b.join();
+  EXPECT_EQ(default_generator().state().offset, 100u * 100u);  // no reservation lost
+}
+
 TEST(RandomTensor, SameSeedSameBitsDifferentSeedDifferentBits) {
   for (DType dtype : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(dtype));
@@ -215,7 +226,9 @@ TEST(RandomTensor, NormalAndUniformStatistics) {
     EXPECT_NEAR(uvar, 1.0 / 12.0, 0.0015);
     EXPECT_GE(umin, 0.0);
     EXPECT_LE(umax, 1.0);  // bf16 rounding may reach exactly 1 (documented)
-    if (dtype != DType::BF16) EXPECT_LT(umax, 1.0);
+    if (dtype != DType::BF16) {
+      EXPECT_LT(umax, 1.0);
+    }
   }
 }
 

@@ -199,6 +199,22 @@ TEST(TensorCopy, LargePermutedCopyMatchesElementwise) {
   EXPECT_EQ(values_of(back), values_of(dst));
 }
 
+// Transposing copies go block by block; check every element size, with sizes that leave
+// partial blocks on both edges, for plain moves and conversions.
+TEST(TensorCopy, TransposingCopiesEveryElementSize) {
+  for (DType dtype : {DType::F64, DType::F32, DType::BF16, DType::I32, DType::U8, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = Tensor::arange(5.0 * 67 * 45, DType::I32).to(dtype).view({5, 67, 45});
+    const Tensor p = x.permute({0, 2, 1});
+    const Tensor same = p.contiguous();
+    const Tensor converted = p.contiguous().to(DType::F64);
+    const Tensor direct = Tensor::empty({5, 45, 67}, DType::F64).copy_(p);
+    ASSERT_EQ(values_of(same), values_of(p));
+    ASSERT_EQ(values_of(direct), values_of(p));
+    ASSERT_EQ(values_of(converted), values_of(p));
+  }
+}
+
 TEST(TensorCopy, CloneIsDeepAndPreservesDenseLayouts) {
   const Tensor t = iota({3, 4}).t();
   const Tensor c = t.clone();

@@ -18,6 +18,7 @@
 // A Generator is not thread-safe: give each thread its own (fork()) or hold a lock.
 #include <array>
 #include <cstdint>
+#include <mutex>
 
 namespace mixprec {
 
@@ -83,8 +84,12 @@ inline double u64_to_unit_double(uint64_t w) { return static_cast<double>(w >> 1
 std::array<double, 2> box_muller(const std::array<uint32_t, 4>& block);
 }  // namespace random_detail
 
-// The process-wide generator the Tensor factories use when none is passed.
+// The process-wide generator the Tensor factories use when none is passed. Those factories
+// and manual_seed() hold default_generator_mutex() while they use it, so concurrent calls are
+// safe (though their order decides who gets which numbers); direct use of default_generator()
+// from several threads must take the mutex too.
 Generator& default_generator();
+std::mutex& default_generator_mutex();
 void manual_seed(uint64_t seed);  // reseeds default_generator()
 
 }  // namespace mixprec
