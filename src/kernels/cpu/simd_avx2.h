@@ -86,6 +86,7 @@ struct Avx2 {
     return _mm256_blendv_ps(otherwise, if_negative, _mm256_cmp_ps(x, zero(), _CMP_LT_OQ));
   }
   static F round_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F trunc_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   static F scale2(F x, F n) {
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(x, _mm256_castsi256_ps(bits));

@@ -6,15 +6,17 @@
 // so the constant goes first and a NaN input stays NaN.
 //
 // exp: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor
-// polynomial for e^r (truncation error < 2.5e-8 relative at |r| = 0.347), then 2^n by
-// exponent arithmetic. Input is clamped to [-87.3, 88.7]: the result never becomes inf/0
-// inside that range, and the activations below only need the saturated ends.
+// polynomial for e^r (truncation error < 2.5e-8 relative at |r| = 0.347), then 2^n applied as
+// two factors 2^(n/2) 2^(n - n/2), each a normal float, so results in the subnormal range are
+// rounded once and kept, and everything below half the smallest subnormal (x < -103.97, -inf
+// included) is exactly 0. Input is clamped to [-110, 88.7] (e^88.7 is still finite; the
+// overflow of larger x to inf is left to the caller's range).
 namespace mixprec::kernels::simd {
 
 template <class S>
 typename S::F exp(typename S::F x) {
   using F = typename S::F;
-  x = S::min(S::set1(88.7f), S::max(S::set1(-87.3f), x));  // NaN passes through
+  x = S::min(S::set1(88.7f), S::max(S::set1(-110.0f), x));  // NaN passes through
   const F n = S::round_int(S::mul(x, S::set1(1.44269504088896341f)));
   F r = S::fmadd(n, S::set1(-0.693145751953125f), x);  // ln2 split in two: exact product
   r = S::fmadd(n, S::set1(-1.428606765330187e-06f), r);
@@ -25,7 +27,8 @@ typename S::F exp(typename S::F x) {
   p = S::fmadd(p, r, S::set1(0.5f));
   p = S::fmadd(p, r, S::set1(1.0f));
   p = S::fmadd(p, r, S::set1(1.0f));
-  return S::scale2(p, n);
+  const F half = S::trunc_int(S::mul(n, S::set1(0.5f)));
+  return S::scale2(S::scale2(p, half), S::sub(n, half));
 }
 
 // 1 / (1 + e^-x); saturates cleanly to 0 and 1.

@@ -9,7 +9,7 @@
 //   store_n(p, t, v, n) n lanes rounded to dtype t (round to nearest even, as core/float16.h)
 //   add sub mul div max min fmadd(a, b, c) = a * b + c
 //   select_negative(x, a, b) = x < 0 ? a : b, per lane
-//   round_int(x)      round to nearest integer (as f32);  scale2(x, n) = x * 2^n for integral n
+//   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero;  scale2(x, n) = x * 2^n for integral n
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +53,7 @@ struct Scalar {
   static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
   static F select_negative(F x, F if_negative, F otherwise) { return x < 0.0f ? if_negative : otherwise; }
   static F round_int(F x) { return std::nearbyint(x); }
+  static F trunc_int(F x) { return std::trunc(x); }
   static F scale2(F x, F n) {
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
     float s;
