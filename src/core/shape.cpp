@@ -10,9 +10,12 @@ namespace mixprec {
 
 std::string_view memory_format_name(MemoryFormat format) {
   switch (format) {
-    case MemoryFormat::Contiguous: return "contiguous";
-    case MemoryFormat::ChannelsLast: return "channels_last";
-    case MemoryFormat::Preserve: return "preserve";
+    case MemoryFormat::Contiguous:
+      return "contiguous";
+    case MemoryFormat::ChannelsLast:
+      return "channels_last";
+    case MemoryFormat::Preserve:
+      return "preserve";
   }
   MIXPREC_ASSERT(false && "unknown MemoryFormat");
   __builtin_unreachable();
@@ -31,8 +34,8 @@ int64_t shape_numel(const Shape& shape, std::string_view op) {
   for (int64_t size : shape) {
     MIXPREC_CHECK(size >= 0, "[", op, "] negative dimension ", size, " in shape ",
                   shape_to_string(shape));
-    MIXPREC_CHECK(!__builtin_mul_overflow(n, size, &n), "[", op, "] shape ",
-                  shape_to_string(shape), " has more elements than int64 can count");
+    MIXPREC_CHECK(!__builtin_mul_overflow(n, size, &n), "[", op, "] shape ", shape_to_string(shape),
+                  " has more elements than int64 can count");
   }
   return n;
 }
@@ -58,12 +61,14 @@ Strides channels_last_strides(const Shape& shape) {
 
 Strides strides_for(const Shape& shape, MemoryFormat format, std::string_view op) {
   switch (format) {
-    case MemoryFormat::Contiguous: return contiguous_strides(shape);
+    case MemoryFormat::Contiguous:
+      return contiguous_strides(shape);
     case MemoryFormat::ChannelsLast:
       MIXPREC_CHECK(shape.size() == 4, "[", op, "] channels_last needs a 4-D NCHW shape, got ",
                     shape_to_string(shape));
       return channels_last_strides(shape);
-    case MemoryFormat::Preserve: break;
+    case MemoryFormat::Preserve:
+      break;
   }
   throw Error(detail::concat("[", op, "] memory format 'preserve' needs a source tensor; use ",
                              "contiguous or channels_last"));
@@ -130,9 +135,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
     // Aligned from the right; a missing leading dim acts as size 1.
     const int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    MIXPREC_CHECK(sa == sb || sa == 1 || sb == 1, "[", op, "] shapes ", shape_to_string(a),
-                  " and ", shape_to_string(b), " cannot be broadcast: sizes ", sa, " and ", sb,
-                  " at dim ", i, " differ and neither is 1");
+    MIXPREC_CHECK(sa == sb || sa == 1 || sb == 1, "[", op, "] shapes ", shape_to_string(a), " and ",
+                  shape_to_string(b), " cannot be broadcast: sizes ", sa, " and ", sb, " at dim ",
+                  i, " differ and neither is 1");
     out[i] = sa == 1 ? sb : sa;
   }
   return out;

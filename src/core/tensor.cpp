@@ -40,7 +40,8 @@ Tensor Tensor::empty_like(const Tensor& like, MemoryFormat format) {
 Tensor Tensor::empty_like(const Tensor& like, DType dtype, MemoryFormat format) {
   like.check_defined("empty_like");
   if (format != MemoryFormat::Preserve) return empty(like.shape(), dtype, format);
-  if (!like.is_non_overlapping_and_dense()) return empty(like.shape(), dtype, like.suggest_memory_format());
+  if (!like.is_non_overlapping_and_dense())
+    return empty(like.shape(), dtype, like.suggest_memory_format());
   // Dense in some dim order: the same strides address exactly numel slots from offset 0.
   const int64_t n = like.numel();
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype));
@@ -61,12 +62,16 @@ int64_t Tensor::numel() const {
 
 bool Tensor::is_contiguous(MemoryFormat format) const {
   switch (format) {
-    case MemoryFormat::Contiguous: return is_contiguous_layout(shape_, strides_);
-    case MemoryFormat::ChannelsLast: return is_channels_last_layout(shape_, strides_);
-    case MemoryFormat::Preserve: break;
+    case MemoryFormat::Contiguous:
+      return is_contiguous_layout(shape_, strides_);
+    case MemoryFormat::ChannelsLast:
+      return is_channels_last_layout(shape_, strides_);
+    case MemoryFormat::Preserve:
+      break;
   }
-  throw Error("[is_contiguous] memory format 'preserve' is not a layout; ask about "
-              "contiguous or channels_last");
+  throw Error(
+      "[is_contiguous] memory format 'preserve' is not a layout; ask about "
+      "contiguous or channels_last");
 }
 
 bool Tensor::is_non_overlapping_and_dense() const {
@@ -91,7 +96,8 @@ bool Tensor::shares_storage(const Tensor& other) const {
   return defined() && storage_ == other.storage_;
 }
 
-Tensor Tensor::as_strided(const Shape& shape, const Strides& strides, int64_t storage_offset) const {
+Tensor Tensor::as_strided(const Shape& shape, const Strides& strides,
+                          int64_t storage_offset) const {
   check_defined("as_strided");
   MIXPREC_CHECK(shape.size() == strides.size(), "[as_strided] shape ", shape_to_string(shape),
                 " and strides ", shape_to_string(strides), " must have the same length");
@@ -122,8 +128,8 @@ int64_t Tensor::element_offset(std::span<const int64_t> index, const char* op) c
   for (std::size_t d = 0; d < index.size(); ++d) {
     const int64_t size = shape_[d];
     int64_t i = index[d];
-    MIXPREC_CHECK(i >= -size && i < size, "[", op, "] index ", i, " is out of range for dim ",
-                  d, " of size ", size, " (shape ", shape_to_string(shape_), ")");
+    MIXPREC_CHECK(i >= -size && i < size, "[", op, "] index ", i, " is out of range for dim ", d,
+                  " of size ", size, " (shape ", shape_to_string(shape_), ")");
     if (i < 0) i += size;
     offset += i * strides_[d];
   }
@@ -131,7 +137,8 @@ int64_t Tensor::element_offset(std::span<const int64_t> index, const char* op) c
 }
 
 void Tensor::read_element(int64_t offset, DType to, void* out) const {
-  const auto* p = static_cast<const char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
+  const auto* p =
+      static_cast<const char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
   kernels::convert(p, dtype_, out, to, 1);
 }
 

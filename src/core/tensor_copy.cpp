@@ -1,7 +1,8 @@
 // Copies between arbitrary strided layouts and dtypes. Every copy (copy_, contiguous, to,
-// clone, fill_) goes through one N-d strided walk that hands the innermost dimension to the
-// conversion kernel, so layout handling lives in exactly one place and conversions follow the
-// kernel's rounding rules on every path.
+// clone, fill_) goes through one N-d strided walk (strided_convert): it simplifies the
+// geometry, iterates the outer dims and hands runs along the inner dim to the conversion
+// kernel, so layout handling lives in exactly one place and conversions follow the kernel's
+// rounding rules on every path.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -57,13 +58,6 @@ WalkPlan plan_walk(const Shape& shape, const Strides& dst, const Strides& src) {
   return plan;
 }
 
-// Byte-addressed view of one side of the copy, for the walkers below.
-struct Side {
-  char* base;
-  DType dtype;
-  int64_t elem;  // bytes per element
-};
-
 template <typename Bits>
 void move_elements(const char* src, int64_t src_stride, char* dst, int64_t dst_stride, int64_t n) {
   for (int64_t k = 0; k < n; ++k)  // memcpy of one element: no aliasing questions, one mov
@@ -78,11 +72,16 @@ void convert_run(const char* src, DType src_type, int64_t src_stride, char* dst,
                  int64_t dst_stride, int64_t n) {
   if (src_type == dst_type && (src_stride != 1 || dst_stride != 1)) {
     switch (dtype_size(src_type)) {
-      case 1: return move_elements<uint8_t>(src, src_stride, dst, dst_stride, n);
-      case 2: return move_elements<uint16_t>(src, src_stride, dst, dst_stride, n);
-      case 4: return move_elements<uint32_t>(src, src_stride, dst, dst_stride, n);
-      case 8: return move_elements<uint64_t>(src, src_stride, dst, dst_stride, n);
-      default: MIXPREC_ASSERT(false && "unexpected element size");
+      case 1:
+        return move_elements<uint8_t>(src, src_stride, dst, dst_stride, n);
+      case 2:
+        return move_elements<uint16_t>(src, src_stride, dst, dst_stride, n);
+      case 4:
+        return move_elements<uint32_t>(src, src_stride, dst, dst_stride, n);
+      case 8:
+        return move_elements<uint64_t>(src, src_stride, dst, dst_stride, n);
+      default:
+        MIXPREC_ASSERT(false && "unexpected element size");
     }
   }
   if (src_stride == 1 && dst_stride == 1)
@@ -97,9 +96,10 @@ void convert_run(const char* src, DType src_type, int64_t src_stride, char* dst,
 // block by block over the (fast_src, fast_dst) plane keeps both sides of a block in cache.
 // Inside a block the kernel runs along whichever of the two dims is longer there, so a copy
 // like NCHW -> NHWC with 3 channels makes calls of 32 elements, not 3.
-void tiled_convert(const WalkPlan& plan, std::size_t fast_src, Side dst, Side src) {
+void tiled_convert(const WalkPlan& plan, std::size_t fast_src, char* dst, DType dst_type,
+                   const char* src, DType src_type) {
   const std::size_t fast_dst = plan.shape.size() - 1;
-  Shape outer_shape;            // every other dim, outermost first
+  Shape outer_shape;  // every other dim, outermost first
   Strides outer_dst, outer_src;
   for (std::size_t d = 0; d < fast_dst; ++d) {
     if (d == fast_src) continue;
@@ -111,14 +111,16 @@ void tiled_convert(const WalkPlan& plan, std::size_t fast_src, Side dst, Side sr
   const int64_t dj = plan.dst[fast_src], sj = plan.src[fast_src];  // sj == 1
   const int64_t di = plan.dst[fast_dst], si = plan.src[fast_dst];  // di == 1
   const int64_t tiles_j = (n_j + kTile - 1) / kTile;
-  const int64_t outer = std::accumulate(outer_shape.begin(), outer_shape.end(), int64_t{1},
-                                        std::multiplies<>());
+  const auto dst_size = static_cast<int64_t>(dtype_size(dst_type));
+  const auto src_size = static_cast<int64_t>(dtype_size(src_type));
+  const int64_t outer =
+      std::accumulate(outer_shape.begin(), outer_shape.end(), int64_t{1}, std::multiplies<>());
   // One unit of work: one outer index and one band of kTile rows along fast_src.
   auto run_units = [&](int64_t first, int64_t end) {
     for (int64_t unit = first; unit < end; ++unit) {
       int64_t dst_off = 0, src_off = 0;  // in elements
-      for (int64_t rest = unit / tiles_j, d = static_cast<int64_t>(outer_shape.size()) - 1;
-           d >= 0; --d) {
+      for (int64_t rest = unit / tiles_j, d = static_cast<int64_t>(outer_shape.size()) - 1; d >= 0;
+           --d) {
         const int64_t index = rest % outer_shape[d];
         rest /= outer_shape[d];
         dst_off += index * outer_dst[d];
@@ -127,18 +129,19 @@ void tiled_convert(const WalkPlan& plan, std::size_t fast_src, Side dst, Side sr
       const int64_t j0 = unit % tiles_j * kTile, j1 = std::min(n_j, j0 + kTile);
       for (int64_t i0 = 0; i0 < n_i; i0 += kTile) {
         const int64_t i1 = std::min(n_i, i0 + kTile);
-        auto at = [&](const Side& side, int64_t off, int64_t j, int64_t jstride, int64_t i,
-                      int64_t istride) {
-          return side.base + (off + j * jstride + i * istride) * side.elem;
+        // Addresses of element (j, i) of this unit on each side.
+        auto src_at = [&](int64_t j, int64_t i) {
+          return src + (src_off + j * sj + i * si) * src_size;
+        };
+        auto dst_at = [&](int64_t j, int64_t i) {
+          return dst + (dst_off + j * dj + i * di) * dst_size;
         };
         if (i1 - i0 >= j1 - j0) {
           for (int64_t j = j0; j < j1; ++j)
-            convert_run(at(src, src_off, j, sj, i0, si), src.dtype, si,
-                        at(dst, dst_off, j, dj, i0, di), dst.dtype, di, i1 - i0);
+            convert_run(src_at(j, i0), src_type, si, dst_at(j, i0), dst_type, di, i1 - i0);
         } else {
           for (int64_t i = i0; i < i1; ++i)
-            convert_run(at(src, src_off, j0, sj, i, si), src.dtype, sj,
-                        at(dst, dst_off, j0, dj, i, di), dst.dtype, dj, j1 - j0);
+            convert_run(src_at(j0, i), src_type, sj, dst_at(j0, i), dst_type, dj, j1 - j0);
         }
       }
     }
@@ -163,8 +166,7 @@ void strided_convert(const Shape& shape, void* dst_base, DType dst_type, const S
   if (plan.dst.back() == 1 && plan.src.back() > 1) {  // (a stride-0 source needs no tiling)
     for (std::size_t d = 0; d + 1 < plan.shape.size(); ++d)
       if (plan.src[d] == 1) {
-        tiled_convert(plan, d, Side{dst, dst_type, dst_size},
-                      Side{const_cast<char*>(src), src_type, src_size});
+        tiled_convert(plan, d, dst, dst_type, src, src_type);
         return;
       }
   }
@@ -172,13 +174,13 @@ void strided_convert(const Shape& shape, void* dst_base, DType dst_type, const S
   const int64_t row_len = plan.shape.back();
   const int64_t row_dst_stride = plan.dst.back();
   const int64_t row_src_stride = plan.src.back();
-  const int64_t rows = std::accumulate(plan.shape.begin(), plan.shape.end() - 1, int64_t{1},
-                                       std::multiplies<>());
+  const int64_t rows =
+      std::accumulate(plan.shape.begin(), plan.shape.end() - 1, int64_t{1}, std::multiplies<>());
 
   auto copy_rows = [&](int64_t first_row, int64_t end_row) {
     // Odometer over the outer dims, started at first_row.
     std::vector<int64_t> index(outer_dims);  // (outer_dims)
-    int64_t dst_off = 0, src_off = 0;         // in elements
+    int64_t dst_off = 0, src_off = 0;        // in elements
     for (int64_t rest = first_row, d = static_cast<int64_t>(outer_dims) - 1; d >= 0; --d) {
       index[d] = rest % plan.shape[d];
       rest /= plan.shape[d];
@@ -224,9 +226,10 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   check_defined("copy_");
   MIXPREC_CHECK(src.defined(), "[copy_] the source tensor is undefined (default-constructed)");
   for (int64_t d = 0; d < dim(); ++d)
-    MIXPREC_CHECK(shape_[d] <= 1 || strides_[d] != 0, "[copy_] cannot write into a tensor of shape ",
-                  shape_to_string(shape_), " with strides ", shape_to_string(strides_),
-                  ": stride 0 at dim ", d, " makes several elements share one memory location "
+    MIXPREC_CHECK(shape_[d] <= 1 || strides_[d] != 0,
+                  "[copy_] cannot write into a tensor of shape ", shape_to_string(shape_),
+                  " with strides ", shape_to_string(strides_), ": stride 0 at dim ", d,
+                  " makes several elements share one memory location "
                   "(an expand() result?); clone() it first");
   // Broadcast check with copy_'s own message; expand() below then cannot fail.
   const int64_t lead = dim() - src.dim();
@@ -241,7 +244,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   if (may_overlap(*this, src)) {
     if (src.dtype_ == dtype_ && src.offset_ == offset_ && src.shape_ == shape_ &&
         src.strides_ == strides_)
-      return *this;  // copying a tensor onto itself
+      return *this;                                // copying a tensor onto itself
     source = src.clone(MemoryFormat::Contiguous);  // read everything before writing anything
   }
   source = source.expand(shape_);

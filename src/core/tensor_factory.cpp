@@ -37,8 +37,8 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   MIXPREC_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
                 "[arange] start, end and step must be finite, got ", start, ", ", end, ", ", step);
   MIXPREC_CHECK(step != 0.0, "[arange] step must be nonzero");
-  MIXPREC_CHECK((end - start) * step >= 0.0, "[arange] step ", step, " moves away from end ",
-                end, " when starting at ", start);
+  MIXPREC_CHECK((end - start) * step >= 0.0, "[arange] step ", step, " moves away from end ", end,
+                " when starting at ", start);
   const double count = std::ceil((end - start) / step);
   MIXPREC_CHECK(count < 9.0e15, "[arange] ", count, " elements is too many");
   const auto n = static_cast<int64_t>(count);
@@ -63,8 +63,8 @@ Tensor Tensor::from_buffer(const void* data, const Shape& shape, DType dtype) {
 namespace {
 
 void check_floating(DType dtype, const char* op) {
-  MIXPREC_CHECK(is_floating(dtype), "[", op, "] expected a floating dtype (f64, f32, f16, bf16), got ",
-                dtype_name(dtype));
+  MIXPREC_CHECK(is_floating(dtype), "[", op,
+                "] expected a floating dtype (f64, f32, f16, bf16), got ", dtype_name(dtype));
 }
 
 // Fills a fresh contiguous tensor block by block in parallel. Block b of the reserved range

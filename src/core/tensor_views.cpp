@@ -45,7 +45,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
 // counting up from the chunk's innermost stride.
 std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
                                     const Shape& new_shape, int64_t numel) {
-  if (numel == 0) return contiguous_strides(new_shape);  // no element to address
+  if (numel == 0) return contiguous_strides(new_shape);         // no element to address
   if (old_shape.empty()) return contiguous_strides(new_shape);  // 0-d: all new sizes are 1
   Strides new_strides(new_shape.size());
   auto view_d = static_cast<int64_t>(new_shape.size()) - 1;
@@ -187,8 +187,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   check_defined("expand");
   const auto n_new = static_cast<int64_t>(shape.size());
   const int64_t n_old = dim();
-  MIXPREC_CHECK(n_new >= n_old, "[expand] cannot expand shape ", shape_to_string(shape_),
-                " to ", shape_to_string(shape), ": the target has fewer dims (", n_new,
+  MIXPREC_CHECK(n_new >= n_old, "[expand] cannot expand shape ", shape_to_string(shape_), " to ",
+                shape_to_string(shape), ": the target has fewer dims (", n_new,
                 ") than the tensor (", n_old, ")");
   const int64_t lead = n_new - n_old;  // new leading dims
   Shape out_shape(n_new);
@@ -261,8 +261,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   const int64_t s = normalize_dim(start_dim, dim(), "flatten");
   const int64_t e = normalize_dim(end_dim, dim(), "flatten");
-  MIXPREC_CHECK(s <= e, "[flatten] start_dim ", start_dim, " must not come after end_dim ",
-                end_dim, " (shape ", shape_to_string(shape_), ")");
+  MIXPREC_CHECK(s <= e, "[flatten] start_dim ", start_dim, " must not come after end_dim ", end_dim,
+                " (shape ", shape_to_string(shape_), ")");
   if (s == e) return make_view(shape_, strides_, offset_);
   Shape shape(shape_.begin(), shape_.begin() + s);
   int64_t merged = 1;

@@ -62,9 +62,13 @@ TEST(Tensor, DimOutOfRangeMessages) {
 }
 
 TEST(Tensor, BadShapesThrow) {
-  EXPECT_THAT(error_of([] { Tensor::empty({2, -1}); }),
+  EXPECT_THAT(error_of([] {
+                Tensor::empty({2, -1});
+              }),
               HasSubstr("[empty] negative dimension -1 in shape [2, -1]"));
-  EXPECT_THAT(error_of([] { Tensor::empty({int64_t{1} << 40, int64_t{1} << 40}); }),
+  EXPECT_THAT(error_of([] {
+                Tensor::empty({int64_t{1} << 40, int64_t{1} << 40});
+              }),
               HasSubstr("more elements than int64"));
 }
 
@@ -75,7 +79,9 @@ TEST(Tensor, ChannelsLastStrides) {
   EXPECT_FALSE(t.is_contiguous());
   EXPECT_EQ(t.suggest_memory_format(), MemoryFormat::ChannelsLast);
   EXPECT_EQ(channels_last_strides({2, 3, 4, 5}), (Strides{60, 1, 15, 3}));
-  EXPECT_THAT(error_of([] { Tensor::empty({3, 4, 5}, DType::F32, MemoryFormat::ChannelsLast); }),
+  EXPECT_THAT(error_of([] {
+                Tensor::empty({3, 4, 5}, DType::F32, MemoryFormat::ChannelsLast);
+              }),
               HasSubstr("[empty] channels_last needs a 4-D NCHW shape, got [3, 4, 5]"));
   // With C == 1 a channels_last tensor is also plain contiguous (size-1 dims are ignored).
   const Tensor c1 = Tensor::empty({2, 1, 4, 5}, DType::F32, MemoryFormat::ChannelsLast);
@@ -98,7 +104,8 @@ TEST(Tensor, ZerosOnesFullArange) {
   EXPECT_EQ(Tensor::arange(3.0, 0.0, -1.0).value({2}), 1.0);
   EXPECT_EQ(Tensor::arange(0.0, 1.0, 0.3).numel(), 4);  // ceil(1 / 0.3)
   EXPECT_THAT(error_of([] { Tensor::arange(0.0, 5.0, -1.0); }), HasSubstr("[arange] step -1"));
-  EXPECT_THAT(error_of([] { Tensor::arange(0.0, 5.0, 0.0); }), HasSubstr("[arange] step must be nonzero"));
+  EXPECT_THAT(error_of([] { Tensor::arange(0.0, 5.0, 0.0); }),
+              HasSubstr("[arange] step must be nonzero"));
 }
 
 TEST(Tensor, FromVectorAndItem) {
@@ -112,7 +119,9 @@ TEST(Tensor, FromVectorAndItem) {
   EXPECT_EQ(b.dtype(), DType::Bool);
   EXPECT_TRUE(b.at<bool>({2}));
   EXPECT_FALSE(b.at<bool>({1}));
-  EXPECT_THAT(error_of([] { Tensor::from_vector<float>({1, 2, 3}, {2, 2}); }),
+  EXPECT_THAT(error_of([] {
+                Tensor::from_vector<float>({1, 2, 3}, {2, 2});
+              }),
               HasSubstr("[from_vector] 3 values cannot fill shape [2, 2] (4 elements)"));
 
   const Tensor s = Tensor::scalar(2.5, DType::BF16);
@@ -122,15 +131,20 @@ TEST(Tensor, FromVectorAndItem) {
   EXPECT_EQ(s.item<double>(), 2.5);
   EXPECT_EQ(s.item<int32_t>(), 2);  // converts, truncating toward zero
   EXPECT_EQ(Tensor::from_vector<double>({-3.75}).item<float>(), -3.75f);
-  EXPECT_THAT(error_of([&] { t.item<float>(); }),
-              HasSubstr("[item] expected a tensor with one element, got shape [2, 3] (6 elements)"));
+  EXPECT_THAT(
+      error_of([&] { t.item<float>(); }),
+      HasSubstr("[item] expected a tensor with one element, got shape [2, 3] (6 elements)"));
 }
 
 TEST(Tensor, AtChecksDtypeAndBounds) {
   const Tensor t = Tensor::zeros({2, 3});
-  EXPECT_THAT(error_of([&] { t.at<double>({0, 0}); }),
+  EXPECT_THAT(error_of([&] {
+                t.at<double>({0, 0});
+              }),
               HasSubstr("[at] requested a f64 element from a tensor of dtype f32"));
-  EXPECT_THAT(error_of([&] { t.at<float>({0, 3}); }),
+  EXPECT_THAT(error_of([&] {
+                t.at<float>({0, 3});
+              }),
               HasSubstr("[at] index 3 is out of range for dim 1 of size 3 (shape [2, 3])"));
   EXPECT_THAT(error_of([&] { t.at<float>({0}); }),
               HasSubstr("[at] expected 2 indices for a tensor of shape [2, 3], got [0]"));

@@ -67,7 +67,9 @@ TEST(TensorCopy, ChannelsLastRoundTrip) {
   EXPECT_EQ(cl.clone().strides(), cl.strides());
   EXPECT_EQ(cl.to(DType::BF16).strides(), cl.strides());
   EXPECT_EQ(cl.clone(MemoryFormat::Contiguous).strides(), back.strides());
-  EXPECT_THAT(error_of([&] { iota({2, 3}).to(MemoryFormat::ChannelsLast); }),
+  EXPECT_THAT(error_of([&] {
+                iota({2, 3}).to(MemoryFormat::ChannelsLast);
+              }),
               HasSubstr("channels_last needs a 4-D NCHW shape, got [2, 3]"));
 }
 
@@ -75,20 +77,28 @@ TEST(TensorCopy, ChannelsLastRoundTrip) {
 // edge, subnormals, signed zero, NaN payloads.
 std::vector<float> hard_floats() {
   const auto f = [](uint32_t bits) { return std::bit_cast<float>(bits); };
-  return {1.0f,
-          f(0x3F808000u),  // 1 + 2^-8: bf16 tie, even is 1.0
-          f(0x3F818000u),  // 1 + 3*2^-8: bf16 tie, even is up
-          f(0x3F808001u),  // just above a bf16 tie: up
-          1.0f + 0x1p-11f,  // f16 tie
-          65504.0f, 65519.0f, 65520.0f,  // f16 max, last value below the inf threshold, inf
-          std::numeric_limits<float>::max(),  // bf16 rounds up to inf
-          f(0x7F7F7FFFu),   // just below the bf16 inf threshold
-          -0.0f,
-          0x1p-24f, 0x1p-25f, 0x1.8p-25f,  // f16 smallest subnormal, tie to 0, above tie
-          1e-40f, -1e-45f,  // f32 subnormals: bf16 keeps them
-          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-          f(0x7FC00001u), f(0x7F800001u), f(0xFFA12345u),  // quiet and signalling NaNs
-          3.14159265f, -2.71828183f, 1e-3f, 6.0e4f};
+  // Grouped by what each value tests.
+  // clang-format off
+  return {
+      1.0f,
+      f(0x3F808000u),   // 1 + 2^-8: bf16 tie, even is 1.0
+      f(0x3F818000u),   // 1 + 3*2^-8: bf16 tie, even is up
+      f(0x3F808001u),   // just above a bf16 tie: up
+      1.0f + 0x1p-11f,  // f16 tie
+      // f16 max, the last value below its inf threshold, the threshold itself (inf)
+      65504.0f, 65519.0f, 65520.0f,
+      std::numeric_limits<float>::max(),  // bf16 rounds up to inf
+      f(0x7F7F7FFFu),                     // just below the bf16 inf threshold
+      -0.0f,
+      // f16: smallest subnormal, a tie that goes to 0, just above that tie
+      0x1p-24f, 0x1p-25f, 0x1.8p-25f,
+      // f32 subnormals: bf16 keeps them
+      1e-40f, -1e-45f,
+      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+      // quiet and signalling NaNs with payloads
+      f(0x7FC00001u), f(0x7F800001u), f(0xFFA12345u),
+      3.14159265f, -2.71828183f, 1e-3f, 6.0e4f};
+  // clang-format on
 }
 
 TEST(TensorCopy, ToDTypeMatchesScalarRulesOnEveryIsa) {
@@ -155,11 +165,15 @@ TEST(TensorCopy, CopyBroadcastsAndConverts) {
   EXPECT_EQ(dst.value({0, 0, 3}), 7.0);
   dst.copy_(Tensor::scalar(-4.0, DType::F16));
   EXPECT_EQ(values_of(dst), std::vector<double>(24, -4.0));
-  EXPECT_THAT(error_of([&] { dst.copy_(Tensor::zeros({3})); }),
-              HasSubstr("[copy_] source shape [3] cannot be broadcast to the destination shape [2, 3, 4]"));
-  EXPECT_THAT(error_of([&] { Tensor::zeros({4}).copy_(Tensor::zeros({2, 4})); }),
+  EXPECT_THAT(
+      error_of([&] { dst.copy_(Tensor::zeros({3})); }),
+      HasSubstr("[copy_] source shape [3] cannot be broadcast to the destination shape [2, 3, 4]"));
+  EXPECT_THAT(error_of([&] {
+                Tensor::zeros({4}).copy_(Tensor::zeros({2, 4}));
+              }),
               HasSubstr("[copy_] source shape [2, 4] cannot be broadcast"));
-  EXPECT_THAT(error_of([&] { dst.copy_(Tensor()); }), HasSubstr("[copy_] the source tensor is undefined"));
+  EXPECT_THAT(error_of([&] { dst.copy_(Tensor()); }),
+              HasSubstr("[copy_] the source tensor is undefined"));
 }
 
 TEST(TensorCopy, CopyIntoStridedDestination) {
@@ -170,7 +184,9 @@ TEST(TensorCopy, CopyIntoStridedDestination) {
   EXPECT_EQ(base.value({3, 5}), 11.0);  // dst[2, 3] = base[3, 1 + 2*2]
   EXPECT_EQ(base.value({0, 0}), 0.0);   // untouched column
   EXPECT_EQ(base.value({1, 2}), 0.0);
-  EXPECT_THAT(error_of([&] { Tensor::zeros({3, 1}).expand({3, 4}).copy_(iota({3, 4})); }),
+  EXPECT_THAT(error_of([&] {
+                Tensor::zeros({3, 1}).expand({3, 4}).copy_(iota({3, 4}));
+              }),
               HasSubstr("stride 0 at dim 1 makes several elements share one memory location"));
 }
 
@@ -187,7 +203,7 @@ TEST(TensorCopy, OverlappingCopyReadsBeforeWriting) {
 
 TEST(TensorCopy, LargePermutedCopyMatchesElementwise) {
   // Big enough to take the parallel path, with a non-trivial dim order on both sides.
-  const Tensor src = Tensor::rand({37, 33, 65}, DType::F32).permute({2, 0, 1});  // [65, 37, 33]
+  const Tensor src = Tensor::rand({37, 33, 65}, DType::F32).permute({2, 0, 1});    // [65, 37, 33]
   const Tensor dst = Tensor::empty({33, 65, 37}, DType::BF16).permute({1, 2, 0});  // [65, 37, 33]
   dst.copy_(src);
   for (int64_t i = 0; i < 65; i += 7)

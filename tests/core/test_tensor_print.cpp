@@ -68,7 +68,8 @@ TEST(TensorPrint, LargeTensorsAreSummarised) {
   EXPECT_THAT(m, StartsWith("tensor([[   0,    1,    2,  ...,   27,   28,   29],\n"
                             "        [  30,   31,   32,  ...,   57,   58,   59],\n"));
   EXPECT_THAT(m, HasSubstr("        ...,\n"));
-  EXPECT_THAT(m, EndsWith("[1170, 1171, 1172,  ..., 1197, 1198, 1199]], shape=[40, 30], dtype=i32)"));
+  EXPECT_THAT(m,
+              EndsWith("[1170, 1171, 1172,  ..., 1197, 1198, 1199]], shape=[40, 30], dtype=i32)"));
 }
 
 TEST(TensorPrint, StreamOperator) {

@@ -21,7 +21,9 @@ std::string error_of(Body&& body) {
 }
 
 // [0, 1, ..., n-1] in the given shape, f32.
-Tensor iota(const Shape& shape) { return Tensor::arange(static_cast<double>(shape_numel(shape))).view(shape); }
+Tensor iota(const Shape& shape) {
+  return Tensor::arange(static_cast<double>(shape_numel(shape))).view(shape);
+}
 
 void expect_geometry(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   EXPECT_EQ(t.shape(), shape);
@@ -32,13 +34,14 @@ void expect_geometry(const Tensor& t, const Shape& shape, const Strides& strides
 TEST(TensorViews, SliceStridesAndBounds) {
   const Tensor t = iota({4, 6});  // strides [6, 1]
   expect_geometry(t.slice(1, 1, 5, 2), {4, 2}, {6, 2}, 1);
-  expect_geometry(t.slice(0, -3), {3, 6}, {6, 1}, 6);            // from row 1
-  expect_geometry(t.slice(0, 1, -1), {2, 6}, {6, 1}, 6);          // rows 1..2
-  expect_geometry(t.slice(1, -100, 100), {4, 6}, {6, 1}, 0);      // clamped to the dim
-  expect_geometry(t.slice(1, 5, 2), {4, 0}, {6, 1}, 0);           // empty, not an error
-  expect_geometry(t.slice(-1, 0, 6, 4), {4, 2}, {6, 4}, 0);       // ceil(6 / 4) = 2
-  EXPECT_EQ(t.slice(1, 1, 5, 2).value({2, 1}), 15.0);             // row 2, col 3
-  EXPECT_THAT(error_of([&] { t.slice(1, 0, 6, 0); }), HasSubstr("[slice] step must be positive, got 0"));
+  expect_geometry(t.slice(0, -3), {3, 6}, {6, 1}, 6);         // from row 1
+  expect_geometry(t.slice(0, 1, -1), {2, 6}, {6, 1}, 6);      // rows 1..2
+  expect_geometry(t.slice(1, -100, 100), {4, 6}, {6, 1}, 0);  // clamped to the dim
+  expect_geometry(t.slice(1, 5, 2), {4, 0}, {6, 1}, 0);       // empty, not an error
+  expect_geometry(t.slice(-1, 0, 6, 4), {4, 2}, {6, 4}, 0);   // ceil(6 / 4) = 2
+  EXPECT_EQ(t.slice(1, 1, 5, 2).value({2, 1}), 15.0);         // row 2, col 3
+  EXPECT_THAT(error_of([&] { t.slice(1, 0, 6, 0); }),
+              HasSubstr("[slice] step must be positive, got 0"));
   EXPECT_THAT(error_of([&] { t.slice(2, 0, 1); }),
               HasSubstr("[slice] dim 2 is out of range for a tensor of 2 dims"));
 }
@@ -51,13 +54,13 @@ TEST(TensorViews, ViewsShareStorageAndSeeWrites) {
   EXPECT_TRUE(col.shares_storage(t));
   EXPECT_TRUE(tr.shares_storage(t));
   EXPECT_TRUE(flat.shares_storage(t));
-  col.set({1}, 7.0);                       // t[1, 2]
+  col.set({1}, 7.0);  // t[1, 2]
   EXPECT_EQ(t.value({1, 2}), 7.0);
   EXPECT_EQ(tr.value({2, 1}), 7.0);
   EXPECT_EQ(flat.value({6}), 7.0);
-  flat.set({11}, 3.0);                     // t[2, 3]
+  flat.set({11}, 3.0);  // t[2, 3]
   EXPECT_EQ(tr.value({3, 2}), 3.0);
-  t.slice(0, 0, 1).fill_(1.0);             // row 0 only
+  t.slice(0, 0, 1).fill_(1.0);  // row 0 only
   EXPECT_EQ(t.value({0, 3}), 1.0);
   EXPECT_EQ(t.value({1, 0}), 0.0);
   EXPECT_EQ(t[1][2].item<float>(), 7.0f);
@@ -86,12 +89,19 @@ TEST(TensorViews, TransposePermuteT) {
   expect_geometry(iota({3, 5}).t(), {5, 3}, {1, 5}, 0);
   expect_geometry(iota({5}).t(), {5}, {1}, 0);
   EXPECT_FALSE(t.transpose(0, 1).is_contiguous());
-  EXPECT_THAT(error_of([&] { t.t(); }), HasSubstr("[t] expects a tensor with at most 2 dims, got shape [2, 3, 4]"));
+  EXPECT_THAT(error_of([&] { t.t(); }),
+              HasSubstr("[t] expects a tensor with at most 2 dims, got shape [2, 3, 4]"));
   const Tensor four = iota({2, 3, 4, 5});
-  EXPECT_THAT(error_of([&] { four.permute({0, 0, 1, 2}); }),
+  EXPECT_THAT(error_of([&] {
+                four.permute({0, 0, 1, 2});
+              }),
               HasSubstr("[permute] expected a permutation of 0..3, got [0, 0, 1, 2]"));
-  EXPECT_THAT(error_of([&] { four.permute({0, 1, 2}); }),
-              HasSubstr("[permute] expected a permutation of 0..3, got [0, 1, 2] (tensor shape [2, 3, 4, 5])"));
+  EXPECT_THAT(
+      error_of([&] {
+        four.permute({0, 1, 2});
+      }),
+      HasSubstr(
+          "[permute] expected a permutation of 0..3, got [0, 1, 2] (tensor shape [2, 3, 4, 5])"));
   EXPECT_THAT(error_of([&] { four.permute({0, 1, 2, 4}); }), HasSubstr("got [0, 1, 2, 4]"));
 }
 
@@ -114,15 +124,22 @@ TEST(TensorViews, ViewComputesStrides) {
 
 TEST(TensorViews, ViewErrors) {
   const Tensor t = iota({4, 4});
-  EXPECT_THAT(error_of([&] { t.view({3, 5}); }),
+  EXPECT_THAT(error_of([&] {
+                t.view({3, 5});
+              }),
               HasSubstr("[view] shape [3, 5] is invalid for a tensor of 16 elements"));
-  EXPECT_THAT(error_of([&] { t.view({-1, 3}); }),
+  EXPECT_THAT(error_of([&] {
+                t.view({-1, 3});
+              }),
               HasSubstr("[view] shape [-1, 3] is invalid for a tensor of 16 elements"));
-  EXPECT_THAT(error_of([&] { t.view({-1, -1}); }),
+  EXPECT_THAT(error_of([&] {
+                t.view({-1, -1});
+              }),
               HasSubstr("[view] only one dimension can be inferred (-1), got [-1, -1]"));
   EXPECT_THAT(error_of([&] { t.view({4, -2}); }), HasSubstr("[view] invalid size -2 at dim 1"));
   const std::string msg = error_of([&] { t.t().view({16}); });
-  EXPECT_THAT(msg, HasSubstr("[view] cannot view a tensor of shape [4, 4] with strides [1, 4] as [16]"));
+  EXPECT_THAT(msg,
+              HasSubstr("[view] cannot view a tensor of shape [4, 4] with strides [1, 4] as [16]"));
   EXPECT_THAT(msg, HasSubstr("reshape()"));
   EXPECT_THAT(error_of([&] { Tensor::empty({0, 4}).view({-1, 0}); }), HasSubstr("ambiguous"));
 }
@@ -137,7 +154,9 @@ TEST(TensorViews, ReshapeViewsWhenItCanCopiesWhenItMust) {
   EXPECT_TRUE(flat.is_contiguous());
   for (int64_t i = 0; i < 12; ++i)  // column-major order of t
     EXPECT_EQ(flat.value({i}), t.value({i % 3, i / 3}));
-  EXPECT_THAT(error_of([&] { t.reshape({5, -1}); }),
+  EXPECT_THAT(error_of([&] {
+                t.reshape({5, -1});
+              }),
               HasSubstr("[reshape] shape [5, -1] is invalid for a tensor of 12 elements"));
 }
 
@@ -151,10 +170,14 @@ TEST(TensorViews, ExpandBroadcastsWithStrideZero) {
   EXPECT_EQ(e.value({2, 3}), 2.0);
   EXPECT_TRUE(e.shares_storage(col));
   EXPECT_FALSE(e.is_contiguous());
-  EXPECT_THAT(error_of([&] { iota({2, 3}).expand({2, 4}); }),
+  EXPECT_THAT(error_of([&] {
+                iota({2, 3}).expand({2, 4});
+              }),
               HasSubstr("[expand] cannot expand shape [2, 3] to [2, 4]: size 4 at dim 1 must "
                         "match the existing size 3"));
-  EXPECT_THAT(error_of([&] { iota({2, 3}).expand({3}); }),
+  EXPECT_THAT(error_of([&] {
+                iota({2, 3}).expand({3});
+              }),
               HasSubstr("the target has fewer dims (1) than the tensor (2)"));
   EXPECT_THAT(error_of([&] { iota({3}).expand({-1, 3}); }), HasSubstr("new leading dim 0"));
 }
@@ -173,8 +196,9 @@ TEST(TensorViews, SqueezeUnsqueezeFlatten) {
   expect_geometry(m.unsqueeze(2), {2, 3, 1}, {3, 1, 1}, 0);
   expect_geometry(m.t().unsqueeze(0), {1, 3, 2}, {3, 1, 3}, 0);
   EXPECT_TRUE(m.unsqueeze(1).is_contiguous());
-  EXPECT_THAT(error_of([&] { m.unsqueeze(3); }),
-              HasSubstr("[unsqueeze] dim 3 is out of range for a tensor of 3 dims (expected -3..2)"));
+  EXPECT_THAT(
+      error_of([&] { m.unsqueeze(3); }),
+      HasSubstr("[unsqueeze] dim 3 is out of range for a tensor of 3 dims (expected -3..2)"));
 
   const Tensor c = iota({2, 3, 4, 5});
   expect_geometry(c.flatten(), {120}, {1}, 0);
@@ -183,7 +207,8 @@ TEST(TensorViews, SqueezeUnsqueezeFlatten) {
   expect_geometry(Tensor::scalar(1.0).flatten(), {1}, {1}, 0);
   EXPECT_TRUE(c.flatten(1).shares_storage(c));
   EXPECT_FALSE(c.transpose(1, 2).flatten(1, 2).shares_storage(c));  // must copy
-  EXPECT_THAT(error_of([&] { c.flatten(2, 1); }), HasSubstr("[flatten] start_dim 2 must not come after end_dim 1"));
+  EXPECT_THAT(error_of([&] { c.flatten(2, 1); }),
+              HasSubstr("[flatten] start_dim 2 must not come after end_dim 1"));
 }
 
 TEST(TensorViews, AsStridedChecksTheStorage) {
@@ -191,7 +216,9 @@ TEST(TensorViews, AsStridedChecksTheStorage) {
   const Tensor w = t.as_strided({5, 3}, {2, 1}, 1);  // overlapping sliding windows
   EXPECT_EQ(w.value({4, 2}), 11.0);
   EXPECT_TRUE(w.shares_storage(t));
-  EXPECT_THAT(error_of([&] { t.as_strided({4, 4}, {4, 1}, 0); }),
+  EXPECT_THAT(error_of([&] {
+                t.as_strided({4, 4}, {4, 1}, 0);
+              }),
               HasSubstr("reaches element 15, beyond the storage's 12 elements"));
   EXPECT_THAT(error_of([&] { t.as_strided({2}, {-1}, 5); }), HasSubstr("negative strides"));
 }

@@ -75,8 +75,10 @@ class Tensor {
   static Tensor arange(double end, DType dtype = DType::F32);
   static Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::F32);
   // Copies the values; a 1-D tensor unless a shape (with the same element count) is given.
-  template <typename T> static Tensor from_vector(const std::vector<T>& values);
-  template <typename T> static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+  template <typename T>
+  static Tensor from_vector(const std::vector<T>& values);
+  template <typename T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
   // Copies numel(shape) contiguous elements of `dtype` from `data`.
   static Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
 
@@ -118,7 +120,8 @@ class Tensor {
   // The first element (storage data + offset); nullptr for a tensor without elements.
   void* data_ptr() const;
   // Typed data_ptr(); throws if T is not the tensor's dtype.
-  template <typename T> T* data() const;
+  template <typename T>
+  T* data() const;
   bool shares_storage(const Tensor& other) const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
@@ -139,8 +142,8 @@ class Tensor {
   // Broadcast: size-1 dims (and new leading dims) repeat with stride 0; -1 keeps a size.
   Tensor expand(const Shape& shape) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
-  Tensor squeeze() const;              // drops every size-1 dim
-  Tensor squeeze(int64_t dim) const;   // drops `dim` if it has size 1, else returns a view as is
+  Tensor squeeze() const;               // drops every size-1 dim
+  Tensor squeeze(int64_t dim) const;    // drops `dim` if it has size 1, else returns a view as is
   Tensor unsqueeze(int64_t dim) const;  // dim in [-dim()-1, dim()]
   // Merges dims start..end into one (a view when possible, else a copy, like reshape).
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
@@ -162,9 +165,11 @@ class Tensor {
   const Tensor& zero_() const;
 
   // ---- element access (tests, printing, small host-side logic; not for hot loops) ----
-  template <typename T> T item() const;  // numel must be 1; converts to T
+  template <typename T>
+  T item() const;  // numel must be 1; converts to T
   // The raw element at `index` (one index per dim, negatives wrap); T must be the dtype.
-  template <typename T> T at(std::initializer_list<int64_t> index) const;
+  template <typename T>
+  T at(std::initializer_list<int64_t> index) const;
   // The element converted to double / set from a double (RNE for 16-bit floats).
   double value(std::initializer_list<int64_t> index) const;
   double value(std::span<const int64_t> index) const;
