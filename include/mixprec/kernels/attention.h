@@ -1,0 +1,29 @@
+#pragma once
+// Scaled dot-product attention, flash style: softmax(q k^T * scale + mask) v computed in
+// blocks of queries and keys with an online softmax (f32 running max and sum per query), so
+// the extra memory is O(seq * head_dim) per thread, never the O(seq^2) score matrix.
+//
+// q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] -> out [B, H, Sq, Dv]; any strides, f32,
+// bf16 or f16 (out may be any of those). Both products accumulate in f32; with bf16 q, k and v
+// they run on vdpbf16ps, the probabilities rounded to bf16 for the second product (as flash
+// attention does) and their row sums taken over the rounded values.
+#include <cstdint>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::kernels {
+
+struct AttentionOptions {
+  float scale = 0.0f;    // 0: 1 / sqrt(D)
+  bool causal = false;   // key j is visible to query i only when j <= i (top-left aligned)
+  const Tensor* mask = nullptr;  // additive, broadcastable to [B, H, Sq, Sk]; -inf hides a key
+};
+
+// A query that sees no key (every score -inf) gets an output of zeros, not NaN.
+// When `logsumexp` is given (f32 [B, H, Sq]) it receives the row's log-sum-exp of the scaled
+// scores, what a flash-style backward needs to recompute the probabilities.
+void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const AttentionOptions& options = {},
+                                  const Tensor* logsumexp = nullptr);
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,62 @@
+#pragma once
+// The online-softmax block update (attention_internal.h), written once against the SIMD
+// interface and instantiated per level. Internal linkage (see simd_avx512.h).
+#include <cmath>
+#include <cstdint>
+
+#include "attention_internal.h"
+#include "simd_math.h"
+
+namespace mixprec::kernels::attention_detail {
+namespace {
+
+template <class S>
+float horizontal(typename S::F v, bool take_max) {
+  float lanes[S::kWidth];
+  S::store(lanes, v);
+  float r = lanes[0];
+  for (int i = 1; i < S::kWidth; ++i) r = take_max ? (lanes[i] > r ? lanes[i] : r) : r + lanes[i];
+  return r;
+}
+
+template <class S>
+void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l, void* p,
+                  DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv) {
+  using F = typename S::F;
+  constexpr int W = S::kWidth;
+  const float neg_inf = -INFINITY;
+  const std::size_t p_size = dtype_size(p_dtype);
+  for (int r = 0; r < rows; ++r) {
+    float* srow = s + r * ld_s;
+    char* prow = static_cast<char*>(p) + static_cast<std::size_t>(r * ld_p) * p_size;
+    F vmax = S::set1(neg_inf);
+    int j = 0;
+    for (; j + W <= cols; j += W) vmax = S::max(S::load(srow + j), vmax);
+    float row_max = horizontal<S>(vmax, true);
+    for (; j < cols; ++j) row_max = srow[j] > row_max ? srow[j] : row_max;
+    const float m_new = m[r] > row_max ? m[r] : row_max;
+    if (m_new == neg_inf) {  // nothing visible yet: p = 0, state unchanged
+      for (int j = 0; j < cols; j += W) S::store_n(prow + j * p_size, p_dtype, S::zero(), cols - j);
+      continue;
+    }
+    const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
+    const F shift = S::set1(m_new);
+    F vsum = S::zero();
+    for (int j = 0; j < cols; j += W) {
+      const int n = cols - j;
+      const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift));
+      S::store_n(prow + j * p_size, p_dtype, e, n);
+      vsum = S::add(vsum, S::load_n(prow + j * p_size, p_dtype, n));  // sum what is multiplied
+    }
+    l[r] = alpha * l[r] + horizontal<S>(vsum, false);
+    if (alpha != 1.0f) {
+      float* orow = o + r * ld_o;
+      const F va = S::set1(alpha);
+      for (int j = 0; j < dv; j += W) S::store_n(orow + j, DType::F32, S::mul(S::load_n(orow + j, DType::F32, dv - j), va), dv - j);
+    }
+    m[r] = m_new;
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::kernels::attention_detail
