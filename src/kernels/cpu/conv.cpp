@@ -1,0 +1,227 @@
+#include "mixprec/kernels/conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "mixprec/core/allocator.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/kernels/convert.h"
+#include "simd_math.h"
+#include "simd_scalar.h"
+
+namespace mixprec::kernels {
+namespace {
+
+constexpr int64_t kTileRows = 256;  // output pixels gathered per im2col tile
+
+bool is_conv_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+struct Geometry {
+  int64_t n, c, h, w;     // input
+  int64_t o, kh, kw;      // weight
+  int64_t oh, ow;         // output
+  int64_t groups, cg, og; // channels per group in and out
+};
+
+Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+               const Conv2dOptions& opt) {
+  MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4 && out.dim() == 4, "[conv2d] expected 4-D x [N, C, H, W], ",
+                "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ", shape_to_string(x.shape()),
+                ", weight ", shape_to_string(weight.shape()), ", out ", shape_to_string(out.shape()));
+  for (const Tensor* t : {&x, &weight, &out})
+    MIXPREC_CHECK(is_conv_float(t->dtype()), "[conv2d] expected f32, bf16 or f16 tensors, got ",
+                  dtype_name(t->dtype()));
+  MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
+                    opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
+                "[conv2d] groups, strides and dilations must be >= 1 and paddings >= 0");
+  Geometry g{x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3), 0, 0,
+             opt.groups, 0, 0};
+  MIXPREC_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "[conv2d] ", g.groups, " groups must divide the ",
+                g.c, " input and ", g.o, " output channels");
+  g.cg = g.c / g.groups;
+  g.og = g.o / g.groups;
+  MIXPREC_CHECK(weight.size(1) == g.cg, "[conv2d] weight ", shape_to_string(weight.shape()), " expects ",
+                weight.size(1) * g.groups, " input channels, x ", shape_to_string(x.shape()), " has ", g.c);
+  g.oh = conv_output_size(g.h, g.kh, opt.stride_h, opt.pad_h, opt.dilation_h);
+  g.ow = conv_output_size(g.w, g.kw, opt.stride_w, opt.pad_w, opt.dilation_w);
+  const Shape expected{g.n, g.o, g.oh, g.ow};
+  MIXPREC_CHECK(out.shape() == expected, "[conv2d] out has shape ", shape_to_string(out.shape()), ", expected ",
+                shape_to_string(expected));
+  if (bias != nullptr)
+    MIXPREC_CHECK(bias->shape() == Shape{g.o} && is_conv_float(bias->dtype()), "[conv2d] bias has shape ",
+                  shape_to_string(bias->shape()), " and dtype ", dtype_name(bias->dtype()), ", expected [", g.o,
+                  "] of a float dtype");
+  if (opt.residual != nullptr)
+    MIXPREC_CHECK(opt.residual->shape() == expected && is_conv_float(opt.residual->dtype()),
+                  "[conv2d] residual has shape ", shape_to_string(opt.residual->shape()), ", expected ",
+                  shape_to_string(expected));
+  return g;
+}
+
+Tensor channels_last(const Tensor& t) {
+  return t.is_contiguous(MemoryFormat::ChannelsLast) ? t : t.contiguous(MemoryFormat::ChannelsLast);
+}
+
+// Depthwise (one input channel per group, one output per group): a direct loop per output
+// row, vectorised over channels, f32 accumulators.
+void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+               const Conv2dOptions& opt, const Geometry& g) {
+  // Weights as f32 [KH][KW][C]; bias as f32 [C].
+  const Tensor wf = weight.to(DType::F32).permute({2, 3, 0, 1}).contiguous();
+  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.c});
+  const float* wp = wf.data<float>();
+  const float* bp = bf.data<float>();
+  const Tensor xf = x.to(DType::F32);  // NHWC f32 copy: the loop reads each element KH*KW times
+  const float* xp = xf.data<float>();
+  const Tensor* residual = opt.residual;
+  parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> acc(static_cast<std::size_t>(g.c));  // [C]
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t n = row / g.oh, oy = row % g.oh;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        std::copy(bp, bp + g.c, acc.begin());
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
+            if (ix < 0 || ix >= g.w) continue;
+            const float* xin = xp + ((n * g.h + iy) * g.w + ix) * g.c;
+            const float* wk = wp + (ky * g.kw + kx) * g.c;
+            for (int64_t c = 0; c < g.c; ++c) acc[c] += xin[c] * wk[c];
+          }
+        }
+        for (int64_t c = 0; c < g.c; ++c) {
+          float v = acc[c];
+          switch (opt.activation) {
+            case Activation::None: break;
+            case Activation::ReLU: v = simd::Scalar::max(0.0f, v); break;
+            case Activation::GeluTanh: v = simd::gelu_tanh<simd::Scalar>(v); break;
+            case Activation::GeluErf: v = simd::gelu_erf<simd::Scalar>(v); break;
+            case Activation::SiLU: v = simd::silu<simd::Scalar>(v); break;
+          }
+          if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
+          acc[c] = v;
+        }
+        char* dst = static_cast<char*>(out.data_ptr()) +
+                    static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2) + ox * out.stride(3)) * out.element_size();
+        convert_strided(acc.data(), DType::F32, 1, dst, out.dtype(), out.stride(1), static_cast<std::size_t>(g.c));
+      }
+    }
+  });
+}
+
+// Per-thread im2col tile, reused across calls.
+Allocation& thread_patches() {
+  thread_local Allocation patches;
+  return patches;
+}
+
+// Rows [r0, r0 + rows) of the patch matrix of group `grp`: row = output pixel (n, oy, ox),
+// columns (ky, kx, c) for c in the group's channels; zeros where the window leaves the image.
+void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp, int64_t r0,
+                    int64_t rows, char* dst) {
+  const std::size_t es = xs.element_size();
+  const int64_t k = g.kh * g.kw * g.cg;
+  const char* xp = static_cast<const char*>(xs.data_ptr());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pix = r0 + r, n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
+    char* row = dst + static_cast<std::size_t>(r * k) * es;
+    for (int64_t ky = 0; ky < g.kh; ++ky) {
+      const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+      for (int64_t kx = 0; kx < g.kw; ++kx) {
+        const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
+        char* cell = row + static_cast<std::size_t>((ky * g.kw + kx) * g.cg) * es;
+        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
+          std::memset(cell, 0, static_cast<std::size_t>(g.cg) * es);
+        } else {
+          const int64_t offset = n * xs.stride(0) + iy * xs.stride(2) + ix * xs.stride(3) + grp * g.cg;
+          std::memcpy(cell, xp + static_cast<std::size_t>(offset) * es, static_cast<std::size_t>(g.cg) * es);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const int64_t out = (input + 2 * pad - span) / stride + 1;
+  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ", dilation,
+                ") does not fit an input of ", input, " with padding ", pad);
+  return out;
+}
+
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& opt) {
+  const Geometry g = check(x, weight, bias, out, opt);
+  if (out.numel() == 0) return;
+  const Tensor xs = channels_last(x);
+  const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast);
+  const Tensor ys = out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);
+  Tensor residual;
+  if (opt.residual != nullptr) residual = channels_last(*opt.residual);
+
+  if (g.groups == g.c && g.groups == g.o) {
+    Conv2dOptions o = opt;
+    o.residual = residual.defined() ? &residual : nullptr;
+    depthwise(xs, weight, bias, ys, o, g);
+  } else {
+    const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
+    // Weights as [O, KH, KW, Cg]: row o is output channel o's patch weights in gather order.
+    const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();
+    const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
+    const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
+                           opt.pad_w == 0 && g.groups == 1;
+    const std::size_t ys_es = ys.element_size();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const MatrixView wmat = MatrixView::row_major(
+          static_cast<const char*>(wr.data_ptr()) + static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
+          wr.dtype(), g.og, k, k);
+      const PackedMatrix packed = pack_b(wmat.transposed(), xs.dtype());  // B [K, Og]
+      auto epilogue_at = [&](int64_t row0) {
+        GemmEpilogue ep;
+        ep.activation = opt.activation;
+        if (bias_c.defined()) {
+          ep.bias = static_cast<const char*>(bias_c.data_ptr()) + static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
+          ep.bias_dtype = bias_c.dtype();
+        }
+        if (residual.defined()) {
+          ep.residual = static_cast<const char*>(residual.data_ptr()) +
+                        static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual.element_size();
+          ep.residual_dtype = residual.dtype();
+          ep.residual_ld = g.o;
+        }
+        return ep;
+      };
+      auto out_rows = [&](int64_t row0, int64_t rows) {
+        return MutableMatrixView::row_major(
+            static_cast<char*>(ys.data_ptr()) + static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es, ys.dtype(),
+            rows, g.og, g.o);
+      };
+      if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
+        gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), packed, out_rows(0, m),
+                       epilogue_at(0));
+        continue;
+      }
+      const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+      parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
+        Allocation& patches = thread_patches();
+        const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
+        if (patches.size() < bytes) patches = Allocation(bytes);
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
+          gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
+          gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), packed, out_rows(r0, rows),
+                         epilogue_at(r0));
+        }
+      });
+    }
+  }
+  if (!out_direct) out.copy_(ys);
+}
+
+}  // namespace mixprec::kernels
