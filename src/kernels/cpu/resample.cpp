@@ -1,0 +1,183 @@
+#include "mixprec/kernels/resample.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
+
+namespace mixprec::kernels {
+namespace {
+
+template <typename T>
+float load(const T* p) {
+  return static_cast<float>(*p);
+}
+template <typename T>
+void store(T* p, float v) {
+  if constexpr (std::is_same_v<T, float>) *p = v;
+  else *p = T(v);  // Half / BFloat16: round to nearest even
+}
+
+// [N, C, H, W] element (n, c, y, x) of a 4-D tensor whose data pointer is `base`.
+struct Indexer {
+  int64_t s0, s1, s2, s3;
+  explicit Indexer(const Tensor& t) : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
+  int64_t operator()(int64_t n, int64_t c, int64_t y, int64_t x) const { return n * s0 + c * s1 + y * s2 + x * s3; }
+};
+
+void check_pair(const char* op, const Tensor& x, const Tensor& out) {
+  MIXPREC_CHECK(x.dim() == 4 && out.dim() == 4 && x.size(0) == out.size(0) && x.size(1) == out.size(1), "[", op,
+                "] expected x [N, C, H, W] and out [N, C, OH, OW], got x ", shape_to_string(x.shape()), " and out ",
+                shape_to_string(out.shape()));
+  for (const Tensor* t : {&x, &out})
+    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16, "[", op,
+                  "] expected f32, bf16 or f16, got ", dtype_name(t->dtype()));
+}
+
+// Calls body(typed x pointer, typed out pointer) for the (x, out) dtype pair.
+template <typename Body>
+void visit_float_pair(const Tensor& x, const Tensor& out, const Body& body) {
+  visit_dtype(x.dtype(), [&](auto xt) {
+    using X = typename decltype(xt)::type;
+    visit_dtype(out.dtype(), [&](auto ot) {
+      using O = typename decltype(ot)::type;
+      if constexpr ((std::is_same_v<X, float> || std::is_same_v<X, Half> || std::is_same_v<X, BFloat16>) &&
+                    (std::is_same_v<O, float> || std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>))
+        body(x.data<X>(), out.data<O>());
+    });
+  });
+}
+
+Pool2dOptions resolve(const Pool2dOptions& o) {
+  Pool2dOptions r = o;
+  if (r.stride_h == 0) r.stride_h = r.kernel_h;
+  if (r.stride_w == 0) r.stride_w = r.kernel_w;
+  MIXPREC_CHECK(r.kernel_h >= 1 && r.kernel_w >= 1 && r.stride_h >= 1 && r.stride_w >= 1 && r.pad_h >= 0 &&
+                    r.pad_w >= 0 && 2 * r.pad_h <= r.kernel_h && 2 * r.pad_w <= r.kernel_w,
+                "[pool2d] kernel and stride must be >= 1 and padding at most half the kernel, got kernel ",
+                r.kernel_h, "x", r.kernel_w, " stride ", r.stride_h, "x", r.stride_w, " pad ", r.pad_h, "x", r.pad_w);
+  return r;
+}
+
+void check_pool_out(const char* op, const Tensor& x, const Tensor& out, const Pool2dOptions& o) {
+  check_pair(op, x, out);
+  const Shape expected{x.size(0), x.size(1), pool_output_size(x.size(2), o.kernel_h, o.stride_h, o.pad_h),
+                       pool_output_size(x.size(3), o.kernel_w, o.stride_w, o.pad_w)};
+  MIXPREC_CHECK(out.shape() == expected, "[", op, "] out has shape ", shape_to_string(out.shape()), ", expected ",
+                shape_to_string(expected));
+}
+
+// Runs body(n, c, oy) over all output rows in parallel.
+template <typename Body>
+void for_each_output_row(const Tensor& out, const Body& body) {
+  const int64_t n = out.size(0), c = out.size(1), oh = out.size(2);
+  parallel_for(0, n * c * oh, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) body(r / (c * oh), r / oh % c, r % oh);
+  });
+}
+
+}  // namespace
+
+int64_t pool_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad) {
+  const int64_t out = (input + 2 * pad - kernel) / stride + 1;
+  MIXPREC_CHECK(input + 2 * pad >= kernel, "[pool2d] window ", kernel, " does not fit input ", input,
+                " with padding ", pad);
+  return out;
+}
+
+void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options) {
+  const Pool2dOptions o = resolve(options);
+  check_pool_out("avg_pool2d", x, out, o);
+  const Indexer xi(x), oi(out);
+  const int64_t h = x.size(2), w = x.size(3), ow = out.size(3);
+  visit_float_pair(x, out, [&](const auto* xp, auto* op) {
+    for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        float sum = 0.0f;
+        int64_t count = 0;
+        for (int64_t ky = 0; ky < o.kernel_h; ++ky) {
+          const int64_t iy = oy * o.stride_h - o.pad_h + ky;
+          for (int64_t kx = 0; kx < o.kernel_w; ++kx) {
+            const int64_t ix = ox * o.stride_w - o.pad_w + kx;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            sum += load(xp + xi(n, c, iy, ix));
+            ++count;
+          }
+        }
+        const int64_t divisor = o.count_include_pad ? o.kernel_h * o.kernel_w : count;
+        store(op + oi(n, c, oy, ox), sum / static_cast<float>(divisor));
+      }
+    });
+  });
+}
+
+void max_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options, const Tensor* indices) {
+  const Pool2dOptions o = resolve(options);
+  check_pool_out("max_pool2d", x, out, o);
+  if (indices != nullptr)
+    MIXPREC_CHECK(indices->dtype() == DType::I64 && indices->shape() == out.shape(),
+                  "[max_pool2d] indices must be i64 of out's shape ", shape_to_string(out.shape()));
+  const Indexer xi(x), oi(out);
+  const int64_t h = x.size(2), w = x.size(3), ow = out.size(3);
+  int64_t* ip = indices != nullptr ? indices->data<int64_t>() : nullptr;
+  const Indexer ii = indices != nullptr ? Indexer(*indices) : oi;
+  visit_float_pair(x, out, [&](const auto* xp, auto* op) {
+    for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        float best = -INFINITY;
+        int64_t where = -1;
+        for (int64_t ky = 0; ky < o.kernel_h; ++ky) {
+          const int64_t iy = oy * o.stride_h - o.pad_h + ky;
+          for (int64_t kx = 0; kx < o.kernel_w; ++kx) {
+            const int64_t ix = ox * o.stride_w - o.pad_w + kx;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const float v = load(xp + xi(n, c, iy, ix));
+            if (where < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+              best = v;
+              where = iy * w + ix;
+            }
+          }
+        }
+        store(op + oi(n, c, oy, ox), best);
+        if (ip != nullptr) ip[ii(n, c, oy, ox)] = where;
+      }
+    });
+  });
+}
+
+void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode) {
+  check_pair("upsample2d", x, out);
+  const int64_t h = x.size(2), w = x.size(3), oh = out.size(2), ow = out.size(3);
+  MIXPREC_CHECK(h >= 1 && w >= 1 && oh >= 1 && ow >= 1, "[upsample2d] empty spatial size: x ",
+                shape_to_string(x.shape()), ", out ", shape_to_string(out.shape()));
+  const Indexer xi(x), oi(out);
+  const double sy = static_cast<double>(h) / static_cast<double>(oh);
+  const double sx = static_cast<double>(w) / static_cast<double>(ow);
+  visit_float_pair(x, out, [&](const auto* xp, auto* op) {
+    for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
+      if (mode == UpsampleMode::Nearest) {
+        const int64_t iy = std::min(h - 1, static_cast<int64_t>(std::floor(static_cast<double>(oy) * sy)));
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t ix = std::min(w - 1, static_cast<int64_t>(std::floor(static_cast<double>(ox) * sx)));
+          store(op + oi(n, c, oy, ox), load(xp + xi(n, c, iy, ix)));
+        }
+        return;
+      }
+      // Half-pixel centres: src = (dst + 0.5) * scale - 0.5, clamped at 0 (PyTorch's rule).
+      const double fy = std::max(0.0, (static_cast<double>(oy) + 0.5) * sy - 0.5);
+      const int64_t y0 = std::min(h - 1, static_cast<int64_t>(fy)), y1 = std::min(h - 1, y0 + 1);
+      const float ly = static_cast<float>(fy - static_cast<double>(y0));
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const double fx = std::max(0.0, (static_cast<double>(ox) + 0.5) * sx - 0.5);
+        const int64_t x0 = std::min(w - 1, static_cast<int64_t>(fx)), x1 = std::min(w - 1, x0 + 1);
+        const float lx = static_cast<float>(fx - static_cast<double>(x0));
+        const float top = (1 - lx) * load(xp + xi(n, c, y0, x0)) + lx * load(xp + xi(n, c, y0, x1));
+        const float bottom = (1 - lx) * load(xp + xi(n, c, y1, x0)) + lx * load(xp + xi(n, c, y1, x1));
+        store(op + oi(n, c, oy, ox), (1 - ly) * top + ly * bottom);
+      }
+    });
+  });
+}
+
+}  // namespace mixprec::kernels
