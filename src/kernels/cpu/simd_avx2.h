@@ -87,6 +87,47 @@ struct Avx2 {
   }
   static F round_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static F trunc_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static F abs(F x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  static F sqrt(F x) { return _mm256_sqrt_ps(x); }
+  static F select_less(F a, F b, F if_less, F otherwise) {
+    return _mm256_blendv_ps(otherwise, if_less, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
+  }
+  static F select_nan(F x, F if_nan, F otherwise) {
+    return _mm256_blendv_ps(otherwise, if_nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  static F fill_tail(F v, int n, float fill) {
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(mask(n)));
+  }
+  static float reduce_add(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
+  static float reduce_max(F v) {
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) return __builtin_nanf("");
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+  }
+  // No getexp/getmant before AVX-512: read the fields, after scaling subnormals by 2^24 into
+  // the normal range.
+  static __m256i normal_abs_bits(F x, F& subnormal) {
+    const F ax = abs(x);
+    subnormal = _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    return _mm256_castps_si256(_mm256_blendv_ps(ax, _mm256_mul_ps(ax, _mm256_set1_ps(0x1p24f)), subnormal));
+  }
+  static F get_exponent(F x) {
+    F subnormal;
+    const __m256i bits = normal_abs_bits(x, subnormal);
+    const F e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)));
+    return _mm256_sub_ps(e, _mm256_and_ps(subnormal, _mm256_set1_ps(24.0f)));
+  }
+  static F get_mantissa(F x) {
+    F subnormal;
+    const __m256i bits = normal_abs_bits(x, subnormal);
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)),
+                                               _mm256_set1_epi32(0x3F800000)));
+  }
   static F scale2(F x, F n) {
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(x, _mm256_castsi256_ps(bits));

@@ -71,6 +71,22 @@ struct Avx512 {
   }
   static F round_int(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static F trunc_int(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static F abs(F x) { return _mm512_abs_ps(x); }
+  static F sqrt(F x) { return _mm512_sqrt_ps(x); }
+  static F select_less(F a, F b, F if_less, F otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), otherwise, if_less);
+  }
+  static F select_nan(F x, F if_nan, F otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), otherwise, if_nan);
+  }
+  static F fill_tail(F v, int n, float fill) { return _mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), v); }
+  static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
+  static float reduce_max(F v) {
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0) return __builtin_nanf("");
+    return _mm512_reduce_max_ps(v);
+  }
+  static F get_exponent(F x) { return _mm512_getexp_ps(x); }
+  static F get_mantissa(F x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero); }
   static F scale2(F x, F n) {
     const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(x, _mm512_castsi512_ps(bits));

@@ -73,4 +73,67 @@ typename S::F gelu_erf(typename S::F x) {
   return S::mul(x, S::select_negative(x, tail, upper));
 }
 
+
+// e^x over the whole f32 range, overflowing to +inf like expf (exp() above stops at e^88.7):
+// arguments above 88 are halved (exactly) and the result squared, a few ulp near the top.
+template <class S>
+typename S::F exp_full(typename S::F x) {
+  const auto big = S::set1(88.0f);
+  const auto e = exp<S>(S::select_less(big, x, S::mul(x, S::set1(0.5f)), x));
+  return S::select_less(big, x, S::mul(e, e), e);
+}
+
+// Natural log. x = m 2^e with m in [sqrt(1/2), sqrt(2)), so log x = e ln2 + log m without
+// cancellation between the two; log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716, by
+// its odd series up to s^9 (truncation < 2e-9 relative). m - 1 is exact, so the error is that
+// of s: about 1 ulp. log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+template <class S>
+typename S::F log(typename S::F x) {
+  using F = typename S::F;
+  F e = S::get_exponent(x);
+  F m = S::get_mantissa(x);  // [1, 2)
+  const F sqrt2 = S::set1(1.41421356237309505f);
+  e = S::select_less(sqrt2, m, S::add(e, S::set1(1.0f)), e);
+  m = S::select_less(sqrt2, m, S::mul(m, S::set1(0.5f)), m);
+  const F f = S::sub(m, S::set1(1.0f));
+  const F s = S::div(f, S::add(f, S::set1(2.0f)));
+  const F z = S::mul(s, s);
+  F p = S::set1(1.0f / 9.0f);
+  p = S::fmadd(p, z, S::set1(1.0f / 7.0f));
+  p = S::fmadd(p, z, S::set1(1.0f / 5.0f));
+  p = S::fmadd(p, z, S::set1(1.0f / 3.0f));
+  p = S::mul(p, z);
+  const F two_s = S::add(s, s);
+  F r = S::fmadd(two_s, p, two_s);                             // log m
+  r = S::fmadd(e, S::set1(1.428606765330187e-06f), r);         // + e ln2, ln2 split in two
+  r = S::fmadd(e, S::set1(0.693145751953125f), r);
+  r = S::select_less(x, S::set1(0x1p-149f), S::set1(-__builtin_inff()), r);  // +-0
+  r = S::select_less(x, S::zero(), S::set1(__builtin_nanf("")), r);
+  r = S::select_less(S::set1(3.40282347e38f), x, x, r);        // +inf
+  return S::select_nan(x, x, r);
+}
+
+// tanh: the Taylor series x - x^3/3 + 2x^5/15 - ... to x^15 below |x| = 0.5 (truncation
+// < 1e-8 relative), where 1 - 2 / (e^2|x| + 1) would lose the small result to cancellation;
+// above it that form, which saturates to +-1, with the sign of x. Below 2^-12, tanh x rounds
+// to x itself (which also keeps the sign of -0).
+template <class S>
+typename S::F tanh(typename S::F x) {
+  using F = typename S::F;
+  const F ax = S::abs(x);
+  const F z = S::mul(x, x);
+  F p = S::set1(-0.0014558343870513183f);
+  p = S::fmadd(p, z, S::set1(0.003592128036572481f));
+  p = S::fmadd(p, z, S::set1(-0.008863235529902197f));
+  p = S::fmadd(p, z, S::set1(0.021869488536155203f));
+  p = S::fmadd(p, z, S::set1(-0.05396825396825397f));
+  p = S::fmadd(p, z, S::set1(0.13333333333333333f));
+  p = S::fmadd(p, z, S::set1(-0.3333333333333333f));
+  const F small = S::fmadd(S::mul(p, z), x, x);
+  const F one = S::set1(1.0f);
+  const F t = S::sub(one, S::div(S::set1(2.0f), S::add(exp<S>(S::add(ax, ax)), one)));
+  const F large = S::select_negative(x, S::sub(S::zero(), t), t);
+  return S::select_less(ax, S::set1(0x1p-12f), x, S::select_less(ax, S::set1(0.5f), small, large));
+}
+
 }  // namespace mixprec::kernels::simd

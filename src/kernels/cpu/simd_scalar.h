@@ -10,6 +10,14 @@
 //   add sub mul div max min fmadd(a, b, c) = a * b + c
 //   select_negative(x, a, b) = x < 0 ? a : b, per lane
 //   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero;  scale2(x, n) = x * 2^n for integral n
+//   abs sqrt          (sqrt correctly rounded on every level)
+//   select_less(a, b, t, f) = a < b ? t : f, per lane (false when either is NaN)
+//   select_nan(x, t, f) = x is NaN ? t : f, per lane
+//   fill_tail(v, n, c) lanes n and above replaced by c (a tail vector's neutral element)
+//   reduce_add(v)     sum of the lanes (order depends on the width); reduce_max(v) their max,
+//                     NaN if any lane is NaN
+//   get_exponent(x)   floor(log2 |x|) and get_mantissa(x) = |x| / 2^floor(log2 |x|) in [1, 2),
+//                     exact for finite nonzero x (subnormals included); other lanes unspecified
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +62,19 @@ struct Scalar {
   static F select_negative(F x, F if_negative, F otherwise) { return x < 0.0f ? if_negative : otherwise; }
   static F round_int(F x) { return std::nearbyint(x); }
   static F trunc_int(F x) { return std::trunc(x); }
+  static F abs(F x) { return std::fabs(x); }
+  static F sqrt(F x) { return std::sqrt(x); }
+  static F select_less(F a, F b, F if_less, F otherwise) { return a < b ? if_less : otherwise; }
+  static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
+  static F fill_tail(F v, int n, float fill) { return n >= 1 ? v : fill; }
+  static float reduce_add(F v) { return v; }
+  static float reduce_max(F v) { return v; }
+  static F get_exponent(F x) {
+    return x == 0.0f || !std::isfinite(x) ? 0.0f : static_cast<float>(std::ilogb(x));
+  }
+  static F get_mantissa(F x) {
+    return x == 0.0f || !std::isfinite(x) ? 1.0f : std::scalbn(std::fabs(x), -std::ilogb(x));
+  }
   static F scale2(F x, F n) {
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
     float s;
