@@ -1,0 +1,125 @@
+// 3x3 convolution benchmark (NHWC, stride 1, pad 1): mixprec f32 / bf16 next to oneDNN f32 /
+// bf16 convolution in one run, GFLOP/s and % of the measured peak.
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/core/random.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/kernels/conv.h"
+#include "mixprec/kernels/peak.h"
+
+#ifdef MIXPREC_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace mixprec::bench {
+namespace {
+
+struct ConvShape {
+  int64_t n, c, hw, o;
+};
+
+#ifdef MIXPREC_HAVE_DNNL
+// oneDNN forward-inference convolution, NHWC activations, weights reordered once into the
+// format it prefers (its best case), f32 bias.
+struct DnnlConv {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::convolution_forward prim;
+  dnnl::memory src, wei, bias, dst;
+  std::string impl;
+  DnnlConv(const ConvShape& s, DType t, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+    using tag = dnnl::memory::format_tag;
+    const auto dt = t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    const dnnl::memory::desc src_md({s.n, s.c, s.hw, s.hw}, dt, tag::nhwc), dst_md({s.n, s.o, s.hw, s.hw}, dt, tag::nhwc),
+        wei_any({s.o, s.c, 3, 3}, dt, tag::any), wei_user({s.o, s.c, 3, 3}, dt, tag::oihw),
+        bias_md({s.o}, dnnl::memory::data_type::f32, tag::a);
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                            src_md, wei_any, bias_md, dst_md, {1, 1}, {1, 1}, {1, 1});
+    const dnnl::convolution_forward::primitive_desc pd(d, engine);
+    impl = pd.impl_info_str();
+    prim = dnnl::convolution_forward(pd);
+    src = dnnl::memory(src_md, engine, x.data_ptr());
+    dst = dnnl::memory(dst_md, engine, y.data_ptr());
+    bias = dnnl::memory(bias_md, engine, b.data_ptr());
+    dnnl::memory user(wei_user, engine, w.data_ptr());
+    wei = dnnl::memory(pd.weights_desc(), engine);
+    dnnl::reorder(user, wei).execute(stream, user, wei);
+    stream.wait();
+  }
+  void run() {
+    prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+};
+#endif
+
+}  // namespace
+}  // namespace mixprec::bench
+
+int main(int argc, char** argv) {
+  using namespace mixprec;
+  using namespace mixprec::bench;
+  const Options o = parse_options(argc, argv,
+                                  "Usage: bench_conv [--quick] [--json]\n"
+                                  "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads.");
+  std::vector<ConvShape> shapes;
+  for (int64_t n : {1, 4})
+    for (int64_t c : {64, 128})
+      for (int64_t hw : {64, 32}) shapes.push_back({n, c, hw, c});
+  if (o.quick) shapes = {{1, 64, 64, 64}, {1, 128, 32, 128}};
+  const int threads = 2;
+  set_num_threads(threads);
+  omp_set_num_threads(threads);
+  const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
+  const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
+                               ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
+                               : peak_f32;
+  std::vector<Row> rows;
+  Generator gen(1);
+  for (const ConvShape& s : shapes) {
+    const double flops = 2.0 * s.n * s.o * s.hw * s.hw * s.c * 9;
+    double dnnl_ms[2] = {0, 0};
+    for (DType t : {DType::F32, DType::BF16}) {
+      const Tensor x = Tensor::randn({s.n, s.c, s.hw, s.hw}, gen, t).to(MemoryFormat::ChannelsLast);
+      const Tensor w = Tensor::randn({s.o, s.c, 3, 3}, gen, t);
+      const Tensor b = Tensor::randn({s.o}, gen, DType::F32);
+      const Tensor y = Tensor::empty({s.n, s.o, s.hw, s.hw}, t, MemoryFormat::ChannelsLast);
+      const double peak = t == DType::BF16 ? peak_bf16 : peak_f32;
+      const std::string shape_name = "n" + std::to_string(s.n) + " " + std::to_string(s.c) + "->" + std::to_string(s.o) +
+                                     " " + std::to_string(s.hw) + "x" + std::to_string(s.hw);
+      auto add = [&](const char* impl, const Timing& tm, double peer_ms, const std::string& note) {
+        const double ms = tm.median_s * 1e3, gflops = flops / tm.median_s / 1e9;
+        Row r;
+        r.text("shape", shape_name).num("threads", threads, 0).text("impl", impl).text("dtype", std::string(dtype_name(t)));
+        r.num("ms", ms, 3).num("spread_ms", (tm.max_s - tm.min_s) * 1e3, 3).num("gflops", gflops, 1);
+        r.num("pct_peak", 100 * gflops / peak, 1).num("vs_onednn", peer_ms > 0 ? peer_ms / ms : NAN, 2).text("note", note);
+        rows.push_back(r);
+      };
+      const int slot = t == DType::BF16;
+#ifdef MIXPREC_HAVE_DNNL
+      DnnlConv dc(s, t, x, w, b, y);
+      const Timing td = time_it([&] { dc.run(); }, 2, 5, o.quick ? 0.15 : 0.5);
+      dnnl_ms[slot] = td.median_s * 1e3;
+      add("onednn", td, 0, dc.impl);
+#endif
+      kernels::Conv2dOptions opt;
+      opt.pad_h = opt.pad_w = 1;
+      const Timing tm = time_it([&] { kernels::conv2d(x, w, &b, y, opt); }, 2, 5, o.quick ? 0.15 : 0.5);
+      add("mixprec", tm, dnnl_ms[slot], "im2col tiles + GEMM, weights packed per call");
+    }
+  }
+  if (!o.json) std::printf("CPU %s; 2-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n", cpu_features().model.c_str(), peak_f32, peak_bf16);
+  print_table(rows, o);
+  if (o.json) {
+    char peak[96];
+    std::snprintf(peak, sizeof peak, "{\"f32\": %.1f, \"bf16\": %.1f}", peak_f32, peak_bf16);
+    print_json("conv", rows, {{"peak_gflops_2t", peak}});
+  }
+  return 0;
+}
