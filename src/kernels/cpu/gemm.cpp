@@ -2,9 +2,11 @@
 // output over threads, packs B (and A when it is not usable in place) and walks the tiles.
 //
 // Loop nest of one thread over its [m0, m1) x [n0, n1) block of C:
-//   for each slab of nc columns:      pack B[:, slab] into panels   (all of K; sized for L2)
-//     for each group of mr rows:       A rows in place, or packed    (mr x K; stays in L1)
-//       for each nr-column panel:      tile: f32 accumulators over all K, epilogue, store
+//   for each chunk of rows:            pack A into mr-row micro-panels [K][mr]   (<= 4 MiB)
+//     for each slab of nc columns:     pack B[:, slab] into nr-column panels      (in L2)
+//       for each mr-row micro-panel:
+//         for each nr-column panel:    tile: f32 accumulators over all K, epilogue, store
+// Both operands of a tile are read as two sequential streams, which the prefetchers follow.
 // K is never split, so the f32 sums live in registers until the single rounding on store.
 #include "mixprec/kernels/gemm.h"
 
@@ -23,7 +25,8 @@ namespace {
 using gemm_detail::TileEpilogue;
 using gemm_detail::Ukernel;
 
-constexpr std::size_t kSlabBytes = 512 * 1024;  // packed B slab: about half of a 1 MiB L2
+constexpr std::size_t kSlabBytes = 512 * 1024;     // packed B slab: about half of a 1 MiB L2
+constexpr std::size_t kAChunkBytes = 4 << 20;      // packed A rows per pass over B (in L3)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -89,47 +92,44 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   const int64_t panels_per_slab =
       std::max<int64_t>(1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
   const int64_t nc = panels_per_slab * uk.nr;
-  const bool a_in_place = p.a.dtype == uk.compute && p.a.col_stride == 1;
+  const std::size_t a_panel_bytes = static_cast<std::size_t>(ps.k_padded * uk.mr) * ps.elem;
+  const int64_t mc = uk.mr * std::max<int64_t>(1, static_cast<int64_t>(kAChunkBytes / std::max<std::size_t>(1, a_panel_bytes)));
   const std::size_t c_size = dtype_size(p.c.dtype);
+  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
 
-  for (int64_t jc = n0; jc < n1; jc += nc) {
-    const int64_t jc_end = std::min(n1, jc + nc);
-    const char* slab;
-    if (p.b.view != nullptr) {
-      const std::size_t bytes = static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
-      void* buf = Workspace::reserve(ws.b_slab, bytes);
-      uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
-      slab = static_cast<const char*>(buf);
-    } else {
-      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
-    }
-    const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
-    for (int64_t ir = m0; ir < m1; ir += uk.mr) {
-      const int rows = static_cast<int>(std::min<int64_t>(uk.mr, m1 - ir));
-      const void* a_ptr;
-      int64_t lda;
-      if (a_in_place) {
-        a_ptr = static_cast<const char*>(p.a.data) + static_cast<std::size_t>(ir * p.a.row_stride) * ps.elem;
-        lda = p.a.row_stride;
+  for (int64_t ic = m0; ic < m1; ic += mc) {
+    const int64_t ic_end = std::min(m1, ic + mc);
+    char* a_chunk = static_cast<char*>(
+        Workspace::reserve(ws.a_rows, static_cast<std::size_t>(round_up(ic_end - ic, uk.mr) / uk.mr) * a_panel_bytes));
+    uk.pack_a(p.a, ic, static_cast<int>(ic_end - ic), ps.k_padded, a_chunk);
+    for (int64_t jc = n0; jc < n1; jc += nc) {
+      const int64_t jc_end = std::min(n1, jc + nc);
+      const char* slab;
+      if (p.b.view != nullptr) {
+        const std::size_t bytes = static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
+        void* buf = Workspace::reserve(ws.b_slab, bytes);
+        uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
+        slab = static_cast<const char*>(buf);
       } else {
-        void* buf = Workspace::reserve(ws.a_rows, static_cast<std::size_t>(uk.mr * ps.k_padded) * ps.elem);
-        uk.pack_a(p.a, ir, rows, ps.k_padded, buf);
-        a_ptr = buf;
-        lda = ps.k_padded;
+        slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
       }
-      gemm_detail::TileFn* tile = uk.tiles[rows - 1];
-      for (int64_t jr = jc; jr < jc_end; jr += uk.nr) {
-        const int cols = static_cast<int>(std::min<int64_t>(uk.nr, jc_end - jr));
-        TileEpilogue tep{p.ep.alpha, p.ep.beta, nullptr, p.ep.bias_dtype, p.ep.activation,
-                         nullptr, p.ep.residual_dtype, p.ep.residual_ld,
-                         static_cast<char*>(p.c.data) + static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
-                         p.c.dtype, p.c.row_stride};
-        if (p.ep.bias != nullptr)
-          tep.bias = static_cast<const char*>(p.ep.bias) + static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
-        if (p.ep.residual != nullptr)
-          tep.residual = static_cast<const char*>(p.ep.residual) +
-                         static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
-        tile(ps.k, a_ptr, lda, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride, cols, tep);
+      for (int64_t ir = ic; ir < ic_end; ir += uk.mr) {
+        const int rows = static_cast<int>(std::min<int64_t>(uk.mr, ic_end - ir));
+        const char* a_panel = a_chunk + static_cast<std::size_t>((ir - ic) / uk.mr) * a_panel_bytes;
+        gemm_detail::TileFn* tile = uk.tiles[rows - 1];
+        for (int64_t jr = jc; jr < jc_end; jr += uk.nr) {
+          const int cols = static_cast<int>(std::min<int64_t>(uk.nr, jc_end - jr));
+          TileEpilogue tep{p.ep.alpha, p.ep.beta, nullptr, p.ep.bias_dtype, p.ep.activation,
+                           nullptr, p.ep.residual_dtype, p.ep.residual_ld,
+                           static_cast<char*>(p.c.data) + static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
+                           p.c.dtype, p.c.row_stride};
+          if (p.ep.bias != nullptr)
+            tep.bias = static_cast<const char*>(p.ep.bias) + static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
+          if (p.ep.residual != nullptr)
+            tep.residual = static_cast<const char*>(p.ep.residual) +
+                           static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
+          tile(ps.k, a_panel, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride, cols, tep);
+        }
       }
     }
   }

@@ -25,9 +25,8 @@ inline __m512bh broadcast_pair(const uint16_t* p) {
 }
 
 template <int MR>
-void tile_bf16(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, int nr_eff,
-               const TileEpilogue& ep) {
-  const uint16_t* a = static_cast<const uint16_t*>(a_rows);
+void tile_bf16(int64_t k, const void* a_panel, const void* b_panel, int nr_eff, const TileEpilogue& ep) {
+  const uint16_t* a = static_cast<const uint16_t*>(a_panel);  // [ceil(k/2)][kMr][2]
   const uint16_t* b = static_cast<const uint16_t*>(b_panel);  // [ceil(k/2)][kNr][2]
   __m512 acc[MR][kNv];
   for (int i = 0; i < MR; ++i)
@@ -37,16 +36,16 @@ void tile_bf16(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, 
     __m512bh bv[kNv];
     for (int j = 0; j < kNv; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + (p * kNr + j * 16) * 2);
     for (int i = 0; i < MR; ++i) {
-      const __m512bh av = broadcast_pair(a + i * lda + 2 * p);
+      const __m512bh av = broadcast_pair(a + (p * kMr + i) * 2);
       for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
     }
   }
-  if (k & 1) {  // last k alone: A's partner is zero (never read past the row), B's is padding
+  if (k & 1) {  // the last pair holds one k: both packers zero its partner
     __m512bh bv[kNv];
     for (int j = 0; j < kNv; ++j)
       bv[j] = (__m512bh)_mm512_loadu_si512(b + (pairs * kNr + j * 16) * 2);
     for (int i = 0; i < MR; ++i) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(a[i * lda + k - 1]);
+      const __m512bh av = broadcast_pair(a + (pairs * kMr + i) * 2);
       for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
     }
   }
@@ -86,15 +85,26 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
   }
 }
 
+// A rows into [k_padded / 2][kMr] 32-bit words, each the bf16 pair (A[i, 2p], A[i, 2p + 1]).
 void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
-  pack_a_generic(a, m0, rows, k_padded, DType::BF16, out);
+  if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, kMr, DType::BF16, out);
+  const int64_t k = a.cols, pairs = k_padded / 2;
+  for (int r0 = 0; r0 < rows; r0 += kMr) {
+    uint32_t* panel = static_cast<uint32_t*>(out) + r0 / kMr * pairs * kMr;
+    const int height = rows - r0 < kMr ? rows - r0 : kMr;
+    if (height < kMr) std::memset(panel, 0, static_cast<std::size_t>(pairs * kMr) * 4);
+    for (int i = 0; i < height; ++i) {
+      const uint16_t* row = static_cast<const uint16_t*>(a.data) + (m0 + r0 + i) * a.row_stride;
+      for (int64_t p = 0; p < k / 2; ++p) std::memcpy(panel + p * kMr + i, row + 2 * p, 4);
+      if (k & 1) panel[(k / 2) * kMr + i] = row[k - 1];
+    }
+  }
 }
 
 template <int M>
 struct Tile {
-  static void run(int64_t k, const void* a, int64_t lda, const void* b, int nr_eff,
-                  const TileEpilogue& ep) {
-    tile_bf16<M>(k, a, lda, b, nr_eff, ep);
+  static void run(int64_t k, const void* a, const void* b, int nr_eff, const TileEpilogue& ep) {
+    tile_bf16<M>(k, a, b, nr_eff, ep);
   }
 };
 constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});

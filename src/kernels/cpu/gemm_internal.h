@@ -23,18 +23,19 @@ struct TileEpilogue {
   int64_t ldc;
 };
 
-// Computes an mr_eff x nr_eff tile: A rows (compute dtype, row stride lda, k contiguous)
-// times one packed B panel, accumulated in f32 registers over all of k, then the epilogue.
-using TileFn = void(int64_t k, const void* a, int64_t lda, const void* b_panel, int nr_eff,
+// Computes an m x nr_eff tile (m fixed per function, see Ukernel::tiles): one packed A
+// micro-panel times one packed B panel, accumulated in f32 registers over all of k, then the
+// epilogue.
+using TileFn = void(int64_t k, const void* a_panel, const void* b_panel, int nr_eff,
                     const TileEpilogue& ep);
 
-// B panel layouts (each panel covers nr columns, zero-padded past N):
-//   f32  compute: [k][nr] f32
-//   bf16 compute: [ceil(k/2)][nr][2] bf16 (k pairs interleaved, for vdpbf16ps; odd k padded)
+// Packed layouts (zero-padded past the matrix):
+//   B panel, nr columns:     f32 [k][nr];  bf16 [ceil(k/2)][nr][2] (k pairs, for vdpbf16ps)
+//   A micro-panel, mr rows:  f32 [k][mr];  bf16 [ceil(k/2)][mr][2]
 //
 // Packers convert to the compute dtype on the way:
 //   pack_b: columns [n0, n1) of B (n0 a multiple of nr) into panels of k_padded rows
-//   pack_a: rows [m0, m0 + rows) of A into a row-major [rows][k_padded] block
+//   pack_a: rows [m0, m0 + rows) of A into ceil(rows / mr) micro-panels
 using PackBFn = void(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, void* out);
 using PackAFn = void(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out);
 
@@ -50,8 +51,8 @@ struct Ukernel {
 // Element-at-a-time packers for any strides (gemm_pack.cpp): every level's fallback.
 void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, int nr,
                     DType compute, void* out);
-void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, DType compute,
-                    void* out);
+void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, int mr,
+                    DType compute, void* out);
 
 const Ukernel& ukernel_scalar();
 const Ukernel& ukernel_avx2();

@@ -31,14 +31,19 @@ void pack_b_typed(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded,
   }
 }
 
+// Element (i, k) of a micro-panel sits at (k / kpack) * mr * kpack + i * kpack + k % kpack.
 template <typename Src, typename Dst>
-void pack_a_typed(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, Dst* out) {
+void pack_a_typed(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, int mr, Dst* out) {
+  constexpr int kpack = sizeof(Dst) == 2 ? 2 : 1;
   const Src* src = static_cast<const Src*>(a.data);
-  for (int r = 0; r < rows; ++r) {
-    Dst* dst = out + r * k_padded;
-    const Src* row = src + (m0 + r) * a.row_stride;
-    for (int64_t k = 0; k < a.cols; ++k) dst[k] = to_compute<Dst>(row[k * a.col_stride]);
-    std::fill(dst + a.cols, dst + k_padded, Dst{});
+  for (int r0 = 0; r0 < rows; r0 += mr) {
+    Dst* panel = out + r0 / mr * k_padded * mr;
+    const int height = std::min(mr, rows - r0);
+    std::fill(panel, panel + k_padded * mr, Dst{});
+    for (int i = 0; i < height; ++i)
+      for (int64_t k = 0; k < a.cols; ++k)
+        panel[(k / kpack) * mr * kpack + i * kpack + k % kpack] =
+            to_compute<Dst>(src[(m0 + r0 + i) * a.row_stride + k * a.col_stride]);
   }
 }
 
@@ -67,11 +72,11 @@ void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padde
   });
 }
 
-void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, DType compute,
-                    void* out) {
+void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, int mr,
+                    DType compute, void* out) {
   visit_pack_types(a.dtype, compute, [&](auto src, auto dst) {
     using Dst = typename decltype(dst)::type;
-    pack_a_typed<typename decltype(src)::type, Dst>(a, m0, rows, k_padded, static_cast<Dst*>(out));
+    pack_a_typed<typename decltype(src)::type, Dst>(a, m0, rows, k_padded, mr, static_cast<Dst*>(out));
   });
 }
 

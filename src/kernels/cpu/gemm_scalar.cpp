@@ -9,9 +9,8 @@ constexpr int kMr = 4;
 constexpr int kNr = 8;
 template <int M>
 struct Tile {
-  static void run(int64_t k, const void* a, int64_t lda, const void* b, int nr_eff,
-                  const TileEpilogue& ep) {
-    tile_f32<simd::Scalar, M, kNr>(k, a, lda, b, nr_eff, ep);
+  static void run(int64_t k, const void* a, const void* b, int nr_eff, const TileEpilogue& ep) {
+    tile_f32<simd::Scalar, M, kNr, kMr>(k, a, b, nr_eff, ep);
   }
 };
 constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
@@ -20,7 +19,7 @@ constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 
 const Ukernel& ukernel_scalar() {
   static constexpr Ukernel kernel{kMr, kNr, DType::F32, kTiles.data(), pack_b_f32<simd::Scalar, kNr>,
-                                       pack_a_f32<simd::Scalar>};
+                                       pack_a_f32<simd::Scalar, kMr>};
   return kernel;
 }
 

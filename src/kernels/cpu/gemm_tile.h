@@ -53,13 +53,13 @@ inline void finish_tile(typename S::F (&acc)[MR][NV], int nr_eff, const TileEpil
   }
 }
 
-// f32 compute: per k, NV vector loads of B and MR broadcasts of A feed MR * NV FMAs.
-template <class S, int MR, int NV>
-void tile_f32(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, int nr_eff,
-              const TileEpilogue& ep) {
+// f32 compute: per k, NV vector loads of B and MR broadcasts of A feed MR * NV FMAs. The A
+// micro-panel holds MRP rows per k (the kernel's full height); this instance uses MR of them.
+template <class S, int MR, int NV, int MRP>
+void tile_f32(int64_t k, const void* a_panel, const void* b_panel, int nr_eff, const TileEpilogue& ep) {
   constexpr int W = S::kWidth;
   constexpr int NR = NV * W;
-  const float* a = static_cast<const float*>(a_rows);
+  const float* a = static_cast<const float*>(a_panel);
   const float* b = static_cast<const float*>(b_panel);
   typename S::F acc[MR][NV];
   for (int i = 0; i < MR; ++i)
@@ -68,7 +68,7 @@ void tile_f32(int64_t k, const void* a_rows, int64_t lda, const void* b_panel, i
     typename S::F bv[NV];
     for (int j = 0; j < NV; ++j) bv[j] = S::load(b + p * NR + j * W);
     for (int i = 0; i < MR; ++i) {
-      const typename S::F av = S::set1(a[i * lda + p]);
+      const typename S::F av = S::set1(a[p * MRP + i]);
       for (int j = 0; j < NV; ++j) acc[i][j] = S::fmadd(av, bv[j], acc[i][j]);
     }
   }
@@ -93,17 +93,25 @@ void pack_b_f32(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, v
   }
 }
 
-template <class S>
+// A rows into [k][MR] micro-panels: each k's MR values become one contiguous run.
+template <class S, int MR>
 void pack_a_f32(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
-  if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, DType::F32, out);
+  if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, MR, DType::F32, out);
   constexpr int W = S::kWidth;
   const std::size_t elem = dtype_size(a.dtype);
-  for (int r = 0; r < rows; ++r) {
-    const char* row = static_cast<const char*>(a.data) + static_cast<std::size_t>((m0 + r) * a.row_stride) * elem;
-    float* dst = static_cast<float*>(out) + r * k_padded;
-    for (int64_t k = 0; k < a.cols; k += W) {
-      const int n = static_cast<int>(a.cols - k < W ? a.cols - k : W);
-      S::store_n(dst + k, DType::F32, S::load_n(row + k * elem, a.dtype, n), n);
+  for (int r0 = 0; r0 < rows; r0 += MR) {
+    float* panel = static_cast<float*>(out) + r0 / MR * k_padded * MR;
+    const int height = rows - r0 < MR ? rows - r0 : MR;
+    for (int i = height; i < MR; ++i)
+      for (int64_t k = 0; k < k_padded; ++k) panel[k * MR + i] = 0.0f;
+    for (int i = 0; i < height; ++i) {
+      const char* row = static_cast<const char*>(a.data) + static_cast<std::size_t>((m0 + r0 + i) * a.row_stride) * elem;
+      for (int64_t k = 0; k < a.cols; k += W) {  // W values of row i, widened, then spread
+        const int n = static_cast<int>(a.cols - k < W ? a.cols - k : W);
+        float lanes[W];
+        S::store(lanes, S::load_n(row + k * elem, a.dtype, n));
+        for (int l = 0; l < n; ++l) panel[(k + l) * MR + i] = lanes[l];
+      }
     }
   }
 }
