@@ -53,6 +53,9 @@ inline void finish_tile(typename S::F (&acc)[MR][NV], int nr_eff, const TileEpil
   }
 }
 
+// How many k steps ahead the tile prefetches its two streams (into L1).
+constexpr int kPrefetchAhead = 8;
+
 // f32 compute: per k, NV vector loads of B and MR broadcasts of A feed MR * NV FMAs. The A
 // micro-panel holds MRP rows per k (the kernel's full height); this instance uses MR of them.
 template <class S, int MR, int NV, int MRP>
@@ -65,6 +68,8 @@ void tile_f32(int64_t k, const void* a_panel, const void* b_panel, int nr_eff, c
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NV; ++j) acc[i][j] = S::zero();
   for (int64_t p = 0; p < k; ++p) {
+    S::prefetch(b + (p + kPrefetchAhead) * NR);
+    S::prefetch(a + (p + kPrefetchAhead) * MRP);
     typename S::F bv[NV];
     for (int j = 0; j < NV; ++j) bv[j] = S::load(b + p * NR + j * W);
     for (int i = 0; i < MR; ++i) {

@@ -22,6 +22,7 @@ struct Avx2 {
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 
   // 16-bit loads and stores have no AVX2 mask form: a partial vector goes through a buffer.

@@ -22,6 +22,7 @@ struct Avx512 {
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
 
   static F widen_bf16(__m256i h) {

@@ -3,7 +3,7 @@
 // level. simd_avx2.h and simd_avx512.h provide the same names at widths 8 and 16.
 //
 //   F                 a vector of kWidth f32 lanes
-//   zero, set1, load, store  (kWidth contiguous f32)
+//   zero, set1, load, store  (kWidth contiguous f32); prefetch(p) a hint (no-op in scalar)
 //   load_n(p, t, n)   n <= kWidth elements of dtype t (f32/f16/bf16), widened exactly; lanes
 //                     past n are zero
 //   store_n(p, t, v, n) n lanes rounded to dtype t (round to nearest even, as core/float16.h)
@@ -33,6 +33,7 @@ struct Scalar {
   static F zero() { return 0.0f; }
   static F set1(float x) { return x; }
   static F load(const float* p) { return *p; }
+  static void prefetch(const void*) {}
   static void store(float* p, F v) { *p = v; }
   static F load_n(const void* p, DType t, int n) {
     if (n <= 0) return 0.0f;
