@@ -30,4 +30,26 @@ inline Tolerance tolerance_for(DType out) {
   return {half_ulp, std::ldexp(1.0, -24), 2e-7};
 }
 
+// The same table for a kernel that computes in `compute`: F32 (the table above), or F64 (the
+// f64 path of the non-GEMM kernels, which accumulates in f64 and takes its functions from the
+// C library, within a few f64 ulps): there the accumulation and function terms shrink to f64's.
+inline Tolerance tolerance_for(DType out, DType compute) {
+  Tolerance t = tolerance_for(out);
+  if (compute == DType::F64) {
+    t.per_term = std::ldexp(1.0, -53);
+    t.function = 1e-15;
+  }
+  return t;
+}
+
+// The n to give bound() for a sum that the reduction kernels (reductions, softmax, norms,
+// losses) compute by blocked pairwise summation: each f32 lane adds at most 64 terms in a row
+// and the partial sums then meet in a binary tree, so the worst-case error grows like
+// (64 + log2 n) roundings rather than n. The 2 log2 n leaves room for the vector-lane and
+// thread-chunk combining steps.
+inline int64_t pairwise_terms(int64_t n) {
+  const int64_t tree = n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
+  return n < 64 + 2 * tree ? n : 64 + 2 * tree;
+}
+
 }  // namespace mixprec::test_support
