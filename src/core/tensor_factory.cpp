@@ -109,11 +109,14 @@ Tensor Tensor::uniform(const Shape& shape, double lo, double hi, Generator& gen,
                                  }
                                });
   }
-  // One word per element (24 random bits, every f32 in [0, 1) step 2^-24).
+  // One word per element, keeping the dtype's significand bits: unit = k / 2^bits, exact in
+  // the dtype, so the later rounding cannot carry [0, 1) up to 1.
+  const int bits = info(dtype).mantissa_bits + 1;
+  const float unit_scale = std::ldexp(1.0f, -bits);
   Tensor drawn = fill_blocks<float>(
       shape, DType::F32, gen, 4, [&](const std::array<uint32_t, 4>& w, float* out, int64_t count) {
         for (int64_t i = 0; i < count; ++i)
-          out[i] = static_cast<float>(lo + width * random_detail::u32_to_unit_float(w[i]));
+          out[i] = static_cast<float>(lo + width * (static_cast<float>(w[i] >> (32 - bits)) * unit_scale));
       });
   return finish(drawn, dtype);
 }

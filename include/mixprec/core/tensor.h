@@ -86,8 +86,9 @@ class Tensor {
   // generator's counter-based stream, then rounded RNE by the conversion kernel, so the result
   // is bit-identical for a given generator state on every ISA level and thread count. The
   // overloads without a Generator use default_generator().
-  // Note: rounding a [0, 1) f32 to 16 bits can give exactly 1.0 for values within half an ulp
-  // of 1 (bf16: u >= 1 - 2^-9); the spec'd "draw in f32, then round" keeps that behaviour.
+  // Uniform draws take as many random bits as the dtype has significand bits (24 for f32, 11
+  // for f16, 8 for bf16), so every unit value k / 2^bits is exact in the dtype and rand()
+  // stays in [0, 1) after the rounding to 16 bits (a 24-bit draw would round up to 1.0).
   static Tensor rand(const Shape& shape, Generator& gen, DType dtype = DType::F32);
   static Tensor rand(const Shape& shape, DType dtype = DType::F32);
   static Tensor randn(const Shape& shape, Generator& gen, DType dtype = DType::F32);
