@@ -299,6 +299,61 @@ TEST_P(ConvertFastPath, InPlaceBetweenHalfTypes) {
     }
 }
 
+// Some libraries switch on flush-to-zero and denormals-are-zero for the whole process, or change
+// the rounding mode; conversions to 16 bits and back must not notice. Expected results are
+// computed first, under the default MXCSR; only the conversions run under the altered one.
+class MxcsrScope {
+ public:
+  explicit MxcsrScope(unsigned set_bits) : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | set_bits); }
+  ~MxcsrScope() { _mm_setcsr(saved_); }
+  MxcsrScope(const MxcsrScope&) = delete;
+  MxcsrScope& operator=(const MxcsrScope&) = delete;
+
+ private:
+  unsigned saved_;
+};
+constexpr unsigned kFtzDazRoundTowardZero = 0x8000u | 0x0040u | 0x6000u;
+
+TEST_P(ConvertFastPath, IndependentOfFlushToZeroAndRoundingMode) {
+  for (const Pair p : kFastPairs) {
+    const std::size_t n = inputs_for(p.from).size();
+    const Bytes src = make_source(p.from, 0, n);
+    Bytes want(n * dtype_size(p.to)), got(n * dtype_size(p.to));
+    convert(src.data(), p.from, want.data(), p.to, n);
+    ASSERT_EQ(compare(p, src.data(), 1, want.data(), 1, n, "default MXCSR"), 0u);
+    {
+      MxcsrScope mxcsr(kFtzDazRoundTowardZero);
+      convert(src.data(), p.from, got.data(), p.to, n);
+    }
+    EXPECT_TRUE(got == want) << pair_name(p) << " changes with FTZ/DAZ/round-toward-zero";
+  }
+  // f64 -> 16 bits: every midpoint of both formats (subnormal ones included) and its neighbours.
+  for (const DType to : {DType::F16, DType::BF16}) {
+    const Format16& format = to == DType::F16 ? Format16::f16() : Format16::bf16();
+    std::vector<double> in;
+    std::vector<uint16_t> want, got;
+    for (uint32_t k = 0; k <= format.max_finite_bits(); ++k) {
+      const double m = format.midpoint_above(static_cast<uint16_t>(k));
+      for (const double x : {std::nextafter(m, 0.0), m, std::nextafter(m, 1e300)}) {
+        in.push_back(x);
+        in.push_back(-x);
+      }
+    }
+    for (const double x : in) want.push_back(format.from_f64(x));
+    got.resize(in.size());
+    {
+      MxcsrScope mxcsr(kFtzDazRoundTowardZero);
+      convert(in.data(), DType::F64, got.data(), to, in.size());
+    }
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (got[i] != want[i] && ++bad <= 5)
+        ADD_FAILURE() << "f64 " << in[i] << " -> " << dtype_name(to) << " gave 0x" << std::hex
+                      << got[i] << ", expected 0x" << want[i] << std::dec;
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
 // Every one of the 2^32 f32 patterns to f16 and bf16, against the scalar rules. Opt-in (about
 // 10 s per level): MIXPREC_TEST_EXHAUSTIVE=1.
 TEST_P(ConvertFastPath, ExhaustiveF32) {

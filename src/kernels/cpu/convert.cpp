@@ -41,16 +41,36 @@ using arith_t = std::conditional_t<is_float16_v<T>, float, T>;
 // (including f16 subnormals, which are f32 normals) and 2^16 times finer than bf16's (both
 // share the exponent range, so bf16 subnormals sit on the f32 subnormal grid). The overflow
 // thresholds (65520 for f16, 2^128 - 2^119 for bf16) are midpoints too, so overflow is exact.
+//
+// It is computed from the bits alone, with no floating-point arithmetic, so neither MXCSR's
+// rounding mode nor FTZ/DAZ (which some libraries switch on process-wide) can change a result.
 float f32_round_to_odd(double x) {
-  if (std::isnan(x) || std::isinf(x)) return static_cast<float>(x);  // NaN keeps top payload bits
-  constexpr double kF32Max = std::numeric_limits<float>::max();
-  if (std::fabs(x) > kF32Max)  // truncation gives the largest finite f32, whose last bit is 1
-    return x > 0 ? std::numeric_limits<float>::max() : std::numeric_limits<float>::lowest();
-  const float nearest = static_cast<float>(x);
-  if (static_cast<double>(nearest) == x) return nearest;
-  uint32_t bits = std::bit_cast<uint32_t>(nearest);
-  if (std::fabs(static_cast<double>(nearest)) > std::fabs(x)) --bits;  // back to the truncation
-  return std::bit_cast<float>(bits | 1u);
+  const uint64_t u = std::bit_cast<uint64_t>(x);
+  const uint32_t sign = static_cast<uint32_t>(u >> 32) & 0x80000000u;
+  const int biased = static_cast<int>((u >> 52) & 0x7FF);
+  const uint64_t mantissa = u & 0x000FFFFFFFFFFFFFull;
+  if (biased == 0x7FF) {  // inf; or NaN: quiet, with the top 23 payload bits (as cvtsd2ss)
+    const uint32_t nan = mantissa != 0 ? 0x00400000u | static_cast<uint32_t>(mantissa >> 29) : 0u;
+    return std::bit_cast<float>(sign | 0x7F800000u | nan);
+  }
+  if (biased > 1023 + 127)  // beyond f32's range: truncation gives the max, whose last bit is 1
+    return std::bit_cast<float>(sign | 0x7F7FFFFFu);
+  // |x| = significand * 2^(e - 1075). An f32 normal keeps 24 significant bits (drop 29); below
+  // 2^-126 the f32 grid is 2^-149, so drop 1075 - 149 - e = 926 - e bits.
+  const int e = biased == 0 ? 1 : biased;
+  const uint64_t significand = biased == 0 ? mantissa : mantissa | (uint64_t{1} << 52);
+  const bool f32_normal = e >= 1023 - 126;
+  const int drop = f32_normal ? 29 : 926 - e;
+  uint64_t kept = 0;
+  bool inexact = significand != 0;
+  if (drop < 64) {
+    kept = significand >> drop;
+    inexact = (significand & ((uint64_t{1} << drop) - 1)) != 0;
+  }
+  const auto odd = static_cast<uint32_t>(kept | (inexact ? 1u : 0u));
+  // A normal's leading bit (bit 23 of `odd`) carries into the exponent field: add, don't or.
+  const uint32_t bits = f32_normal ? (static_cast<uint32_t>(e - 897) << 23) + odd : odd;
+  return std::bit_cast<float>(sign | bits);
 }
 
 // The same for an integer: keep the top 24 significant bits of |v| and make the last one sticky.
