@@ -18,8 +18,18 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
   MIXPREC_ASSERT(offset_ >= 0);
 }
 
+namespace detail {
+AutogradHooks& autograd_hooks() {
+  static AutogradHooks hooks;
+  return hooks;
+}
+}  // namespace detail
+
 Tensor Tensor::make_view(Shape shape, Strides strides, int64_t offset) const {
-  return Tensor(storage_, std::move(shape), std::move(strides), offset, dtype_);
+  Tensor view(storage_, std::move(shape), std::move(strides), offset, dtype_);
+  if (autograd_meta_ != nullptr && detail::autograd_hooks().record_view != nullptr)
+    detail::autograd_hooks().record_view(*this, view);
+  return view;
 }
 
 void Tensor::check_defined(const char* op) const {

@@ -269,6 +269,14 @@ const Tensor& Tensor::zero_() const {
   return fill_(0.0);
 }
 
+namespace {
+// Tells autograd that `copy` holds `source`'s values (to, contiguous, clone are differentiable).
+void record_copy(const Tensor& source, const Tensor& copy) {
+  if (source.autograd_meta() != nullptr && detail::autograd_hooks().record_copy != nullptr)
+    detail::autograd_hooks().record_copy(source, copy);
+}
+}  // namespace
+
 Tensor Tensor::contiguous(MemoryFormat format) const {
   check_defined("contiguous");
   MIXPREC_CHECK(format != MemoryFormat::Preserve,
@@ -277,6 +285,7 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
   if (is_contiguous(format)) return *this;
   Tensor out = empty(shape_, dtype_, format);
   out.copy_(*this);
+  record_copy(*this, out);
   return out;
 }
 
@@ -285,6 +294,7 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
   Tensor out = empty_like(*this, dtype, MemoryFormat::Preserve);
   out.copy_(*this);
+  record_copy(*this, out);
   return out;
 }
 
@@ -298,6 +308,7 @@ Tensor Tensor::clone(MemoryFormat format) const {
   check_defined("clone");
   Tensor out = empty_like(*this, format);
   out.copy_(*this);
+  record_copy(*this, out);
   return out;
 }
 

@@ -46,6 +46,22 @@ class Storage {
 // Defined by the autograd layer. A Tensor only reserves the slot: copies of a Tensor share it
 // (so a parameter and its copies agree on requires_grad and grad), views start without one.
 struct AutogradMeta;
+class Tensor;
+namespace autograd {
+struct Node;
+}
+
+namespace detail {
+// How core tells the autograd layer that a tensor was derived from one that has autograd
+// state: as a view (slice, permute, view, expand, ...) or as a copy (to, contiguous, clone).
+// The autograd layer installs these when it is linked in; core calls them only for sources
+// that carry autograd state, so tensors outside autograd pay one pointer test.
+struct AutogradHooks {
+  void (*record_view)(const Tensor& base, const Tensor& view) = nullptr;
+  void (*record_copy)(const Tensor& source, const Tensor& copy) = nullptr;
+};
+AutogradHooks& autograd_hooks();
+}  // namespace detail
 
 class Tensor {
  public:
@@ -177,6 +193,24 @@ class Tensor {
   void set(std::initializer_list<int64_t> index, double value) const;
   void set(std::span<const int64_t> index, double value) const;
 
+  // ---- autograd (implemented by the autograd layer, src/autograd/tensor_autograd.cpp) ----
+  // As in PyTorch: a leaf that requires grad accumulates .grad() on backward(); ops on it
+  // record a graph while grad mode is on (see autograd/grad_mode.h).
+  bool requires_grad() const;
+  const Tensor& requires_grad_(bool on = true) const;  // leaves only
+  Tensor grad() const;  // undefined until a backward reaches this tensor
+  void zero_grad() const;  // drops the gradient (PyTorch's set_to_none)
+  bool is_leaf() const;
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // Backpropagates from this tensor: a scalar, or with `gradient` of this tensor's shape (an
+  // undefined `gradient` means 1 for a scalar).
+  void backward() const;
+  void backward(const Tensor& gradient, bool retain_graph = false) const;
+  Tensor detach() const;  // same storage, no autograd history
+  // The raw slot, for the autograd layer.
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_meta_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) const { autograd_meta_ = std::move(meta); }
+
   // ---- printing ----
   // Like PyTorch: "tensor([[1.0000, 2.0000], [3.0000, 4.0000]], dtype=bf16)". One line when it
   // fits in 80 columns, else one row per line; over 1000 elements each dim shows its first
@@ -200,7 +234,8 @@ class Tensor {
   Strides strides_;
   int64_t offset_ = 0;
   DType dtype_ = DType::F32;
-  std::shared_ptr<AutogradMeta> autograd_meta_;  // reserved for the autograd layer
+  // Mutable like PyTorch's: requires_grad_() on a const handle attaches autograd state.
+  mutable std::shared_ptr<AutogradMeta> autograd_meta_;
 };
 
 // ---- template definitions ----

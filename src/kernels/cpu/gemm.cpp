@@ -180,15 +180,19 @@ int threads_for(int64_t m, int64_t n, int64_t k) {
 
 bool is_gemm_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, DType b_dtype,
-                    const MutableMatrixView& c, const GemmEpilogue& ep) {
+void check_shapes(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, const MutableMatrixView& c) {
   MIXPREC_CHECK(a.cols == b_rows, "[", op, "] inner dimensions differ: A is [", a.rows, ", ", a.cols,
                 "], B is [", b_rows, ", ", b_cols, "]");
   MIXPREC_CHECK(c.rows == a.rows && c.cols == b_cols, "[", op, "] C is [", c.rows, ", ", c.cols,
                 "], expected [", a.rows, ", ", b_cols, "]");
+}
+
+void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, DType b_dtype,
+                    const MutableMatrixView& c, const GemmEpilogue& ep) {
+  check_shapes(op, a, b_rows, b_cols, c);
   MIXPREC_CHECK(is_gemm_float(a.dtype) && is_gemm_float(b_dtype) && is_gemm_float(c.dtype),
                 "[", op, "] expected f32, f16 or bf16 operands, got A ", dtype_name(a.dtype), ", B ",
-                dtype_name(b_dtype), ", C ", dtype_name(c.dtype), " (f64 goes through gemm_reference)");
+                dtype_name(b_dtype), ", C ", dtype_name(c.dtype), " (f64 runs only when all are f64)");
   MIXPREC_CHECK(ep.bias == nullptr || is_gemm_float(ep.bias_dtype), "[", op, "] bias dtype ",
                 dtype_name(ep.bias_dtype), " is not a float type");
   MIXPREC_CHECK(ep.residual == nullptr || is_gemm_float(ep.residual_dtype), "[", op,
@@ -197,10 +201,18 @@ void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t
                 " is smaller than its ", c.cols, " columns");
 }
 
+bool involves_f64(const MatrixView& a, DType b, const MutableMatrixView& c) {
+  return a.dtype == DType::F64 || b == DType::F64 || c.dtype == DType::F64;
+}
+
 }  // namespace
 
 void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
           const GemmEpilogue& epilogue) {
+  if (involves_f64(a, b.dtype, c)) {  // gradient checks: exact f64, no fast path needed
+    check_shapes("gemm", a, b.rows, b.cols, c);
+    return gemm_reference(a, b, c, epilogue);
+  }
   check_operands("gemm", a, b.rows, b.cols, b.dtype, c, epilogue);
   if (c.rows == 0 || c.cols == 0) return;
   const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
@@ -211,8 +223,24 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
 void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
                   const MutableMatrixView& c, const BatchStrides& strides,
                   const GemmEpilogue& epilogue) {
-  check_operands("gemm_batched", a, b.rows, b.cols, b.dtype, c, epilogue);
   MIXPREC_CHECK(batch >= 0, "[gemm_batched] batch must be >= 0, got ", batch);
+  if (involves_f64(a, b.dtype, c)) {
+    check_shapes("gemm_batched", a, b.rows, b.cols, c);
+    for (int64_t i = 0; i < batch; ++i) {
+      MatrixView ai = a, bi = b;
+      MutableMatrixView ci = c;
+      GemmEpilogue ei = epilogue;
+      ai.data = static_cast<const char*>(a.data) + static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
+      bi.data = static_cast<const char*>(b.data) + static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
+      ci.data = static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
+      if (ei.residual != nullptr)
+        ei.residual = static_cast<const char*>(ei.residual) +
+                      static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
+      gemm_reference(ai, bi, ci, ei);
+    }
+    return;
+  }
+  check_operands("gemm_batched", a, b.rows, b.cols, b.dtype, c, epilogue);
   if (batch == 0 || c.rows == 0 || c.cols == 0) return;
   const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
   const PackShape ps = pack_shape(uk, a.cols);

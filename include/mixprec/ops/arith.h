@@ -1,0 +1,27 @@
+#pragma once
+// Differentiable elementwise ops. Binary ops broadcast (NumPy rules) and return the promoted
+// dtype of their inputs (f16 with bf16 gives f32, as in PyTorch); math runs in f32 (f64 for
+// f64) and rounds once. Gradients come back in each input's dtype, summed over the dims that
+// were broadcast.
+#include "mixprec/core/tensor.h"
+
+namespace mixprec {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, double s);  // a * s in a's dtype
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor relu(const Tensor& x);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace mixprec

@@ -1,0 +1,27 @@
+#include "mixprec/autograd/grad_mode.h"
+
+namespace mixprec {
+namespace {
+thread_local bool t_grad_enabled = true;
+thread_local bool t_inference_mode = false;
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+bool inference_mode_enabled() { return t_inference_mode; }
+
+NoGrad::NoGrad() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGrad::~NoGrad() { t_grad_enabled = previous_; }
+
+EnableGrad::EnableGrad() : previous_(t_grad_enabled) { t_grad_enabled = !t_inference_mode; }
+EnableGrad::~EnableGrad() { t_grad_enabled = previous_; }
+
+InferenceMode::InferenceMode() : previous_grad_(t_grad_enabled), previous_inference_(t_inference_mode) {
+  t_grad_enabled = false;
+  t_inference_mode = true;
+}
+InferenceMode::~InferenceMode() {
+  t_grad_enabled = previous_grad_;
+  t_inference_mode = previous_inference_;
+}
+
+}  // namespace mixprec

@@ -1,0 +1,192 @@
+// Elementwise op front-ends: validate, run the kernel with autograd off, record the node.
+#include "mixprec/ops/arith.h"
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/kernels/elementwise.h"
+#include "op_util.h"
+
+namespace mixprec {
+namespace {
+
+using autograd::Node;
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+using ops_detail::sum_to;
+
+Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = kernels::binary_op_name(op).data();
+  ops_detail::check_float(name, a);
+  ops_detail::check_float(name, b);
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), name), promote(a.dtype(), b.dtype()));
+  kernels::binary(op, a, b, out);
+  return out;
+}
+
+Tensor run_unary(UnaryOp op, const Tensor& x) {
+  ops_detail::check_float(kernels::unary_op_name(op).data(), x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  kernels::unary(op, x, out);
+  return out;
+}
+
+// Binary nodes keep the input shapes and dtypes to reduce broadcast gradients back.
+struct BinaryNode : Node {
+  Shape a_shape, b_shape;
+  DType a_dtype, b_dtype;
+  BinaryNode(const Tensor& a, const Tensor& b)
+      : a_shape(a.shape()), b_shape(b.shape()), a_dtype(a.dtype()), b_dtype(b.dtype()) {}
+};
+
+struct AddBackward final : BinaryNode {
+  using BinaryNode::BinaryNode;
+  bool negate_b = false;
+  std::string_view name() const override { return negate_b ? "SubBackward" : "AddBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    return {sum_to(g[0], a_shape, a_dtype), sum_to(negate_b ? neg(g[0]) : g[0], b_shape, b_dtype)};
+  }
+};
+
+struct MulBackward final : BinaryNode {
+  Tensor a, b;
+  MulBackward(const Tensor& a_, const Tensor& b_) : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  std::string_view name() const override { return "MulBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    return {next_edges[0].valid() ? sum_to(mul(g[0], b), a_shape, a_dtype) : Tensor(),
+            next_edges[1].valid() ? sum_to(mul(g[0], a), b_shape, b_dtype) : Tensor()};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+
+struct DivBackward final : BinaryNode {
+  Tensor a, b;
+  DivBackward(const Tensor& a_, const Tensor& b_) : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  std::string_view name() const override { return "DivBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    const Tensor ga = div(g[0], b);
+    return {next_edges[0].valid() ? sum_to(ga, a_shape, a_dtype) : Tensor(),
+            next_edges[1].valid() ? sum_to(neg(div(mul(ga, a), b)), b_shape, b_dtype) : Tensor()};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+
+// 1 where x > 0, else 0 (NaN stays NaN so it propagates), in x's dtype.
+Tensor positive_mask(const Tensor& x) {
+  const Tensor xf = x.to(DType::F32).contiguous();
+  Tensor mask = Tensor::empty(x.shape(), DType::F32);
+  const float* in = xf.data<float>();
+  float* m = mask.data<float>();
+  for (int64_t i = 0; i < xf.numel(); ++i) m[i] = in[i] != in[i] ? in[i] : (in[i] > 0.0f ? 1.0f : 0.0f);
+  return mask.to(x.dtype());
+}
+
+// d/dx of a unary op from what it saved (the input or the output).
+struct UnaryBackward final : Node {
+  UnaryOp op;
+  Tensor saved;
+  UnaryBackward(UnaryOp op_, Tensor saved_) : op(op_), saved(std::move(saved_)) {}
+  std::string_view name() const override { return kernels::unary_op_name(op); }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    switch (op) {
+      case UnaryOp::Neg: return {neg(g[0])};
+      case UnaryOp::Exp: return {mul(g[0], saved)};  // saved = exp(x)
+      case UnaryOp::Log: return {div(g[0], saved)};  // saved = x
+      case UnaryOp::Relu: return {mul(g[0], positive_mask(saved))};  // saved = relu(x)
+      default: MIXPREC_ASSERT(false && "unary op without a backward");
+    }
+    return {Tensor()};
+  }
+  void release_saved() override { saved = Tensor(); }
+};
+
+template <typename NodeT, typename... Args>
+Tensor finish(Tensor out, std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  if (autograd::needs_grad(inputs)) autograd::record(std::make_shared<NodeT>(std::forward<Args>(args)...), inputs, {&out});
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_binary(BinaryOp::Add, a, b);
+  }
+  return finish<AddBackward>(out, {&a, &b}, a, b);
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_binary(BinaryOp::Sub, a, b);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<AddBackward>(a, b);
+    node->negate_b = true;
+    autograd::record(node, {&a, &b}, {&out});
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_binary(BinaryOp::Mul, a, b);
+  }
+  return finish<MulBackward>(out, {&a, &b}, a, b);
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_binary(BinaryOp::Div, a, b);
+  }
+  return finish<DivBackward>(out, {&a, &b}, a, b);
+}
+
+Tensor mul(const Tensor& a, double s) {
+  // A scalar in a's dtype (not promoted): the scaling of losses and gradients.
+  return mul(a, Tensor::scalar(s, a.dtype()));
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Neg, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Neg, Tensor());
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Exp, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Exp, out.detach());
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Log, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Log, x.detach());
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Relu, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Relu, out.detach());
+}
+
+}  // namespace mixprec

@@ -1,0 +1,153 @@
+#include "mixprec/ops/linalg.h"
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/kernels/gemm.h"
+#include "mixprec/ops/reduce.h"
+#include "op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::MatrixView;
+using kernels::MutableMatrixView;
+
+MatrixView view_of(const Tensor& t) {  // a 2-D tensor, any strides
+  return {t.data_ptr(), t.dtype(), t.size(0), t.size(1), t.stride(0), t.stride(1)};
+}
+
+// out [M, N] = a [M, K] * b [K, N] (+ epilogue); out must be row-contiguous.
+void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& out, const kernels::GemmEpilogue& ep = {}) {
+  kernels::gemm(view_of(a), view_of(b),
+                MutableMatrixView{out.data_ptr(), out.dtype(), out.size(0), out.size(1), out.stride(0)}, ep);
+}
+
+Tensor matmul_forward(const Tensor& a, const Tensor& b) {
+  MIXPREC_CHECK(a.dim() >= 2 && b.dim() >= 2, "[matmul] expected operands of at least 2 dims, got ",
+                shape_to_string(a.shape()), " and ", shape_to_string(b.shape()));
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  MIXPREC_CHECK(b.size(-2) == k, "[matmul] inner dimensions differ: ", shape_to_string(a.shape()), " x ",
+                shape_to_string(b.shape()));
+  const DType dtype = promote(a.dtype(), b.dtype());
+  Shape out_shape(a.shape().begin(), a.shape().end() - 2);
+  if (a.dim() == 2 && b.dim() == 2) {
+    Tensor out = Tensor::empty({m, n}, dtype);
+    gemm_2d(a, b, out);
+    return out;
+  }
+  MIXPREC_CHECK(b.dim() == 2 || Shape(b.shape().begin(), b.shape().end() - 2) == out_shape,
+                "[matmul] batch dims of ", shape_to_string(a.shape()), " and ", shape_to_string(b.shape()),
+                " differ (b may also be 2-D)");
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = Tensor::empty(out_shape, dtype);
+  const int64_t batch = a.numel() / std::max<int64_t>(1, m * k);
+  if (b.dim() == 2) {  // one weight for every batch item: a single [batch * M, K] GEMM
+    gemm_2d(a.contiguous().reshape({batch * m, k}), b, out.view({batch * m, n}));
+    return out;
+  }
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  kernels::gemm_batched(batch, MatrixView::row_major(ac.data_ptr(), ac.dtype(), m, k, k),
+                        MatrixView::row_major(bc.data_ptr(), bc.dtype(), k, n, n),
+                        MutableMatrixView::row_major(out.data_ptr(), out.dtype(), m, n, n), {m * k, k * n, m * n, 0});
+  return out;
+}
+
+struct MatmulBackward final : autograd::Node {
+  Tensor a, b;
+  std::string_view name() const override { return "MatmulBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    Tensor ga, gb;
+    if (next_edges[0].valid()) ga = matmul_forward(g[0], b.transpose(-1, -2)).to(a.dtype());
+    if (next_edges[1].valid()) {
+      if (b.dim() == 2 && a.dim() > 2) {  // shared weight: sum over the batch in one GEMM
+        const int64_t k = a.size(-1), n = g[0].size(-1);
+        gb = matmul_forward(a.contiguous().reshape({-1, k}).t(), g[0].contiguous().reshape({-1, n}));
+      } else {
+        gb = matmul_forward(a.transpose(-1, -2), g[0]);
+      }
+      gb = gb.to(b.dtype());
+    }
+    return {ga, gb};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+
+struct LinearBackward final : autograd::Node {
+  Tensor x2d, weight;  // x as [N, in]
+  Shape x_shape;
+  DType bias_dtype = DType::F32;
+  std::string_view name() const override { return "LinearBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const Tensor g = grads[0].contiguous().reshape({x2d.size(0), weight.size(0)});  // [N, out]
+    Tensor gx, gw, gb;
+    if (next_edges[0].valid()) {
+      gx = Tensor::empty({x2d.size(0), weight.size(1)}, x2d.dtype());
+      gemm_2d(g, weight, gx);
+      gx = gx.reshape(x_shape);
+    }
+    if (next_edges[1].valid()) {
+      gw = Tensor::empty(weight.shape(), weight.dtype());
+      gemm_2d(g.t(), x2d, gw);
+    }
+    if (next_edges.size() > 2 && next_edges[2].valid()) gb = sum(g, {0}).to(bias_dtype);
+    return {gx, gw, gb};
+  }
+  void release_saved() override { x2d = weight = Tensor(); }
+};
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  ops_detail::check_float("matmul", a);
+  ops_detail::check_float("matmul", b);
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = matmul_forward(a, b);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<MatmulBackward>();
+    node->a = a.detach();
+    node->b = b.detach();
+    autograd::record(node, {&a, &b}, {&out});
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops_detail::check_float("linear", x);
+  ops_detail::check_float("linear", weight);
+  MIXPREC_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "[linear] x ",
+                shape_to_string(x.shape()), " does not fit weight ", shape_to_string(weight.shape()),
+                " (expected x [..., ", weight.dim() == 2 ? weight.size(1) : -1, "] and weight [out, in])");
+  if (bias.defined())
+    MIXPREC_CHECK(bias.shape() == Shape{weight.size(0)} && is_floating(bias.dtype()), "[linear] bias has shape ",
+                  shape_to_string(bias.shape()), ", expected [", weight.size(0), "]");
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  Tensor out, x2d;
+  {
+    NoGrad no_grad;
+    x2d = x.reshape({-1, x.size(-1)});
+    out = Tensor::empty(out_shape, x.dtype());
+    kernels::GemmEpilogue ep;
+    const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();  // alive through the GEMM
+    if (bias_c.defined()) {
+      ep.bias = bias_c.data_ptr();
+      ep.bias_dtype = bias_c.dtype();
+    }
+    gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}), ep);
+  }
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    auto node = std::make_shared<LinearBackward>();
+    node->x2d = x2d.detach();
+    node->weight = weight.detach();
+    node->x_shape = x.shape();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    autograd::record(node, {&x, &weight, &bias}, {&out});
+  }
+  return out;
+}
+
+}  // namespace mixprec
