@@ -5,10 +5,15 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-# Debian packages the build, the tests and the benchmarks need.
+# Debian packages the build and the tests need; the benchmarks add their peer libraries.
 DEPS = cmake ninja-build g++ libgtest-dev
+BENCH_DEPS = libdnnl-dev libopenblas-dev
+BENCHES = bench_convert bench_gemm bench_conv bench_attention
+# OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
+# runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
+BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps build test test-asan demo bench bench-quick format clean help
+.PHONY: all deps bench-deps build test test-asan demo bench bench-quick format clean help
 
 all: build
 
@@ -43,11 +48,17 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 demo: build
 	$(BUILD)/mixprec info
 
-bench: build
-	$(BUILD)/bench/bench_convert
+bench-deps:
+	@tools/install_deps.sh $(DEPS) $(BENCH_DEPS)
 
-bench-quick: build
-	$(BUILD)/bench/bench_convert --quick
+# The peers are found at configure time: reconfigure once they are installed.
+bench: bench-deps build
+	cmake -S . -B $(BUILD) >/dev/null && cmake --build $(BUILD) -j $(JOBS)
+	@for b in $(BENCHES); do echo "== $$b"; $(BENCH_ENV) $(BUILD)/bench/$$b || exit 1; done
+
+bench-quick: bench-deps build
+	cmake -S . -B $(BUILD) >/dev/null && cmake --build $(BUILD) -j $(JOBS)
+	@for b in $(BENCHES); do echo "== $$b --quick"; $(BENCH_ENV) $(BUILD)/bench/$$b --quick || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
