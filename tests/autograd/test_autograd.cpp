@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <string>
 
 #include "mixprec/autograd/engine.h"
@@ -183,6 +185,52 @@ TEST(OpsGradcheck, GradcheckCatchesAWrongBackward) {
       },
       {leaf({4}, 70)});
   EXPECT_FALSE(r.ok);
+}
+
+}  // namespace
+}  // namespace mixprec
+
+#include "mixprec/ops/conv.h"
+
+namespace mixprec {
+namespace {
+
+TEST(OpsGradcheck, Conv2dAllParameters) {
+  const std::vector<std::pair<Conv2dParams, std::array<int64_t, 6>>> cases = {
+      // params, {N, C, H, W, O, K}
+      {{1, 1, 1, 1}, {2, 3, 5, 4, 4, 3}},
+      {{2, 0, 1, 1}, {1, 2, 6, 7, 3, 3}},
+      {{1, 2, 2, 1}, {1, 2, 7, 7, 2, 3}},
+      {{1, 0, 1, 2}, {1, 4, 4, 4, 6, 1}},
+      {{1, 1, 1, 3}, {1, 3, 4, 5, 3, 3}},  // depthwise
+  };
+  uint64_t seed = 80;
+  for (const auto& [p, s] : cases) {
+    SCOPED_TRACE("stride " + std::to_string(p.stride) + " pad " + std::to_string(p.padding) + " dil " +
+                 std::to_string(p.dilation) + " groups " + std::to_string(p.groups));
+    expect_gradcheck([p = p](const std::vector<Tensor>& x) { return conv2d(x[0], x[1], x[2], p); },
+                     {leaf({s[0], s[1], s[2], s[3]}, seed++), leaf({s[4], s[1] / p.groups, s[5], s[5]}, seed++),
+                      leaf({s[4]}, seed++)});
+  }
+}
+
+TEST(OpsConv, Bf16GradientsMatchF64InChannelsLast) {
+  // The f32-accumulated backward of a bf16 channels_last conv against the f64 gradients.
+  Generator gen(90);
+  const Tensor x64 = Tensor::randn({2, 16, 8, 8}, gen, DType::F64), w64 = Tensor::randn({8, 16, 3, 3}, gen, DType::F64);
+  const Tensor xb = x64.to(DType::BF16).to(MemoryFormat::ChannelsLast), wb = w64.to(DType::BF16);
+  xb.requires_grad_();
+  wb.requires_grad_();
+  const Tensor x_ref = xb.detach().to(DType::F64).contiguous(), w_ref = wb.detach().to(DType::F64);
+  x_ref.requires_grad_();
+  w_ref.requires_grad_();
+  sum(conv2d(xb, wb, Tensor(), {1, 1, 1, 1})).backward();
+  sum(conv2d(x_ref, w_ref, Tensor(), {1, 1, 1, 1})).backward();
+  EXPECT_EQ(xb.grad().dtype(), DType::BF16);
+  for (int64_t i = 0; i < 16; ++i) {
+    EXPECT_NEAR(xb.grad().value({1, i, 3, 4}), x_ref.grad().value({1, i, 3, 4}), 0.02 * (1 + std::fabs(x_ref.grad().value({1, i, 3, 4}))));
+    EXPECT_NEAR(wb.grad().value({i % 8, i, 1, 2}), w_ref.grad().value({i % 8, i, 1, 2}), 0.02 * (1 + std::fabs(w_ref.grad().value({i % 8, i, 1, 2}))));
+  }
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ namespace {
 
 constexpr int64_t kTileRows = 256;  // output pixels gathered per im2col tile
 
-bool is_conv_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+bool is_conv_float(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
+}
 
 struct Geometry {
   int64_t n, c, h, w;     // input
@@ -31,7 +33,7 @@ Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                 "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ", shape_to_string(x.shape()),
                 ", weight ", shape_to_string(weight.shape()), ", out ", shape_to_string(out.shape()));
   for (const Tensor* t : {&x, &weight, &out})
-    MIXPREC_CHECK(is_conv_float(t->dtype()), "[conv2d] expected f32, bf16 or f16 tensors, got ",
+    MIXPREC_CHECK(is_conv_float(t->dtype()), "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
                   dtype_name(t->dtype()));
   MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
                     opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
@@ -58,6 +60,34 @@ Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                   "[conv2d] residual has shape ", shape_to_string(opt.residual->shape()), ", expected ",
                   shape_to_string(expected));
   return g;
+}
+
+// f64 (gradient checks): a direct loop over output elements in double, from the definition.
+void conv2d_f64(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+                const Conv2dOptions& opt, const Geometry& g) {
+  const Tensor x64 = x.to(DType::F64).contiguous(), w64 = weight.to(DType::F64).contiguous();
+  const double* xp = x64.data<double>();
+  const double* wp = w64.data<double>();
+  parallel_for(0, g.n * g.o, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t no = lo; no < hi; ++no) {
+      const int64_t n = no / g.o, o = no % g.o, grp = o / g.og;
+      for (int64_t oy = 0; oy < g.oh; ++oy)
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          double acc = bias != nullptr ? bias->value({o}) : 0.0;
+          for (int64_t c = 0; c < g.cg; ++c)
+            for (int64_t ky = 0; ky < g.kh; ++ky)
+              for (int64_t kx = 0; kx < g.kw; ++kx) {
+                const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+                const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
+                if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+                acc += xp[((n * g.c + grp * g.cg + c) * g.h + iy) * g.w + ix] * wp[((o * g.cg + c) * g.kh + ky) * g.kw + kx];
+              }
+          double v = reference_activation(opt.activation, acc);
+          if (opt.residual != nullptr) v += opt.residual->value({n, o, oy, ox});
+          out.set({n, o, oy, ox}, v);
+        }
+    }
+  });
 }
 
 Tensor channels_last(const Tensor& t) {
@@ -159,6 +189,11 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
             const Conv2dOptions& opt) {
   const Geometry g = check(x, weight, bias, out, opt);
   if (out.numel() == 0) return;
+  if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || out.dtype() == DType::F64) {
+    MIXPREC_CHECK(x.dtype() == DType::F64 && weight.dtype() == DType::F64 && out.dtype() == DType::F64,
+                  "[conv2d] f64 runs only when x, weight and out are all f64");
+    return conv2d_f64(x, weight, bias, out, opt, g);
+  }
   const Tensor xs = channels_last(x);
   const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast);
   const Tensor ys = out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);

@@ -1,0 +1,18 @@
+#pragma once
+// Differentiable convolution, pooling and upsampling front-ends over the kernels of the same
+// names. The output keeps x's memory format (channels_last in, channels_last out).
+#include "mixprec/core/tensor.h"
+#include "mixprec/kernels/conv.h"
+#include "mixprec/kernels/resample.h"
+
+namespace mixprec {
+
+struct Conv2dParams {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+
+// x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] in x's
+// dtype. Gradients: dX by a transposed convolution (col2im), dW by patches^T x dY, db by a sum.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dParams& p = {});
+
+}  // namespace mixprec
