@@ -235,3 +235,42 @@ TEST(OpsConv, Bf16GradientsMatchF64InChannelsLast) {
 
 }  // namespace
 }  // namespace mixprec
+
+#include "mixprec/ops/attention.h"
+
+namespace mixprec {
+namespace {
+
+TEST(OpsGradcheck, AttentionPlainCausalAndMasked) {
+  expect_gradcheck([](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+                   {leaf({1, 2, 5, 4}, 100), leaf({1, 2, 7, 4}, 101), leaf({1, 2, 7, 3}, 102)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true}); },
+      {leaf({2, 1, 6, 4}, 103), leaf({2, 1, 6, 4}, 104), leaf({2, 1, 6, 4}, 105)});
+  Tensor mask = Tensor::randn({1, 1, 5, 7}, DType::F64);
+  mask.set({0, 0, 1, 3}, -INFINITY);
+  expect_gradcheck(
+      [mask](const std::vector<Tensor>& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.mask = mask}); },
+      {leaf({1, 2, 5, 4}, 106), leaf({1, 2, 7, 4}, 107), leaf({1, 2, 7, 4}, 108)});
+}
+
+TEST(OpsAttention, F32BackwardMatchesF64AcrossBlocks) {
+  // Sequences longer than one backward block (64 x 128), causal.
+  Generator gen(110);
+  const Tensor q64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64), k64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64),
+               v64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64);
+  std::vector<Tensor> grads32, grads64;
+  for (DType t : {DType::F32, DType::F64}) {
+    const Tensor q = q64.to(t), k = k64.to(t), v = v64.to(t);
+    for (const Tensor* x : {&q, &k, &v}) x->requires_grad_();
+    sum(scaled_dot_product_attention(q, k, v, {.causal = true}) * q64.to(t).detach()).backward();
+    for (const Tensor* x : {&q, &k, &v}) (t == DType::F32 ? grads32 : grads64).push_back(x->grad().to(DType::F64));
+  }
+  for (int which = 0; which < 3; ++which)
+    for (int64_t i : {0, 63, 64, 149})
+      for (int64_t j : {0, 15})
+        EXPECT_NEAR(grads32[which].value({0, 1, i, j}), grads64[which].value({0, 1, i, j}), 1e-4) << which << " " << i;
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,0 +1,186 @@
+// SDPA front-end and its flash-style backward. Per (batch, head), with f32 accumulation (f64
+// for f64 models), in blocks of kBr queries x kBc keys:
+//   S = scale Q_b K_b^T + mask;  P = exp(S - lse)            (recomputed, never stored whole)
+//   dV_b += P^T dO_q;  dP = dO_q V_b^T;  dS = P * (dP - rowsum(dO * O))
+//   dQ_q += scale dS K_b;  dK_b += scale dS^T Q_q
+#include "mixprec/ops/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/kernels/attention.h"
+#include "mixprec/kernels/gemm.h"
+#include "op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::GemmEpilogue;
+using kernels::MatrixView;
+using kernels::MutableMatrixView;
+
+constexpr int64_t kBr = 64, kBc = 128;
+
+struct SdpaBackward final : autograd::Node {
+  Tensor q, k, v, out, lse, mask;  // mask expanded to [B, H, Sq, Sk] or undefined
+  bool causal = false;
+  float scale = 1.0f;
+  std::string_view name() const override { return "ScaledDotProductAttentionBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    if (q.dtype() == DType::F64) return run<double>(grads[0], DType::F64);
+    return run<float>(grads[0], DType::F32);
+  }
+
+  template <typename T>
+  std::vector<Tensor> run(const Tensor& grad, DType acc) {
+    const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2), dv = v.size(3);
+    const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(), va = v.to(acc).contiguous();
+    const Tensor oa = out.to(acc).contiguous(), ga = grad.to(acc).contiguous();
+    const Tensor ma = mask.defined() ? mask.to(acc).contiguous() : Tensor();
+    const Tensor lse_c = lse.contiguous();
+    Tensor dq = Tensor::zeros(qa.shape(), acc), dk = Tensor::zeros(ka.shape(), acc), dvv = Tensor::zeros(va.shape(), acc);
+    parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<T> s(kBr * kBc), dp(kBr * kBc), delta(static_cast<std::size_t>(sq));
+      for (int64_t bh = lo; bh < hi; ++bh) {
+        const T* Q = qa.data<T>() + bh * sq * d;
+        const T* K = ka.data<T>() + bh * sk * d;
+        const T* V = va.data<T>() + bh * sk * dv;
+        const T* O = oa.data<T>() + bh * sq * dv;
+        const T* dO = ga.data<T>() + bh * sq * dv;
+        const T* M = ma.defined() ? ma.data<T>() + bh * sq * sk : nullptr;
+        const float* L = lse_c.data<float>() + bh * sq;
+        T* dQ = dq.data<T>() + bh * sq * d;
+        T* dK = dk.data<T>() + bh * sk * d;
+        T* dV = dvv.data<T>() + bh * sk * dv;
+        for (int64_t i = 0; i < sq; ++i) {
+          T sum = 0;
+          for (int64_t j = 0; j < dv; ++j) sum += dO[i * dv + j] * O[i * dv + j];
+          delta[static_cast<std::size_t>(i)] = sum;
+        }
+        for (int64_t q0 = 0; q0 < sq; q0 += kBr) {
+          const int64_t rows = std::min(kBr, sq - q0);
+          const int64_t k_end = causal ? std::min(sk, q0 + rows) : sk;
+          for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
+            const int64_t cols = std::min(kBc, k_end - k0);
+            GemmEpilogue se;
+            se.alpha = scale;
+            kernels::gemm(MatrixView::row_major(Q + q0 * d, acc, rows, d, d),
+                          MatrixView::row_major(K + k0 * d, acc, cols, d, d).transposed(),
+                          MutableMatrixView::row_major(s.data(), acc, rows, cols, kBc), se);
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t c = 0; c < cols; ++c) {
+                T& x = s[static_cast<std::size_t>(r * kBc + c)];
+                if (M != nullptr) x += M[(q0 + r) * sk + k0 + c];
+                const bool hidden = (causal && k0 + c > q0 + r) || std::isinf(L[q0 + r]);
+                x = hidden ? T{0} : std::exp(x - static_cast<T>(L[q0 + r]));  // P
+              }
+            GemmEpilogue accumulate;
+            accumulate.beta = 1.0f;
+            // dV_b += P^T dO_q
+            kernels::gemm(MatrixView::row_major(s.data(), acc, rows, cols, kBc).transposed(),
+                          MatrixView::row_major(dO + q0 * dv, acc, rows, dv, dv),
+                          MutableMatrixView::row_major(dV + k0 * dv, acc, cols, dv, dv), accumulate);
+            // dP = dO_q V_b^T, then dS = P * (dP - delta) in place of dP
+            kernels::gemm(MatrixView::row_major(dO + q0 * dv, acc, rows, dv, dv),
+                          MatrixView::row_major(V + k0 * dv, acc, cols, dv, dv).transposed(),
+                          MutableMatrixView::row_major(dp.data(), acc, rows, cols, kBc));
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t c = 0; c < cols; ++c) {
+                const std::size_t at = static_cast<std::size_t>(r * kBc + c);
+                dp[at] = s[at] * (dp[at] - delta[static_cast<std::size_t>(q0 + r)]);
+              }
+            GemmEpilogue scaled = accumulate;
+            scaled.alpha = scale;
+            // dQ_q += scale dS K_b;  dK_b += scale dS^T Q_q
+            kernels::gemm(MatrixView::row_major(dp.data(), acc, rows, cols, kBc),
+                          MatrixView::row_major(K + k0 * d, acc, cols, d, d),
+                          MutableMatrixView::row_major(dQ + q0 * d, acc, rows, d, d), scaled);
+            kernels::gemm(MatrixView::row_major(dp.data(), acc, rows, cols, kBc).transposed(),
+                          MatrixView::row_major(Q + q0 * d, acc, rows, d, d),
+                          MutableMatrixView::row_major(dK + k0 * d, acc, cols, d, d), scaled);
+          }
+        }
+      }
+    });
+    return {dq.to(q.dtype()), dk.to(k.dtype()), dvv.to(v.dtype())};
+  }
+  void release_saved() override { q = k = v = out = lse = mask = Tensor(); }
+};
+
+// f64 forward (gradient checks): the definition, row by row, with the same masking rules.
+void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double scale,
+                   const Tensor& out, const Tensor& lse) {
+  const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2), dv = v.size(3);
+  const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const Tensor mc = mask.defined() ? mask.to(DType::F64).contiguous() : Tensor();
+  std::vector<double> p(static_cast<std::size_t>(sk));
+  for (int64_t bh = 0; bh < B * H; ++bh)
+    for (int64_t i = 0; i < sq; ++i) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < sk; ++j) {
+        double s = 0;
+        for (int64_t x = 0; x < d; ++x) s += qc.data<double>()[(bh * sq + i) * d + x] * kc.data<double>()[(bh * sk + j) * d + x];
+        s *= scale;
+        if (mc.defined()) s += mc.data<double>()[(bh * sq + i) * sk + j];
+        if (causal && j > i) s = -INFINITY;
+        p[static_cast<std::size_t>(j)] = s;
+        mx = std::max(mx, s);
+      }
+      double sum = 0;
+      for (double& x : p) sum += x = mx == -INFINITY ? 0.0 : std::exp(x - mx);
+      for (int64_t y = 0; y < dv; ++y) {
+        double acc = 0;
+        for (int64_t j = 0; j < sk; ++j) acc += p[static_cast<std::size_t>(j)] * vc.data<double>()[(bh * sk + j) * dv + y];
+        out.data<double>()[(bh * sq + i) * dv + y] = sum > 0 ? acc / sum : 0.0;
+      }
+      lse.data<float>()[bh * sq + i] = sum > 0 ? static_cast<float>(mx + std::log(sum)) : -INFINITY;
+    }
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
+  for (const Tensor* t : {&q, &k, &v}) ops_detail::check_float("scaled_dot_product_attention", *t);
+  MIXPREC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "[scaled_dot_product_attention] expected 4-D q, k, v, got ",
+                shape_to_string(q.shape()), ", ", shape_to_string(k.shape()), ", ", shape_to_string(v.shape()));
+  const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3);
+  const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor out = Tensor::empty({B, H, sq, v.size(3)}, q.dtype());
+  const bool want_grad = autograd::needs_grad({&q, &k, &v});
+  Tensor lse = want_grad ? Tensor::empty({B, H, sq}, DType::F32) : Tensor();
+  Tensor mask = params.mask.defined() ? params.mask.detach().expand({B, H, sq, k.size(2)}) : Tensor();
+  {
+    NoGrad no_grad;
+    if (q.dtype() == DType::F64) {
+      MIXPREC_CHECK(k.dtype() == DType::F64 && v.dtype() == DType::F64,
+                    "[scaled_dot_product_attention] f64 runs only when q, k and v are all f64");
+      if (!lse.defined()) lse = Tensor::empty({B, H, sq}, DType::F32);
+      attention_f64(q, k, v, mask, params.causal, scale, out, lse);
+    } else {
+      kernels::AttentionOptions opt;
+      opt.causal = params.causal;
+      opt.scale = scale;
+      opt.mask = mask.defined() ? &mask : nullptr;
+      kernels::scaled_dot_product_attention(q, k, v, out, opt, lse.defined() ? &lse : nullptr);
+    }
+  }
+  if (want_grad) {
+    auto node = std::make_shared<SdpaBackward>();
+    node->q = q.detach();
+    node->k = k.detach();
+    node->v = v.detach();
+    node->out = out.detach();
+    node->lse = lse;
+    node->mask = mask;
+    node->causal = params.causal;
+    node->scale = scale;
+    autograd::record(node, {&q, &k, &v}, {&out});
+  }
+  return out;
+}
+
+}  // namespace mixprec
