@@ -4,7 +4,8 @@
 // Numerics: computed in f32 whatever the input dtype (in f64 when an input is f64), through
 // log-softmax with the row max subtracted (so bf16/f16 logits of any size are safe); per-row
 // results are combined in f64 for the mean and sum reductions. The loss tensor is f32 (f64
-// when an input is f64): a loss never comes back in 16 bits.
+// when an input is f64): a loss never comes back in 16 bits. The levels sum in different
+// orders (vector width), so results may differ by a few f32 roundings between them.
 #include <cstdint>
 
 #include "mixprec/core/tensor.h"

@@ -14,6 +14,9 @@
 // channels_last (NHWC strides) natively: a channels_last x is normalised in place in its
 // layout, with per-channel sums down the HW rows.
 //
+// The levels sum the statistics in different orders (vector width), so results may differ by
+// a few f32 roundings between them.
+//
 // Statistics outputs (for a backward pass): mean and rstd = 1 / sqrt(var + eps), with var the
 // biased variance, are written when the NormStats tensors are defined, each in its own dtype.
 #include <cstdint>

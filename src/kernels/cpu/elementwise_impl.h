@@ -22,7 +22,9 @@ namespace {
 
 // The SIMD interface at width 1 on doubles: f64 tensors (gradient checks) compute in f64.
 // Loads widen any float dtype exactly; stores round once, to 16-bit formats through the
-// conversion kernel, which rounds from f64 directly (no double rounding through f32).
+// conversion kernel, which rounds from f64 directly (no double rounding through f32). It has
+// the members the kernel templates call; the transcendental functions go through Math<S>,
+// which sends f64 to the C library, so simd_math.h's needs (exponent tricks) are not here.
 struct ScalarF64 {
   using F = double;
   static constexpr int kWidth = 1;
@@ -58,8 +60,6 @@ struct ScalarF64 {
   static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
   static F abs(F x) { return std::fabs(x); }
   static F sqrt(F x) { return std::sqrt(x); }
-  static F select_negative(F x, F if_negative, F otherwise) { return x < 0.0 ? if_negative : otherwise; }
-  static F select_less(F a, F b, F if_less, F otherwise) { return a < b ? if_less : otherwise; }
   static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
   static F fill_tail(F v, int n, double fill) { return n >= 1 ? v : fill; }
   static double reduce_add(F v) { return v; }
@@ -141,11 +141,10 @@ void with_activation(Activation act, Fn&& f) {
   }
 }
 
-// Up to kWidth elements starting at p, `stride` elements apart (0 broadcasts one element).
-// Strided lanes are gathered as raw bytes first, so the conversion is the one of load_n.
+// Strided lanes are gathered (scattered) as raw bytes through a buffer, so the conversion is
+// the one of load_n (store_n). Kept out of line: the contiguous path stays small and inlined.
 template <class S>
-typename S::F load_lanes(const char* p, DType t, int64_t stride, int m) {
-  if (S::kWidth == 1 || stride == 1) return S::load_n(p, t, m);
+typename S::F gather_lanes(const char* p, DType t, int64_t stride, int m) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   alignas(64) unsigned char buf[S::kWidth * 8];
   for (int j = 0; j < m; ++j) std::memcpy(buf + j * elem, p + j * stride * elem, static_cast<std::size_t>(elem));
@@ -153,12 +152,25 @@ typename S::F load_lanes(const char* p, DType t, int64_t stride, int m) {
 }
 
 template <class S>
-void store_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
-  if (S::kWidth == 1 || stride == 1) return S::store_n(p, t, v, m);
+void scatter_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   alignas(64) unsigned char buf[S::kWidth * 8];
   S::store_n(buf, t, v, m);
   for (int j = 0; j < m; ++j) std::memcpy(p + j * stride * elem, buf + j * elem, static_cast<std::size_t>(elem));
+}
+
+// Up to kWidth elements starting at p, `stride` elements apart (0 broadcasts one element).
+// Forced inline: GCC otherwise keeps these as calls (load_n's dtype switch looks big), which
+// costs more than the work of a vector.
+template <class S>
+[[gnu::always_inline]] inline typename S::F load_lanes(const char* p, DType t, int64_t stride, int m) {
+  return S::kWidth == 1 || stride == 1 ? S::load_n(p, t, m) : gather_lanes<S>(p, t, stride, m);
+}
+
+template <class S>
+[[gnu::always_inline]] inline void store_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
+  if (S::kWidth == 1 || stride == 1) S::store_n(p, t, v, m);
+  else scatter_lanes<S>(p, t, stride, v, m);
 }
 
 // One input of a run: a stride-0 input is loaded once, outside the loop.
