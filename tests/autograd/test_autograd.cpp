@@ -274,3 +274,18 @@ TEST(OpsAttention, F32BackwardMatchesF64AcrossBlocks) {
 
 }  // namespace
 }  // namespace mixprec
+
+#include "mixprec/ops/activation.h"
+
+namespace mixprec {
+namespace {
+
+TEST(OpsGradcheck, Activations) {
+  for (auto fn : std::vector<Tensor (*)(const Tensor&)>{silu, sigmoid, tanh})
+    expect_gradcheck([fn](const std::vector<Tensor>& x) { return fn(x[0]); }, {leaf({11}, 120)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return gelu(x[0]); }, {leaf({11}, 121)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return gelu(x[0], GeluApproximation::Tanh); }, {leaf({11}, 122)});
+}
+
+}  // namespace
+}  // namespace mixprec
