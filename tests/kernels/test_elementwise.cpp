@@ -1,5 +1,3 @@
-#include "mixprec/kernels/elementwise.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/elementwise.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -35,8 +34,9 @@ DType compute_of(std::initializer_list<DType> dtypes) {
 
 // Element-by-element comparison against an f64 reference with the shared tolerance table;
 // scale[i] is the magnitude the f32 arithmetic worked at (|inputs|), n_ops the roundings in it.
-void expect_close(const Tensor& got_t, const std::vector<double>& want, const std::vector<double>& scale,
-                  DType compute, int n_ops, const std::string& what) {
+void expect_close(const Tensor& got_t, const std::vector<double>& want,
+                  const std::vector<double>& scale, DType compute, int n_ops,
+                  const std::string& what) {
   SCOPED_TRACE(what);
   const std::vector<double> got = values(got_t);
   ASSERT_EQ(got.size(), want.size());
@@ -44,17 +44,20 @@ void expect_close(const Tensor& got_t, const std::vector<double>& want, const st
   int failures = 0;
   for (std::size_t i = 0; i < got.size() && failures < 5; ++i) {
     if (std::isnan(want[i])) {
-      if (!std::isnan(got[i])) ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", expected NaN";
+      if (!std::isnan(got[i]))
+        ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", expected NaN";
       continue;
     }
     if (std::isinf(want[i])) {
-      if (got[i] != want[i]) ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", expected " << want[i];
+      if (got[i] != want[i])
+        ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", expected " << want[i];
       continue;
     }
     const double bound = tol.bound(want[i], n_ops, scale[i]);
     if (!(std::fabs(got[i] - want[i]) <= bound))
-      ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", reference " << want[i] << ", |diff| "
-                                << std::fabs(got[i] - want[i]) << " > bound " << bound;
+      ++failures, ADD_FAILURE() << "[" << i << "] = " << got[i] << ", reference " << want[i]
+                                << ", |diff| " << std::fabs(got[i] - want[i]) << " > bound "
+                                << bound;
   }
 }
 
@@ -64,50 +67,77 @@ double gelu_tanh_ref(double x) {
 
 double unary_ref(UnaryOp op, double x) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Abs: return std::fabs(x);
-    case UnaryOp::Square: return x * x;
-    case UnaryOp::Reciprocal: return 1.0 / x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Rsqrt: return 1.0 / std::sqrt(x);
-    case UnaryOp::Relu: return x > 0 ? x : 0.0;
-    case UnaryOp::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Silu: return x / (1.0 + std::exp(-x));
-    case UnaryOp::GeluTanh: return gelu_tanh_ref(x);
-    case UnaryOp::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Abs:
+      return std::fabs(x);
+    case UnaryOp::Square:
+      return x * x;
+    case UnaryOp::Reciprocal:
+      return 1.0 / x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryOp::Relu:
+      return x > 0 ? x : 0.0;
+    case UnaryOp::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Silu:
+      return x / (1.0 + std::exp(-x));
+    case UnaryOp::GeluTanh:
+      return gelu_tanh_ref(x);
+    case UnaryOp::GeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   }
   return NAN;
 }
 
 double activation_ref(Activation act, double x) {
   switch (act) {
-    case Activation::None: return x;
-    case Activation::ReLU: return x > 0 ? x : 0.0;
-    case Activation::GeluTanh: return gelu_tanh_ref(x);
-    case Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case Activation::SiLU: return x / (1.0 + std::exp(-x));
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0 ? x : 0.0;
+    case Activation::GeluTanh:
+      return gelu_tanh_ref(x);
+    case Activation::GeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::SiLU:
+      return x / (1.0 + std::exp(-x));
   }
   return NAN;
 }
 
 double binary_ref(BinaryOp op, double a, double b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Pow: return std::pow(a, b);
-    case BinaryOp::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case BinaryOp::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
+    case BinaryOp::Pow:
+      return std::pow(a, b);
+    case BinaryOp::Max:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case BinaryOp::Min:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
   }
   return NAN;
 }
 
 bool positive_domain(UnaryOp op) {
-  return op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt || op == UnaryOp::Reciprocal;
+  return op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt ||
+         op == UnaryOp::Reciprocal;
 }
 
 void check_unary(UnaryOp op, const Tensor& x, const Tensor& out, const std::string& what) {
@@ -119,12 +149,14 @@ void check_unary(UnaryOp op, const Tensor& x, const Tensor& out, const std::stri
     scale[i] = std::fabs(xv[i]) + std::fabs(want[i]);
   }
   expect_close(out, want, scale, compute_of({x.dtype(), out.dtype()}), 4,
-               what + " " + std::string(unary_op_name(op)) + " " + std::string(dtype_name(x.dtype())) +
-                   " -> " + std::string(dtype_name(out.dtype())));
+               what + " " + std::string(unary_op_name(op)) + " " +
+                   std::string(dtype_name(x.dtype())) + " -> " +
+                   std::string(dtype_name(out.dtype())));
 }
 
 // a and b are broadcast by the reference through Tensor::expand, independently of the kernel.
-void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const std::string& what) {
+void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out,
+                  const std::string& what) {
   binary(op, a, b, out);
   const std::vector<double> av = values(a.expand(out.shape())), bv = values(b.expand(out.shape()));
   std::vector<double> want(av.size()), scale(av.size());
@@ -133,8 +165,9 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
     scale[i] = std::fabs(av[i]) + std::fabs(bv[i]) + std::fabs(want[i]);
   }
   expect_close(out, want, scale, compute_of({a.dtype(), b.dtype(), out.dtype()}), 1,
-               what + " " + std::string(binary_op_name(op)) + " " + std::string(dtype_name(a.dtype())) + ", " +
-                   std::string(dtype_name(b.dtype())) + " -> " + std::string(dtype_name(out.dtype())));
+               what + " " + std::string(binary_op_name(op)) + " " +
+                   std::string(dtype_name(a.dtype())) + ", " + std::string(dtype_name(b.dtype())) +
+                   " -> " + std::string(dtype_name(out.dtype())));
 }
 
 class ElementwiseTest : public IsaTest {};
@@ -168,13 +201,17 @@ TEST_P(ElementwiseTest, UnaryStridedInputsAndOutputs) {
   for (DType t : {DType::F32, DType::BF16}) {
     const Tensor base = Tensor::uniform({65, 17}, -3.0, 3.0, gen, t);
     check_unary(UnaryOp::GeluTanh, base.t(), Tensor::empty({17, 65}, t), "transposed input");
-    check_unary(UnaryOp::Sigmoid, base.slice(0, 1, 64, 3), Tensor::empty({21, 17}, t), "sliced input");
-    check_unary(UnaryOp::Exp, base.slice(0, 0, 1).expand({9, 17}), Tensor::empty({9, 17}, t), "expanded input");
+    check_unary(UnaryOp::Sigmoid, base.slice(0, 1, 64, 3), Tensor::empty({21, 17}, t),
+                "sliced input");
+    check_unary(UnaryOp::Exp, base.slice(0, 0, 1).expand({9, 17}), Tensor::empty({9, 17}, t),
+                "expanded input");
     const Tensor out_base = Tensor::zeros({65, 17}, t);
     check_unary(UnaryOp::Tanh, base.t(), out_base.t(), "transposed input and output");
-    const Tensor cl = Tensor::uniform({2, 7, 3, 5}, -3.0, 3.0, gen, t).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor cl =
+        Tensor::uniform({2, 7, 3, 5}, -3.0, 3.0, gen, t).contiguous(MemoryFormat::ChannelsLast);
     check_unary(UnaryOp::Silu, cl, Tensor::empty({2, 7, 3, 5}, t), "channels_last input");
-    check_unary(UnaryOp::Silu, cl, Tensor::empty({2, 7, 3, 5}, t, MemoryFormat::ChannelsLast), "channels_last both");
+    check_unary(UnaryOp::Silu, cl, Tensor::empty({2, 7, 3, 5}, t, MemoryFormat::ChannelsLast),
+                "channels_last both");
   }
 }
 
@@ -188,7 +225,8 @@ TEST_P(ElementwiseTest, LargeTensorsSplitOverThreads) {
 }
 
 TEST_P(ElementwiseTest, UnarySpecialValues) {
-  const Tensor x = Tensor::from_vector<float>({0.0f, -0.0f, -1.0f, INFINITY, -INFINITY, NAN, 100.0f, -100.0f, 1e-40f});
+  const Tensor x = Tensor::from_vector<float>(
+      {0.0f, -0.0f, -1.0f, INFINITY, -INFINITY, NAN, 100.0f, -100.0f, 1e-40f});
   auto run = [&](UnaryOp op) {
     const Tensor out = Tensor::empty({9}, DType::F32);
     unary(op, x, out);
@@ -234,11 +272,14 @@ TEST_P(ElementwiseTest, BinaryBroadcastingEveryOpAndDtype) {
       struct Case {
         Shape a, b;
       };
-      for (const Case& c : {Case{{17, 65}, {17, 65}}, Case{{17, 65}, {65}}, Case{{17, 1}, {1, 63}},
-                            Case{{3, 1, 7}, {5, 1}}, Case{{}, {129}}, Case{{7}, {}}, Case{{1}, {1}}}) {
-        const Tensor a = Tensor::uniform(c.a, lo, 3.0, gen, t), b = Tensor::uniform(c.b, b_lo, b_hi, gen, t);
+      for (const Case& c :
+           {Case{{17, 65}, {17, 65}}, Case{{17, 65}, {65}}, Case{{17, 1}, {1, 63}},
+            Case{{3, 1, 7}, {5, 1}}, Case{{}, {129}}, Case{{7}, {}}, Case{{1}, {1}}}) {
+        const Tensor a = Tensor::uniform(c.a, lo, 3.0, gen, t),
+                     b = Tensor::uniform(c.b, b_lo, b_hi, gen, t);
         const Shape shape = broadcast_shapes(c.a, c.b);
-        check_binary(op, a, b, Tensor::empty(shape, t), shape_to_string(c.a) + " with " + shape_to_string(c.b));
+        check_binary(op, a, b, Tensor::empty(shape, t),
+                     shape_to_string(c.a) + " with " + shape_to_string(c.b));
       }
     }
   }
@@ -249,11 +290,14 @@ TEST_P(ElementwiseTest, BinaryMixedDtypesAndStrides) {
   const Tensor a = Tensor::uniform({65, 17}, -2.0, 2.0, gen, DType::BF16);
   const Tensor b = Tensor::uniform({17, 65}, -2.0, 2.0, gen, DType::F32);
   check_binary(BinaryOp::Add, a.t(), b, Tensor::empty({17, 65}, DType::F32), "bf16^T + f32");
-  check_binary(BinaryOp::Mul, a.t(), b, Tensor::empty({17, 65}, DType::BF16), "bf16^T * f32 -> bf16");
-  check_binary(BinaryOp::Sub, b, a.to(DType::F16).t(), Tensor::empty({17, 65}, DType::F16), "f32 - f16^T");
-  check_binary(BinaryOp::Div, b.to(DType::F64), a.t(), Tensor::empty({17, 65}, DType::F64), "f64 / bf16^T");
-  check_binary(BinaryOp::Max, b.slice(1, 1, 65, 4), a.t().slice(1, 0, 64, 4), Tensor::empty({17, 16}, DType::F32),
-               "sliced");
+  check_binary(BinaryOp::Mul, a.t(), b, Tensor::empty({17, 65}, DType::BF16),
+               "bf16^T * f32 -> bf16");
+  check_binary(BinaryOp::Sub, b, a.to(DType::F16).t(), Tensor::empty({17, 65}, DType::F16),
+               "f32 - f16^T");
+  check_binary(BinaryOp::Div, b.to(DType::F64), a.t(), Tensor::empty({17, 65}, DType::F64),
+               "f64 / bf16^T");
+  check_binary(BinaryOp::Max, b.slice(1, 1, 65, 4), a.t().slice(1, 0, 64, 4),
+               Tensor::empty({17, 16}, DType::F32), "sliced");
   const Tensor out = Tensor::zeros({65, 17}, DType::F32);
   check_binary(BinaryOp::Min, a.t(), b, out.t(), "transposed output");
 }
@@ -291,9 +335,11 @@ TEST_P(ElementwiseTest, InPlaceAndOverlappingOutputs) {
 TEST_P(ElementwiseTest, ClampAxpbyAndEdges) {
   Generator gen(24);
   for (DType t : kFloats) {
-    const Tensor x = Tensor::uniform({7, 17}, -3.0, 3.0, gen, t), y = Tensor::uniform({17}, -3.0, 3.0, gen, t);
+    const Tensor x = Tensor::uniform({7, 17}, -3.0, 3.0, gen, t),
+                 y = Tensor::uniform({17}, -3.0, 3.0, gen, t);
     const std::vector<double> xv = values(x), yv = values(y.expand({7, 17}));
-    for (auto [lo, hi] : {std::pair{-1.0, 0.5}, std::pair{-kInf, 0.0}, std::pair{0.25, kInf}, std::pair{2.0, -1.0}}) {
+    for (auto [lo, hi] : {std::pair{-1.0, 0.5}, std::pair{-kInf, 0.0}, std::pair{0.25, kInf},
+                          std::pair{2.0, -1.0}}) {
       const Tensor out = Tensor::empty({7, 17}, t);
       clamp(x, lo, hi, out);
       std::vector<double> want(xv.size());
@@ -320,16 +366,17 @@ TEST_P(ElementwiseTest, ClampAxpbyAndEdges) {
 
 TEST_P(ElementwiseTest, BiasActivationOverTheChannelDim) {
   Generator gen(25);
-  const Activation acts[] = {Activation::None, Activation::ReLU, Activation::GeluTanh, Activation::GeluErf,
-                             Activation::SiLU};
+  const Activation acts[] = {Activation::None, Activation::ReLU, Activation::GeluTanh,
+                             Activation::GeluErf, Activation::SiLU};
   struct Case {
     Shape shape;
     int64_t channel_dim;
     MemoryFormat format;
   };
-  for (const Case& c : {Case{{63, 17}, 1, MemoryFormat::Contiguous}, Case{{2, 7, 65}, 2, MemoryFormat::Contiguous},
-                        Case{{2, 17, 3, 5}, 1, MemoryFormat::Contiguous},
-                        Case{{2, 17, 3, 5}, 1, MemoryFormat::ChannelsLast}})
+  for (const Case& c :
+       {Case{{63, 17}, 1, MemoryFormat::Contiguous}, Case{{2, 7, 65}, 2, MemoryFormat::Contiguous},
+        Case{{2, 17, 3, 5}, 1, MemoryFormat::Contiguous},
+        Case{{2, 17, 3, 5}, 1, MemoryFormat::ChannelsLast}})
     for (DType t : {DType::F32, DType::BF16, DType::F64})
       for (Activation act : acts) {
         const int64_t channels = c.shape[static_cast<std::size_t>(c.channel_dim)];
@@ -345,8 +392,9 @@ TEST_P(ElementwiseTest, BiasActivationOverTheChannelDim) {
           want[i] = activation_ref(act, xv[i] + bv[i]);
           scale[i] = std::fabs(xv[i]) + std::fabs(bv[i]);
         }
-        expect_close(out, want, scale, compute_of({t}), 4,
-                     "bias_activation " + shape_to_string(c.shape) + " act " + std::to_string(int(act)));
+        expect_close(
+            out, want, scale, compute_of({t}), 4,
+            "bias_activation " + shape_to_string(c.shape) + " act " + std::to_string(int(act)));
       }
 }
 
@@ -364,24 +412,35 @@ std::string error_of(const std::function<void()>& body) {
 
 TEST(Elementwise, BadArgumentsAreClearErrors) {
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});
-  EXPECT_EQ(error_of([&] { binary(BinaryOp::Add, a, b, Tensor::empty({2, 3})); }),
-            "[add] shapes [2, 3] and [4] cannot be broadcast: sizes 3 and 4 at dim 1 differ and neither is 1");
-  EXPECT_NE(error_of([&] { binary(BinaryOp::Mul, a, Tensor::zeros({3}), Tensor::empty({3, 2})); })
-                .find("[mul] out has shape [3, 2], expected [2, 3] (the inputs' broadcast shape)"),
+  EXPECT_EQ(error_of([&] {
+              binary(BinaryOp::Add, a, b, Tensor::empty({2, 3}));
+            }),
+            "[add] shapes [2, 3] and [4] cannot be broadcast: sizes 3 and 4 at dim 1 differ and "
+            "neither is 1");
+  EXPECT_NE(error_of([&] {
+              binary(BinaryOp::Mul, a, Tensor::zeros({3}), Tensor::empty({3, 2}));
+            }).find("[mul] out has shape [3, 2], expected [2, 3] (the inputs' broadcast shape)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { unary(UnaryOp::Exp, Tensor::zeros({2}, DType::I64), Tensor::empty({2})); })
-                .find("[exp] x has dtype i64, expected a floating dtype"),
+  EXPECT_NE(error_of([&] {
+              unary(UnaryOp::Exp, Tensor::zeros({2}, DType::I64), Tensor::empty({2}));
+            }).find("[exp] x has dtype i64, expected a floating dtype"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { unary(UnaryOp::Relu, a, Tensor::zeros({3}).expand({2, 3})); })
-                .find("[relu] out is a broadcast view"),
+  EXPECT_NE(error_of([&] {
+              unary(UnaryOp::Relu, a, Tensor::zeros({3}).expand({2, 3}));
+            }).find("[relu] out is a broadcast view"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { bias_activation(Tensor::zeros({2, 8, 4, 4}), Tensor::zeros({7}), Activation::SiLU,
-                                           Tensor::empty({2, 8, 4, 4})); })
-                .find("[bias_activation] bias has shape [7], expected [8] (dim 1 of x [2, 8, 4, 4])"),
+  EXPECT_NE(error_of([&] {
+              bias_activation(Tensor::zeros({2, 8, 4, 4}), Tensor::zeros({7}), Activation::SiLU,
+                              Tensor::empty({2, 8, 4, 4}));
+            }).find("[bias_activation] bias has shape [7], expected [8] (dim 1 of x [2, 8, 4, 4])"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { clamp(a, NAN, 1.0, Tensor::empty({2, 3})); }).find("[clamp] bounds must not be NaN"),
+  EXPECT_NE(error_of([&] {
+              clamp(a, NAN, 1.0, Tensor::empty({2, 3}));
+            }).find("[clamp] bounds must not be NaN"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { unary(UnaryOp::Exp, Tensor(), Tensor::empty({2})); }).find("[exp] x is an undefined"),
+  EXPECT_NE(error_of([&] {
+              unary(UnaryOp::Exp, Tensor(), Tensor::empty({2}));
+            }).find("[exp] x is an undefined"),
             std::string::npos);
 }
 

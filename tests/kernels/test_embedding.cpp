@@ -1,5 +1,3 @@
-#include "mixprec/kernels/embedding.h"
-
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -7,6 +5,7 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/embedding.h"
 #include "support/isa_levels.h"
 
 namespace mixprec::kernels {
@@ -23,15 +22,18 @@ std::vector<double> values(const Tensor& t) {
 Tensor random_indices(const Shape& shape, int64_t rows, DType dtype, Generator& gen) {
   const Tensor t = Tensor::empty(shape, dtype);
   const Tensor flat = t.view({-1});
-  for (int64_t i = 0; i < flat.numel(); ++i) flat.set({i}, static_cast<double>(gen.next_u32() % rows));
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    flat.set({i}, static_cast<double>(gen.next_u32() % rows));
   return t;
 }
 
 // out must equal the selected rows of weight, rounded once to out's dtype (exact comparison:
 // Tensor::to is the reference rounding).
-void check(const Tensor& weight, const Tensor& indices, const Tensor& out, const std::string& what) {
-  SCOPED_TRACE(what + " weight " + shape_to_string(weight.shape()) + " " + std::string(dtype_name(weight.dtype())) +
-               " indices " + shape_to_string(indices.shape()) + " -> " + std::string(dtype_name(out.dtype())));
+void check(const Tensor& weight, const Tensor& indices, const Tensor& out,
+           const std::string& what) {
+  SCOPED_TRACE(what + " weight " + shape_to_string(weight.shape()) + " " +
+               std::string(dtype_name(weight.dtype())) + " indices " +
+               shape_to_string(indices.shape()) + " -> " + std::string(dtype_name(out.dtype())));
   embedding(weight, indices, out);
   const int64_t dim = weight.size(1);
   const std::vector<double> idx = values(indices), got = values(out);
@@ -40,7 +42,8 @@ void check(const Tensor& weight, const Tensor& indices, const Tensor& out, const
   for (std::size_t p = 0; p < idx.size(); ++p)
     for (int64_t j = 0; j < dim; ++j)
       ASSERT_EQ(got[p * static_cast<std::size_t>(dim) + static_cast<std::size_t>(j)],
-                table[static_cast<std::size_t>(idx[p]) * static_cast<std::size_t>(dim) + static_cast<std::size_t>(j)])
+                table[static_cast<std::size_t>(idx[p]) * static_cast<std::size_t>(dim) +
+                      static_cast<std::size_t>(j)])
           << "position " << p << " column " << j;
 }
 
@@ -53,7 +56,8 @@ TEST_P(EmbeddingTest, GathersRowsEveryDtypeAndShape) {
       for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64})
         for (const Shape& shape : {Shape{}, Shape{5}, Shape{3, 4}}) {
           const Tensor weight = Tensor::uniform({rows, dim}, -1.0, 1.0, gen, t);
-          const Tensor indices = random_indices(shape, rows, shape.size() == 1 ? DType::I32 : DType::I64, gen);
+          const Tensor indices =
+              random_indices(shape, rows, shape.size() == 1 ? DType::I32 : DType::I64, gen);
           Shape out_shape = shape;
           out_shape.push_back(dim);
           check(weight, indices, Tensor::empty(out_shape, t), "same dtype");
@@ -71,7 +75,8 @@ TEST_P(EmbeddingTest, StridedTableIndicesAndOutput) {
   const Tensor out = Tensor::empty({17, 4, 9}, DType::BF16).permute({1, 2, 0});
   check(table_t.t().contiguous(), indices, out, "permuted output");
   const Tensor big_table = Tensor::uniform({1000, 64}, -1.0, 1.0, gen, DType::F32);
-  check(big_table, random_indices({2000}, 1000, DType::I64, gen), Tensor::empty({2000, 64}), "many positions");
+  check(big_table, random_indices({2000}, 1000, DType::I64, gen), Tensor::empty({2000, 64}),
+        "many positions");
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(EmbeddingTest);
@@ -88,16 +93,28 @@ std::string error_of(const std::function<void()>& body) {
 TEST(Embedding, BadIndicesAndShapesAreClearErrors) {
   const Tensor weight = Tensor::zeros({5, 3});
   const Tensor out = Tensor::full({2, 2, 3}, 9.0);
-  EXPECT_EQ(error_of([&] { embedding(weight, Tensor::from_vector<int64_t>({0, 1, 5, 2}, {2, 2}), out); }),
-            "[embedding] index 5 at position [1, 0] of indices [2, 2] is out of range for a table of 5 rows");
+  EXPECT_EQ(error_of([&] {
+              embedding(weight, Tensor::from_vector<int64_t>({0, 1, 5, 2}, {2, 2}), out);
+            }),
+            "[embedding] index 5 at position [1, 0] of indices [2, 2] is out of range for a table "
+            "of 5 rows");
   EXPECT_EQ(values(out), std::vector<double>(12, 9.0)) << "nothing written before the check";
-  EXPECT_EQ(error_of([&] { embedding(weight, Tensor::from_vector<int32_t>({-1}), Tensor::empty({1, 3})); }),
-            "[embedding] index -1 at position [0] of indices [1] is out of range for a table of 5 rows");
-  EXPECT_EQ(error_of([&] { embedding(weight, Tensor::from_vector<int64_t>({0, 1}), Tensor::empty({2, 4})); }),
+  EXPECT_EQ(
+      error_of([&] {
+        embedding(weight, Tensor::from_vector<int32_t>({-1}), Tensor::empty({1, 3}));
+      }),
+      "[embedding] index -1 at position [0] of indices [1] is out of range for a table of 5 rows");
+  EXPECT_EQ(error_of([&] {
+              embedding(weight, Tensor::from_vector<int64_t>({0, 1}), Tensor::empty({2, 4}));
+            }),
             "[embedding] out has shape [2, 4], expected [2, 3] (indices' shape + [D])");
-  EXPECT_EQ(error_of([&] { embedding(weight, Tensor::zeros({2}), Tensor::empty({2, 3})); }),
+  EXPECT_EQ(error_of([&] {
+              embedding(weight, Tensor::zeros({2}), Tensor::empty({2, 3}));
+            }),
             "[embedding] indices has dtype f32, expected i64 or i32");
-  EXPECT_EQ(error_of([&] { embedding(Tensor::zeros({5}), Tensor::zeros({2}, DType::I64), Tensor::empty({2, 3})); }),
+  EXPECT_EQ(error_of([&] {
+              embedding(Tensor::zeros({5}), Tensor::zeros({2}, DType::I64), Tensor::empty({2, 3}));
+            }),
             "[embedding] weight has shape [5], expected [V, D]");
 }
 

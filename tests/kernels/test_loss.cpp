@@ -1,5 +1,3 @@
-#include "mixprec/kernels/loss.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/loss.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -23,23 +22,26 @@ std::vector<double> values(const Tensor& t) {
 }
 
 // Random class indices in [0, c), every `ignore_every`-th row set to ignore_index.
-Tensor random_targets(int64_t n, int64_t c, DType dtype, int64_t ignore_every, int64_t ignore_index, Generator& gen) {
+Tensor random_targets(int64_t n, int64_t c, DType dtype, int64_t ignore_every, int64_t ignore_index,
+                      Generator& gen) {
   const Tensor t = Tensor::empty({n}, dtype);
   for (int64_t i = 0; i < n; ++i)
     t.set({i}, ignore_every > 0 && i % ignore_every == 1 ? static_cast<double>(ignore_index)
-                                                          : static_cast<double>(gen.next_u32() % c));
+                                                         : static_cast<double>(gen.next_u32() % c));
   return t;
 }
 
 void check_cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o,
                          const std::string& what) {
   const int64_t n = logits.size(0), c = logits.size(1);
-  SCOPED_TRACE("cross_entropy " + what + " [" + std::to_string(n) + ", " + std::to_string(c) + "] " +
-               std::string(dtype_name(logits.dtype())) + " reduction " + std::to_string(int(o.reduction)) +
-               " smoothing " + std::to_string(o.label_smoothing));
+  SCOPED_TRACE("cross_entropy " + what + " [" + std::to_string(n) + ", " + std::to_string(c) +
+               "] " + std::string(dtype_name(logits.dtype())) + " reduction " +
+               std::to_string(int(o.reduction)) + " smoothing " +
+               std::to_string(o.label_smoothing));
   const bool f64 = logits.dtype() == DType::F64;
   const DType out_dtype = f64 ? DType::F64 : DType::F32;
-  const Tensor out = o.reduction == Reduction::None ? Tensor::empty({n}, out_dtype) : Tensor::empty({}, out_dtype);
+  const Tensor out =
+      o.reduction == Reduction::None ? Tensor::empty({n}, out_dtype) : Tensor::empty({}, out_dtype);
   cross_entropy(logits, targets, out, o);
   const std::vector<double> x = values(logits), t = values(targets);
   std::vector<double> loss(static_cast<std::size_t>(n)), scale(static_cast<std::size_t>(n));
@@ -51,12 +53,15 @@ void check_cross_entropy(const Tensor& logits, const Tensor& targets, const Cros
     const double* row = x.data() + i * c;
     double m = -INFINITY, s = 0, sum_x = 0, abs_x = 0;
     for (int64_t j = 0; j < c; ++j) m = std::max(m, row[j]);
-    for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m), sum_x += row[j], abs_x += std::fabs(row[j]);
+    for (int64_t j = 0; j < c; ++j)
+      s += std::exp(row[j] - m), sum_x += row[j], abs_x += std::fabs(row[j]);
     const double lse = m + std::log(s), eps = o.label_smoothing;
-    loss[static_cast<std::size_t>(i)] = lse - (1 - eps) * row[ti] - eps * sum_x / static_cast<double>(c);
+    loss[static_cast<std::size_t>(i)] =
+        lse - (1 - eps) * row[ti] - eps * sum_x / static_cast<double>(c);
     // f32 rounding of max - x_t, of the sum of exps (relative, so absolute in log) and of the
     // smoothing mean.
-    scale[static_cast<std::size_t>(i)] = std::fabs(m - row[ti]) + std::fabs(std::log(s)) + 1 + eps * abs_x / static_cast<double>(c);
+    scale[static_cast<std::size_t>(i)] =
+        std::fabs(m - row[ti]) + std::fabs(std::log(s)) + 1 + eps * abs_x / static_cast<double>(c);
     total += loss[static_cast<std::size_t>(i)];
     total_scale += scale[static_cast<std::size_t>(i)];
     ++counted;
@@ -71,16 +76,19 @@ void check_cross_entropy(const Tensor& logits, const Tensor& targets, const Cros
     return;
   }
   const double want = o.reduction == Reduction::Sum ? total : total / static_cast<double>(counted);
-  const double want_scale = o.reduction == Reduction::Sum ? total_scale : total_scale / static_cast<double>(counted);
-  EXPECT_LE(std::fabs(got[0] - want), tol.bound(want, terms, want_scale)) << "loss " << got[0] << ", reference " << want;
+  const double want_scale =
+      o.reduction == Reduction::Sum ? total_scale : total_scale / static_cast<double>(counted);
+  EXPECT_LE(std::fabs(got[0] - want), tol.bound(want, terms, want_scale))
+      << "loss " << got[0] << ", reference " << want;
 }
 
 void check_mse(const Tensor& a, const Tensor& b, Reduction reduction, const std::string& what) {
-  SCOPED_TRACE("mse_loss " + what + " " + shape_to_string(a.shape()) + " " + std::string(dtype_name(a.dtype())) +
-               " reduction " + std::to_string(int(reduction)));
+  SCOPED_TRACE("mse_loss " + what + " " + shape_to_string(a.shape()) + " " +
+               std::string(dtype_name(a.dtype())) + " reduction " + std::to_string(int(reduction)));
   const bool f64 = a.dtype() == DType::F64 || b.dtype() == DType::F64;
   const DType out_dtype = f64 ? DType::F64 : DType::F32;
-  const Tensor out = reduction == Reduction::None ? Tensor::empty(a.shape(), out_dtype) : Tensor::empty({}, out_dtype);
+  const Tensor out = reduction == Reduction::None ? Tensor::empty(a.shape(), out_dtype)
+                                                  : Tensor::empty({}, out_dtype);
   mse_loss(a, b, out, reduction);
   const std::vector<double> av = values(a), bv = values(b), got = values(out);
   const test_support::Tolerance tol = test_support::tolerance_for(out_dtype, out_dtype);
@@ -89,14 +97,16 @@ void check_mse(const Tensor& a, const Tensor& b, Reduction reduction, const std:
     const double d = av[i] - bv[i];
     total += d * d;
     total_scale += d * d + 2 * std::fabs(d) * (std::fabs(av[i]) + std::fabs(bv[i]));
-    if (reduction == Reduction::None && !(std::fabs(got[i] - d * d) <= tol.bound(d * d, 2, total_scale)))
+    if (reduction == Reduction::None &&
+        !(std::fabs(got[i] - d * d) <= tol.bound(d * d, 2, total_scale)))
       ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", reference " << d * d;
   }
   if (reduction == Reduction::None) return;
   const auto n = static_cast<double>(av.size());
   const double want = reduction == Reduction::Sum ? total : total / n;
   const double scale = reduction == Reduction::Sum ? total_scale : total_scale / n;
-  EXPECT_LE(std::fabs(got[0] - want), tol.bound(want, test_support::pairwise_terms(static_cast<int64_t>(n)), scale))
+  EXPECT_LE(std::fabs(got[0] - want),
+            tol.bound(want, test_support::pairwise_terms(static_cast<int64_t>(n)), scale))
       << "loss " << got[0] << ", reference " << want;
 }
 
@@ -108,21 +118,24 @@ TEST_P(LossTest, CrossEntropyMatchesReference) {
     for (int64_t c : {1, 2, 7, 65, 1000})
       for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
         const Tensor logits = Tensor::uniform({n, c}, -6.0, 6.0, gen, t);
-        const Tensor targets = random_targets(n, c, (n + c) % 2 ? DType::I64 : DType::I32, 5, -100, gen);
+        const Tensor targets =
+            random_targets(n, c, (n + c) % 2 ? DType::I64 : DType::I32, 5, -100, gen);
         for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum})
-          for (double smoothing : {0.0, 0.1}) check_cross_entropy(logits, targets, {r, -100, smoothing}, "random");
+          for (double smoothing : {0.0, 0.1})
+            check_cross_entropy(logits, targets, {r, -100, smoothing}, "random");
       }
 }
 
 TEST_P(LossTest, CrossEntropyStridedLargeAndIgnored) {
   Generator gen(62);
   const Tensor base = Tensor::uniform({129, 33}, -4.0, 4.0, gen, DType::BF16);
-  check_cross_entropy(base.t(), random_targets(33, 129, DType::I64, 0, -100, gen), {}, "transposed logits");
+  check_cross_entropy(base.t(), random_targets(33, 129, DType::I64, 0, -100, gen), {},
+                      "transposed logits");
   check_cross_entropy(base.slice(1, 0, 33, 2), random_targets(129, 17, DType::I64, 3, 7, gen),
                       {Reduction::Mean, 7, 0.0}, "sliced logits, ignore_index 7");
   const Tensor big = Tensor::uniform({301, 257}, -8.0, 8.0, gen, DType::BF16);
-  check_cross_entropy(big, random_targets(301, 257, DType::I64, 0, -100, gen), {Reduction::None, -100, 0.05},
-                      "many rows");
+  check_cross_entropy(big, random_targets(301, 257, DType::I64, 0, -100, gen),
+                      {Reduction::None, -100, 0.05}, "many rows");
   // Logits far beyond exp's range are fine: only differences from the row max are exponentiated.
   const Tensor huge = Tensor::uniform({9, 65}, 2e4, 3e4, gen, DType::BF16);
   check_cross_entropy(huge, random_targets(9, 65, DType::I64, 0, -100, gen), {}, "logits near 3e4");
@@ -139,13 +152,15 @@ TEST_P(LossTest, MseMatchesReference) {
   for (const Shape& shape : {Shape{1}, Shape{7}, Shape{17, 65}, Shape{3, 129}, Shape{70001}})
     for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64})
       for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum}) {
-        const Tensor a = Tensor::uniform(shape, -2.0, 2.0, gen, t), b = Tensor::uniform(shape, -2.0, 2.0, gen, t);
+        const Tensor a = Tensor::uniform(shape, -2.0, 2.0, gen, t),
+                     b = Tensor::uniform(shape, -2.0, 2.0, gen, t);
         check_mse(a, b, r, "random");
         if (t == DType::BF16) check_mse(a, b.to(DType::F32), r, "bf16 against f32");
       }
   const Tensor base = Tensor::uniform({65, 33}, -2.0, 2.0, gen, DType::BF16);
   const Tensor target = Tensor::uniform({33, 65}, -2.0, 2.0, gen, DType::F32);
-  for (Reduction r : {Reduction::None, Reduction::Mean}) check_mse(base.t(), target, r, "transposed");
+  for (Reduction r : {Reduction::None, Reduction::Mean})
+    check_mse(base.t(), target, r, "transposed");
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(LossTest);
@@ -163,19 +178,34 @@ TEST(Loss, BadArgumentsAreClearErrors) {
   const Tensor logits = Tensor::zeros({4, 5});
   const Tensor targets = Tensor::from_vector<int64_t>({0, 4, 7, 1});
   EXPECT_EQ(error_of([&] { cross_entropy(logits, targets, Tensor::empty({})); }),
-            "[cross_entropy] target 7 at row 2 is out of range for 5 classes (expected 0 <= target < 5 or "
+            "[cross_entropy] target 7 at row 2 is out of range for 5 classes (expected 0 <= target "
+            "< 5 or "
             "ignore_index -100)");
   EXPECT_EQ(error_of([&] { cross_entropy(logits, Tensor::zeros({4}), Tensor::empty({})); }),
             "[cross_entropy] targets has dtype f32, expected i64 or i32 class indices");
-  EXPECT_EQ(error_of([&] { cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1}), Tensor::empty({})); }),
-            "[cross_entropy] targets has shape [2], expected [4] (one class index per row of logits)");
-  EXPECT_EQ(error_of([&] { cross_entropy(logits, Tensor::zeros({4}, DType::I64), Tensor::empty({}, DType::BF16)); }),
-            "[cross_entropy] out has dtype bf16, expected f32 (losses are f32, f64 for f64 inputs)");
-  EXPECT_EQ(error_of([&] { cross_entropy(logits, Tensor::zeros({4}, DType::I64), Tensor::empty({}), {Reduction::None}); }),
-            "[cross_entropy] out has shape [], expected [4] (one loss per element, reduction none)");
-  EXPECT_EQ(error_of([&] { cross_entropy(Tensor::zeros({4, 5, 2}), Tensor::zeros({4}, DType::I64), Tensor::empty({})); }),
-            "[cross_entropy] logits has shape [4, 5, 2], expected [N, C]");
-  EXPECT_EQ(error_of([&] { mse_loss(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}), Tensor::empty({})); }),
+  EXPECT_EQ(
+      error_of([&] {
+        cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1}), Tensor::empty({}));
+      }),
+      "[cross_entropy] targets has shape [2], expected [4] (one class index per row of logits)");
+  EXPECT_EQ(
+      error_of([&] {
+        cross_entropy(logits, Tensor::zeros({4}, DType::I64), Tensor::empty({}, DType::BF16));
+      }),
+      "[cross_entropy] out has dtype bf16, expected f32 (losses are f32, f64 for f64 inputs)");
+  EXPECT_EQ(
+      error_of([&] {
+        cross_entropy(logits, Tensor::zeros({4}, DType::I64), Tensor::empty({}), {Reduction::None});
+      }),
+      "[cross_entropy] out has shape [], expected [4] (one loss per element, reduction none)");
+  EXPECT_EQ(
+      error_of([&] {
+        cross_entropy(Tensor::zeros({4, 5, 2}), Tensor::zeros({4}, DType::I64), Tensor::empty({}));
+      }),
+      "[cross_entropy] logits has shape [4, 5, 2], expected [N, C]");
+  EXPECT_EQ(error_of([&] {
+              mse_loss(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}), Tensor::empty({}));
+            }),
             "[mse_loss] b has shape [3, 2], expected [2, 3] (a's shape)");
 }
 

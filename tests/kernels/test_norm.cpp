@@ -1,5 +1,3 @@
-#include "mixprec/kernels/norm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/norm.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -24,11 +23,16 @@ std::vector<double> values(const Tensor& t) {
 
 double activation_ref(Activation act, double x) {
   switch (act) {
-    case Activation::None: return x;
-    case Activation::ReLU: return x > 0 ? x : 0.0;
-    case Activation::GeluTanh: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case Activation::SiLU: return x / (1.0 + std::exp(-x));
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0 ? x : 0.0;
+    case Activation::GeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::GeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::SiLU:
+      return x / (1.0 + std::exp(-x));
   }
   return NAN;
 }
@@ -42,14 +46,19 @@ struct Expected {
 };
 
 void normalise_group(const std::vector<double>& xv, const std::vector<int64_t>& members,
-                     const std::vector<int64_t>& param, const std::vector<double>& w, const std::vector<double>& b,
-                     bool rms, double eps, Activation act, Expected& e) {
+                     const std::vector<int64_t>& param, const std::vector<double>& w,
+                     const std::vector<double>& b, bool rms, double eps, Activation act,
+                     Expected& e) {
   double s = 0, abs_s = 0;
-  for (int64_t i : members) s += rms ? xv[static_cast<std::size_t>(i)] * xv[static_cast<std::size_t>(i)] : xv[static_cast<std::size_t>(i)], abs_s += std::fabs(xv[static_cast<std::size_t>(i)]);
+  for (int64_t i : members)
+    s += rms ? xv[static_cast<std::size_t>(i)] * xv[static_cast<std::size_t>(i)]
+             : xv[static_cast<std::size_t>(i)],
+        abs_s += std::fabs(xv[static_cast<std::size_t>(i)]);
   const auto n = static_cast<double>(members.size());
   const double mu = s / n;
   double var = 0;
-  for (int64_t i : members) var += (xv[static_cast<std::size_t>(i)] - mu) * (xv[static_cast<std::size_t>(i)] - mu);
+  for (int64_t i : members)
+    var += (xv[static_cast<std::size_t>(i)] - mu) * (xv[static_cast<std::size_t>(i)] - mu);
   var /= n;
   const double rstd = 1.0 / std::sqrt((rms ? mu : var) + eps);
   e.mean.push_back(mu);
@@ -73,10 +82,12 @@ void compare(const Tensor& out, const Expected& e, DType compute, const std::str
   ASSERT_EQ(got.size(), e.value.size());
   const test_support::Tolerance tol = test_support::tolerance_for(out.dtype(), compute);
   for (std::size_t i = 0, failures = 0; i < got.size() && failures < 5; ++i) {
-    const double bound = tol.bound(e.value[i], test_support::pairwise_terms(e.group_len), e.scale[i]);
+    const double bound =
+        tol.bound(e.value[i], test_support::pairwise_terms(e.group_len), e.scale[i]);
     if (!(std::fabs(got[i] - e.value[i]) <= bound))
-      ++failures, ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", reference " << e.value[i] << ", |diff| "
-                                << std::fabs(got[i] - e.value[i]) << " > bound " << bound;
+      ++failures, ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", reference " << e.value[i]
+                                << ", |diff| " << std::fabs(got[i] - e.value[i]) << " > bound "
+                                << bound;
   }
 }
 
@@ -96,16 +107,19 @@ DType compute_of(std::initializer_list<const Tensor*> ts) {
   return DType::F32;
 }
 
-void check_layer_norm(bool rms, const Tensor& x, const Shape& normalized, const Tensor& w, const Tensor& b,
-                      DType out_dtype, const std::string& what) {
+void check_layer_norm(bool rms, const Tensor& x, const Shape& normalized, const Tensor& w,
+                      const Tensor& b, DType out_dtype, const std::string& what) {
   const std::string trace = std::string(rms ? "rms_norm " : "layer_norm ") + what + " x " +
-                            shape_to_string(x.shape()) + " " + std::string(dtype_name(x.dtype())) + " -> " +
-                            std::string(dtype_name(out_dtype));
+                            shape_to_string(x.shape()) + " " + std::string(dtype_name(x.dtype())) +
+                            " -> " + std::string(dtype_name(out_dtype));
   const Tensor out = Tensor::empty(x.shape(), out_dtype);
-  const Shape leading(x.shape().begin(), x.shape().end() - static_cast<std::ptrdiff_t>(normalized.size()));
+  const Shape leading(x.shape().begin(),
+                      x.shape().end() - static_cast<std::ptrdiff_t>(normalized.size()));
   const NormStats stats{Tensor::empty(leading), Tensor::empty(leading)};
-  if (rms) rms_norm(x, normalized, w, 1e-5, out, stats);
-  else layer_norm(x, normalized, w, b, 1e-5, out, stats);
+  if (rms)
+    rms_norm(x, normalized, w, 1e-5, out, stats);
+  else
+    layer_norm(x, normalized, w, b, 1e-5, out, stats);
   const std::vector<double> xv = values(x);
   const std::vector<double> wv = w.defined() ? values(w) : std::vector<double>{};
   const std::vector<double> bv = b.defined() && !rms ? values(b) : std::vector<double>{};
@@ -116,17 +130,20 @@ void check_layer_norm(bool rms, const Tensor& x, const Shape& normalized, const 
   e.scale.resize(xv.size());
   for (int64_t row = 0; row * len < static_cast<int64_t>(xv.size()); ++row) {
     std::vector<int64_t> members, param(xv.size(), -1);
-    for (int64_t i = 0; i < len; ++i) members.push_back(row * len + i), param[static_cast<std::size_t>(row * len + i)] = i;
+    for (int64_t i = 0; i < len; ++i)
+      members.push_back(row * len + i), param[static_cast<std::size_t>(row * len + i)] = i;
     normalise_group(xv, members, param, wv, bv, rms, 1e-5, Activation::None, e);
   }
   compare(out, e, compute_of({&x, &w, &b, &out}), trace);
   compare_stats(stats, e, trace);
 }
 
-void check_group_norm(const Tensor& x, int64_t groups, const Tensor& w, const Tensor& b, Activation act,
-                      DType out_dtype, MemoryFormat out_format, const std::string& what) {
+void check_group_norm(const Tensor& x, int64_t groups, const Tensor& w, const Tensor& b,
+                      Activation act, DType out_dtype, MemoryFormat out_format,
+                      const std::string& what) {
   const std::string trace = "group_norm " + what + " x " + shape_to_string(x.shape()) + " " +
-                            std::string(dtype_name(x.dtype())) + " groups " + std::to_string(groups) + " act " +
+                            std::string(dtype_name(x.dtype())) + " groups " +
+                            std::to_string(groups) + " act " +
                             std::to_string(static_cast<int>(act));
   const Tensor out = Tensor::empty(x.shape(), out_dtype, out_format);
   const int64_t n = x.size(0), c = x.size(1), hw = x.numel() / (n * c), per_group = c / groups;
@@ -143,7 +160,8 @@ void check_group_norm(const Tensor& x, int64_t groups, const Tensor& w, const Te
   for (int64_t s = 0; s < n; ++s)
     for (int64_t g = 0; g < groups; ++g) {
       std::vector<int64_t> members;
-      for (int64_t i = 0; i < per_group * hw; ++i) members.push_back((s * c + g * per_group) * hw + i);
+      for (int64_t i = 0; i < per_group * hw; ++i)
+        members.push_back((s * c + g * per_group) * hw + i);
       normalise_group(xv, members, param, wv, bv, false, 1e-5, act, e);
     }
   compare(out, e, compute_of({&x, &w, &b, &out}), trace);
@@ -157,8 +175,9 @@ TEST_P(NormTest, LayerNormAndRmsNormMatchReference) {
   struct Case {
     Shape shape, normalized;
   };
-  const Case cases[] = {{{1}, {1}},         {{3, 7}, {7}},       {{17, 63}, {63}},  {{5, 65}, {65}},
-                        {{2, 3, 129}, {129}}, {{4, 9, 17}, {9, 17}}, {{63, 1}, {1}}, {{2, 1000}, {1000}}};
+  const Case cases[] = {{{1}, {1}},      {{3, 7}, {7}},        {{17, 63}, {63}},
+                        {{5, 65}, {65}}, {{2, 3, 129}, {129}}, {{4, 9, 17}, {9, 17}},
+                        {{63, 1}, {1}},  {{2, 1000}, {1000}}};
   for (const Case& c : cases)
     for (bool rms : {false, true})
       for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
@@ -168,7 +187,8 @@ TEST_P(NormTest, LayerNormAndRmsNormMatchReference) {
         check_layer_norm(rms, x, c.normalized, w, b, t, "affine");
         if (t == DType::BF16) {
           // Half-precision activations with f32 parameters, and without any.
-          check_layer_norm(rms, x, c.normalized, w.to(DType::F32), b.to(DType::F32), DType::BF16, "f32 params");
+          check_layer_norm(rms, x, c.normalized, w.to(DType::F32), b.to(DType::F32), DType::BF16,
+                           "f32 params");
           check_layer_norm(rms, x, c.normalized, Tensor(), Tensor(), DType::F32, "no params");
         }
       }
@@ -220,22 +240,26 @@ TEST_P(NormTest, GroupNormBothLayoutsEveryActivation) {
     Shape shape;
     int64_t groups;
   };
-  const Case cases[] = {{{2, 8, 5, 7}, 4}, {{1, 6, 3, 3}, 3}, {{3, 17, 2, 2}, 1}, {{2, 32, 4, 5}, 32},
-                        {{1, 40, 9, 13}, 8}, {{2, 4, 7}, 2}, {{2, 6}, 3}};
-  const Activation acts[] = {Activation::None, Activation::SiLU, Activation::GeluTanh, Activation::ReLU,
-                             Activation::GeluErf};
+  const Case cases[] = {{{2, 8, 5, 7}, 4},   {{1, 6, 3, 3}, 3},   {{3, 17, 2, 2}, 1},
+                        {{2, 32, 4, 5}, 32}, {{1, 40, 9, 13}, 8}, {{2, 4, 7}, 2},
+                        {{2, 6}, 3}};
+  const Activation acts[] = {Activation::None, Activation::SiLU, Activation::GeluTanh,
+                             Activation::ReLU, Activation::GeluErf};
   int which = 0;
   for (const Case& c : cases)
     for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64})
       for (bool channels_last : {false, true}) {
         if (channels_last && c.shape.size() != 4) continue;
-        const MemoryFormat format = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+        const MemoryFormat format =
+            channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
         const Tensor x = Tensor::uniform(c.shape, -2.0, 3.0, gen, t).contiguous(format);
         const Tensor w = Tensor::uniform({c.shape[1]}, 0.5, 1.5, gen, DType::F32);
         const Tensor b = Tensor::uniform({c.shape[1]}, -1.0, 1.0, gen, DType::F32);
         const Activation act = acts[which++ % 5];
-        check_group_norm(x, c.groups, w, b, act, t, format, channels_last ? "channels_last" : "nchw");
-        check_group_norm(x, c.groups, Tensor(), Tensor(), Activation::SiLU, DType::F32, MemoryFormat::Contiguous,
+        check_group_norm(x, c.groups, w, b, act, t, format,
+                         channels_last ? "channels_last" : "nchw");
+        check_group_norm(x, c.groups, Tensor(), Tensor(), Activation::SiLU, DType::F32,
+                         MemoryFormat::Contiguous,
                          channels_last ? "channels_last, no params, nchw out" : "nchw, no params");
       }
 }
@@ -246,11 +270,11 @@ TEST_P(NormTest, GroupNormSiluOnVideoUNetShapes) {
   Generator gen(55);
   const Tensor x = Tensor::uniform({1, 64, 24, 40}, -3.0, 3.0, gen, DType::BF16);
   const Tensor w = Tensor::uniform({64}, 0.5, 1.5, gen), b = Tensor::uniform({64}, -1.0, 1.0, gen);
-  check_group_norm(x.contiguous(MemoryFormat::ChannelsLast), 32, w, b, Activation::SiLU, DType::BF16,
-                   MemoryFormat::ChannelsLast, "channels_last");
+  check_group_norm(x.contiguous(MemoryFormat::ChannelsLast), 32, w, b, Activation::SiLU,
+                   DType::BF16, MemoryFormat::ChannelsLast, "channels_last");
   check_group_norm(x, 32, w, b, Activation::SiLU, DType::BF16, MemoryFormat::Contiguous, "nchw");
-  check_group_norm(x.permute({0, 1, 3, 2}), 32, w, b, Activation::SiLU, DType::F32, MemoryFormat::Contiguous,
-                   "permuted (copied)");
+  check_group_norm(x.permute({0, 1, 3, 2}), 32, w, b, Activation::SiLU, DType::F32,
+                   MemoryFormat::Contiguous, "permuted (copied)");
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(NormTest);
@@ -266,21 +290,35 @@ std::string error_of(const std::function<void()>& body) {
 
 TEST(Norm, BadArgumentsAreClearErrors) {
   const Tensor x = Tensor::zeros({2, 8});
-  EXPECT_EQ(error_of([&] { layer_norm(x, {8}, Tensor::ones({7}), Tensor(), 1e-5, Tensor::empty({2, 8})); }),
+  EXPECT_EQ(error_of([&] {
+              layer_norm(x, {8}, Tensor::ones({7}), Tensor(), 1e-5, Tensor::empty({2, 8}));
+            }),
             "[layer_norm] weight has shape [7], expected [8] (the normalized shape)");
-  EXPECT_EQ(error_of([&] { layer_norm(x, {4}, Tensor(), Tensor(), 1e-5, Tensor::empty({2, 8})); }),
+  EXPECT_EQ(error_of([&] {
+              layer_norm(x, {4}, Tensor(), Tensor(), 1e-5, Tensor::empty({2, 8}));
+            }),
             "[layer_norm] normalized_shape [4] does not match the last dims of x [2, 8]");
-  EXPECT_EQ(error_of([&] { rms_norm(x, {8}, Tensor(), 1e-5, Tensor::empty({2, 8}), {Tensor::empty({8}), Tensor()}); }),
-            "[rms_norm] stats.mean has shape [8], expected [2] (x's leading dims)");
+  EXPECT_EQ(
+      error_of([&] {
+        rms_norm(x, {8}, Tensor(), 1e-5, Tensor::empty({2, 8}), {Tensor::empty({8}), Tensor()});
+      }),
+      "[rms_norm] stats.mean has shape [8], expected [2] (x's leading dims)");
   const Tensor img = Tensor::zeros({2, 8, 4, 4});
-  EXPECT_EQ(error_of([&] { group_norm(img, 3, Tensor(), Tensor(), 1e-5, Tensor::empty({2, 8, 4, 4})); }),
+  EXPECT_EQ(error_of([&] {
+              group_norm(img, 3, Tensor(), Tensor(), 1e-5, Tensor::empty({2, 8, 4, 4}));
+            }),
             "[group_norm] 3 groups do not divide the 8 channels of x [2, 8, 4, 4]");
-  EXPECT_EQ(error_of([&] { group_norm(img, 4, Tensor(), Tensor::zeros({4}), 1e-5, Tensor::empty({2, 8, 4, 4})); }),
+  EXPECT_EQ(error_of([&] {
+              group_norm(img, 4, Tensor(), Tensor::zeros({4}), 1e-5, Tensor::empty({2, 8, 4, 4}));
+            }),
             "[group_norm] bias has shape [4], expected [8] (the channel count)");
-  EXPECT_EQ(error_of([&] { group_norm(Tensor::zeros({8}), 4, Tensor(), Tensor(), 1e-5, Tensor::empty({8})); }),
+  EXPECT_EQ(error_of([&] {
+              group_norm(Tensor::zeros({8}), 4, Tensor(), Tensor(), 1e-5, Tensor::empty({8}));
+            }),
             "[group_norm] x has shape [8], expected at least 2 dims [N, C, ...]");
-  EXPECT_NE(error_of([&] { layer_norm(x, {8}, Tensor(), Tensor(), -1.0, Tensor::empty({2, 8})); })
-                .find("[layer_norm] eps must be finite and >= 0"),
+  EXPECT_NE(error_of([&] {
+              layer_norm(x, {8}, Tensor(), Tensor(), -1.0, Tensor::empty({2, 8}));
+            }).find("[layer_norm] eps must be finite and >= 0"),
             std::string::npos);
 }
 

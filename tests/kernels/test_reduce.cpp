@@ -1,5 +1,3 @@
-#include "mixprec/kernels/reduce.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/reduce.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -24,14 +23,21 @@ const char* op_name(Op op) {
   return names[static_cast<int>(op)];
 }
 
-void run(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const Tensor& out) {
+void run(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
+         const Tensor& out) {
   switch (op) {
-    case Op::Sum: return sum(x, dims, keepdim, out);
-    case Op::Mean: return mean(x, dims, keepdim, out);
-    case Op::Max: return max(x, dims, keepdim, out);
-    case Op::Min: return min(x, dims, keepdim, out);
-    case Op::Var: return var(x, dims, true, keepdim, out);
-    case Op::VarBiased: return var(x, dims, false, keepdim, out);
+    case Op::Sum:
+      return sum(x, dims, keepdim, out);
+    case Op::Mean:
+      return mean(x, dims, keepdim, out);
+    case Op::Max:
+      return max(x, dims, keepdim, out);
+    case Op::Min:
+      return min(x, dims, keepdim, out);
+    case Op::Var:
+      return var(x, dims, true, keepdim, out);
+    case Op::VarBiased:
+      return var(x, dims, false, keepdim, out);
   }
 }
 
@@ -87,12 +93,20 @@ Reference reference(Op op, const Tensor& x, std::vector<int64_t> dims) {
     }
     const double divisor = op == Op::Var ? n - 1 : n;
     switch (op) {
-      case Op::Sum: r.value.push_back(s), r.scale.push_back(abs_s); break;
-      case Op::Mean: r.value.push_back(mu), r.scale.push_back(abs_s / n); break;
+      case Op::Sum:
+        r.value.push_back(s), r.scale.push_back(abs_s);
+        break;
+      case Op::Mean:
+        r.value.push_back(mu), r.scale.push_back(abs_s / n);
+        break;
       case Op::Max:
-      case Op::Min: r.value.push_back(best), r.scale.push_back(0); break;
+      case Op::Min:
+        r.value.push_back(best), r.scale.push_back(0);
+        break;
       case Op::Var:
-      case Op::VarBiased: r.value.push_back(ss / divisor), r.scale.push_back((ss + spread) / divisor); break;
+      case Op::VarBiased:
+        r.value.push_back(ss / divisor), r.scale.push_back((ss + spread) / divisor);
+        break;
     }
   }
   return r;
@@ -100,26 +114,32 @@ Reference reference(Op op, const Tensor& x, std::vector<int64_t> dims) {
 
 void check(Op op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype,
            const std::string& what) {
-  const std::string trace = std::string(op_name(op)) + " of " + what + " " + shape_to_string(x.shape()) + " " +
-                            std::string(dtype_name(x.dtype())) + " over " + shape_to_string(dims) +
-                            (keepdim ? " keepdim" : "") + " -> " + std::string(dtype_name(out_dtype));
+  const std::string trace = std::string(op_name(op)) + " of " + what + " " +
+                            shape_to_string(x.shape()) + " " + std::string(dtype_name(x.dtype())) +
+                            " over " + shape_to_string(dims) + (keepdim ? " keepdim" : "") +
+                            " -> " + std::string(dtype_name(out_dtype));
   SCOPED_TRACE(trace);
-  const Tensor out = Tensor::full(reduced_shape(x.shape(), dims, keepdim, "test"), 123.0, out_dtype);
+  const Tensor out =
+      Tensor::full(reduced_shape(x.shape(), dims, keepdim, "test"), 123.0, out_dtype);
   run(op, x, dims, keepdim, out);
   const Reference ref = reference(op, x, dims);
   const std::vector<double> got = values(out);
   ASSERT_EQ(got.size(), ref.value.size());
-  const DType compute = x.dtype() == DType::F64 || out_dtype == DType::F64 ? DType::F64 : DType::F32;
+  const DType compute =
+      x.dtype() == DType::F64 || out_dtype == DType::F64 ? DType::F64 : DType::F32;
   const test_support::Tolerance tol = test_support::tolerance_for(out_dtype, compute);
   for (std::size_t i = 0, failures = 0; i < got.size() && failures < 5; ++i) {
     if (std::isnan(ref.value[i])) {  // var of one element, unbiased: 0 / 0
-      if (!std::isnan(got[i])) ++failures, ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", expected NaN";
+      if (!std::isnan(got[i]))
+        ++failures, ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", expected NaN";
       continue;
     }
-    const double bound = tol.bound(ref.value[i], test_support::pairwise_terms(ref.len), ref.scale[i]);
+    const double bound =
+        tol.bound(ref.value[i], test_support::pairwise_terms(ref.len), ref.scale[i]);
     if (!(std::fabs(got[i] - ref.value[i]) <= bound))
       ++failures, ADD_FAILURE() << "out[" << i << "] = " << got[i] << ", reference " << ref.value[i]
-                                << ", |diff| " << std::fabs(got[i] - ref.value[i]) << " > bound " << bound;
+                                << ", |diff| " << std::fabs(got[i] - ref.value[i]) << " > bound "
+                                << bound;
   }
 }
 
@@ -132,9 +152,19 @@ TEST_P(ReduceTest, EveryOpDimsAndDtypeMatchesReference) {
     std::vector<int64_t> dims;
   };
   const Case cases[] = {
-      {{1}, {0}},          {{7}, {}},             {{129}, {-1}},          {{17, 63}, {1}},  {{17, 63}, {0}},
-      {{65, 7}, {0, 1}},   {{3, 17, 65}, {1}},    {{3, 17, 65}, {0, 2}},  {{3, 1, 7}, {1}}, {{5, 3, 129}, {2, 1}},
-      {{2, 3, 4, 5}, {1, 3}}, {{63, 1, 17}, {0}}, {{4, 33, 1}, {-2, -1}},
+      {{1}, {0}},
+      {{7}, {}},
+      {{129}, {-1}},
+      {{17, 63}, {1}},
+      {{17, 63}, {0}},
+      {{65, 7}, {0, 1}},
+      {{3, 17, 65}, {1}},
+      {{3, 17, 65}, {0, 2}},
+      {{3, 1, 7}, {1}},
+      {{5, 3, 129}, {2, 1}},
+      {{2, 3, 4, 5}, {1, 3}},
+      {{63, 1, 17}, {0}},
+      {{4, 33, 1}, {-2, -1}},
   };
   for (const Case& c : cases)
     for (Op op : kOps)
@@ -154,7 +184,8 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
     check(op, base.t(), {0}, true, DType::BF16, "transposed");
     check(op, base.slice(0, 1, 65, 4).slice(1, 0, 33, 2), {0}, false, DType::F32, "sliced");
     check(op, base.slice(0, 0, 1).expand({17, 33}), {0}, false, DType::F32, "expanded");
-    const Tensor cl = Tensor::uniform({2, 17, 3, 5}, -1.0, 1.0, gen, DType::F32).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor cl = Tensor::uniform({2, 17, 3, 5}, -1.0, 1.0, gen, DType::F32)
+                          .contiguous(MemoryFormat::ChannelsLast);
     check(op, cl, {2, 3}, true, DType::F32, "channels_last spatial");
     check(op, cl, {0, 2, 3}, false, DType::F32, "channels_last per channel");
   }
@@ -169,9 +200,12 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
 TEST_P(ReduceTest, LargeRowsAndColumnsUseEveryThread) {
   Generator gen(33);
   for (Op op : kOps) {
-    check(op, Tensor::uniform({70001}, -1.0, 2.0, gen, DType::BF16), {}, false, DType::F32, "one long line");
-    check(op, Tensor::uniform({301, 257}, -1.0, 2.0, gen, DType::F32), {1}, false, DType::F32, "many rows");
-    check(op, Tensor::uniform({3001, 37}, -1.0, 2.0, gen, DType::F16), {0}, false, DType::F32, "long columns");
+    check(op, Tensor::uniform({70001}, -1.0, 2.0, gen, DType::BF16), {}, false, DType::F32,
+          "one long line");
+    check(op, Tensor::uniform({301, 257}, -1.0, 2.0, gen, DType::F32), {1}, false, DType::F32,
+          "many rows");
+    check(op, Tensor::uniform({3001, 37}, -1.0, 2.0, gen, DType::F16), {0}, false, DType::F32,
+          "long columns");
   }
 }
 
@@ -238,7 +272,8 @@ TEST_P(ReduceTest, NaNPropagatesAndEmptyReductions) {
   EXPECT_EQ(values(out), (std::vector<double>{0, 0, 0}));
   mean(empty, {0}, false, out);
   EXPECT_TRUE(std::isnan(values(out)[0]));
-  var(Tensor::ones({4, 1}), {1}, true, false, Tensor::empty({4}));  // n = 1, unbiased: NaN, no crash
+  var(Tensor::ones({4, 1}), {1}, true, false,
+      Tensor::empty({4}));  // n = 1, unbiased: NaN, no crash
   const Tensor one = Tensor::empty({4});
   var(Tensor::ones({4, 1}), {1}, true, false, one);
   EXPECT_TRUE(std::isnan(values(one)[0]));
@@ -257,18 +292,30 @@ std::string error_of(const std::function<void()>& body) {
 
 TEST(Reduce, BadArgumentsAreClearErrors) {
   const Tensor x = Tensor::zeros({2, 3, 4});
-  EXPECT_EQ(error_of([&] { sum(x, {1}, false, Tensor::empty({2, 3})); }),
+  EXPECT_EQ(error_of([&] {
+              sum(x, {1}, false, Tensor::empty({2, 3}));
+            }),
             "[sum] out has shape [2, 3], expected [2, 4] (x [2, 3, 4] reduced over dims [1])");
-  EXPECT_EQ(error_of([&] { mean(x, {0, -1}, true, Tensor::empty({2, 3, 1})); }),
-            "[mean] out has shape [2, 3, 1], expected [1, 3, 1] (x [2, 3, 4] reduced over dims [0, -1] with keepdim)");
-  EXPECT_EQ(error_of([&] { var(x, {2, -1}, true, false, Tensor::empty({2, 3})); }),
+  EXPECT_EQ(error_of([&] {
+              mean(x, {0, -1}, true, Tensor::empty({2, 3, 1}));
+            }),
+            "[mean] out has shape [2, 3, 1], expected [1, 3, 1] (x [2, 3, 4] reduced over dims [0, "
+            "-1] with keepdim)");
+  EXPECT_EQ(error_of([&] {
+              var(x, {2, -1}, true, false, Tensor::empty({2, 3}));
+            }),
             "[var] dim -1 appears twice in dims [2, -1]");
-  EXPECT_NE(error_of([&] { sum(x, {3}, false, Tensor::empty({2, 3})); }).find("[sum]"), std::string::npos);
-  EXPECT_NE(error_of([&] { max(Tensor::zeros({0, 3}), {0}, false, Tensor::empty({3})); })
-                .find("[max] cannot reduce over dim 0 of x [0, 3]: it has no elements"),
+  EXPECT_NE(error_of([&] {
+              sum(x, {3}, false, Tensor::empty({2, 3}));
+            }).find("[sum]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { sum(Tensor::zeros({3}, DType::I32), {}, false, Tensor::empty({})); })
-                .find("[sum] x has dtype i32, expected a floating dtype"),
+  EXPECT_NE(error_of([&] {
+              max(Tensor::zeros({0, 3}), {0}, false, Tensor::empty({3}));
+            }).find("[max] cannot reduce over dim 0 of x [0, 3]: it has no elements"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              sum(Tensor::zeros({3}, DType::I32), {}, false, Tensor::empty({}));
+            }).find("[sum] x has dtype i32, expected a floating dtype"),
             std::string::npos);
 }
 

@@ -26,16 +26,16 @@ enum class UnaryOp : uint8_t {
   Abs,
   Square,
   Reciprocal,
-  Exp,         // overflows to inf above ~88.72, underflows through the subnormals to 0
-  Log,         // log(0) = -inf, log(x < 0) = NaN
-  Sqrt,        // correctly rounded
-  Rsqrt,       // 1 / sqrt(x), two roundings
-  Relu,        // NaN stays NaN
+  Exp,    // overflows to inf above ~88.72, underflows through the subnormals to 0
+  Log,    // log(0) = -inf, log(x < 0) = NaN
+  Sqrt,   // correctly rounded
+  Rsqrt,  // 1 / sqrt(x), two roundings
+  Relu,   // NaN stays NaN
   Sigmoid,
   Tanh,
-  Silu,        // x * sigmoid(x)
-  GeluTanh,    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  GeluErf,     // 0.5 x (1 + erf(x / sqrt 2))
+  Silu,      // x * sigmoid(x)
+  GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  GeluErf,   // 0.5 x (1 + erf(x / sqrt 2))
 };
 inline constexpr std::size_t kNumUnaryOps = 14;
 std::string_view unary_op_name(UnaryOp op);  // "neg", "exp", "gelu_tanh", ...

@@ -29,6 +29,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& ou
 
 // (a - b)^2, a and b of the same shape (any float dtypes and strides). out: [] for Mean and
 // Sum, a's shape for None.
-void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out, Reduction reduction = Reduction::Mean);
+void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out,
+              Reduction reduction = Reduction::Mean);
 
 }  // namespace mixprec::kernels

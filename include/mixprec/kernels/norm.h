@@ -27,14 +27,15 @@
 namespace mixprec::kernels {
 
 struct NormStats {
-  Tensor mean;  // LayerNorm: x's leading dims (x.shape minus the normalized dims); GroupNorm: [N, G]
+  Tensor
+      mean;  // LayerNorm: x's leading dims (x.shape minus the normalized dims); GroupNorm: [N, G]
   Tensor rstd;  // the same shape
 };
 
 // Normalises over the trailing dims given by normalized_shape (they must equal x's last dims).
 // weight and bias have shape normalized_shape.
-void layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                double eps, const Tensor& out, const NormStats& stats = {});
+void layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                const Tensor& bias, double eps, const Tensor& out, const NormStats& stats = {});
 
 // out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps) over the trailing dims (no centring,
 // no bias). stats.mean, if given, receives mean(x^2).
@@ -43,7 +44,8 @@ void rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weig
 
 // x [N, C, *spatial] (NCHW, or channels_last for 4-D), C divisible by `groups`; weight and bias
 // [C]; out has x's shape. `activation` is applied after the affine step, in the same pass.
-void group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, double eps,
-                const Tensor& out, Activation activation = Activation::None, const NormStats& stats = {});
+void group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                double eps, const Tensor& out, Activation activation = Activation::None,
+                const NormStats& stats = {});
 
 }  // namespace mixprec::kernels

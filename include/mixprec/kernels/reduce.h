@@ -28,10 +28,12 @@ void max(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const 
 void min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const Tensor& out);
 // Sum of squared deviations over (n - 1) when unbiased, else over n; n <= 1 with unbiased
 // gives 0 / 0 = NaN (as PyTorch).
-void var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim, const Tensor& out);
+void var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim,
+         const Tensor& out);
 
 // The shape of a reduction's result (what `out` must have); throws naming `op` for a dim out
 // of range or repeated.
-Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim, const char* op);
+Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim,
+                    const char* op);
 
 }  // namespace mixprec::kernels

@@ -30,17 +30,20 @@ void check_floating(const Tensor& t, std::string_view op, std::string_view role)
   check_defined(t, op, role);
   const DType d = t.dtype();
   MIXPREC_CHECK(d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F64, "[", op,
-                "] ", role, " has dtype ", dtype_name(d), ", expected a floating dtype (f32, f16, bf16 or f64)");
+                "] ", role, " has dtype ", dtype_name(d),
+                ", expected a floating dtype (f32, f16, bf16 or f64)");
 }
 
 void check_shape(const Tensor& t, const Shape& expected, std::string_view op, std::string_view role,
                  std::string_view why) {
-  MIXPREC_CHECK(t.shape() == expected, "[", op, "] ", role, " has shape ", shape_to_string(t.shape()),
-                ", expected ", shape_to_string(expected), " (", why, ")");
+  MIXPREC_CHECK(t.shape() == expected, "[", op, "] ", role, " has shape ",
+                shape_to_string(t.shape()), ", expected ", shape_to_string(expected), " (", why,
+                ")");
 }
 
 bool overlaps(const Tensor& in, const Tensor& out) {
-  if (!out.defined() || !in.shares_storage(out) || in.numel() == 0 || out.numel() == 0) return false;
+  if (!out.defined() || !in.shares_storage(out) || in.numel() == 0 || out.numel() == 0)
+    return false;
   const bool same_view = in.storage_offset() == out.storage_offset() && in.shape() == out.shape() &&
                          in.strides() == out.strides() && in.dtype() == out.dtype();
   return !same_view;
@@ -76,10 +79,10 @@ using elementwise_detail::MapOp;
 using elementwise_detail::Run;
 
 constexpr std::array<std::string_view, kNumUnaryOps> kUnaryNames{
-    "neg", "abs", "square", "reciprocal", "exp", "log", "sqrt", "rsqrt",
-    "relu", "sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf"};
-constexpr std::array<std::string_view, kNumBinaryOps> kBinaryNames{"add", "sub", "mul", "div",
-                                                                   "pow", "maximum", "minimum"};
+    "neg",   "abs",  "square",  "reciprocal", "exp",  "log",       "sqrt",
+    "rsqrt", "relu", "sigmoid", "tanh",       "silu", "gelu_tanh", "gelu_erf"};
+constexpr std::array<std::string_view, kNumBinaryOps> kBinaryNames{
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum"};
 
 // Elements per thread chunk: below this a thread costs more than the work it would take.
 constexpr int64_t kGrain = int64_t{1} << 14;
@@ -153,21 +156,24 @@ void run_map(const MapOp& op, const std::vector<Tensor>& operands) {
     for (auto d = static_cast<int64_t>(outer_dims) - 1; d >= 0; --d) {
       index[d] = rest % plan.shape[d];
       rest /= plan.shape[d];
-      for (std::size_t k2 = 0; k2 < operands.size(); ++k2) offset[k2] += index[d] * plan.strides[d][k2];
+      for (std::size_t k2 = 0; k2 < operands.size(); ++k2)
+        offset[k2] += index[d] * plan.strides[d][k2];
     }
     int64_t col = lo % row;
     for (int64_t pos = lo; pos < hi;) {
       Run r = base;
       r.n = std::min(row - col, hi - pos);
       for (std::size_t i = 0; i < operands.size(); ++i)
-        r.data[i] += (offset[i] + col * row_stride[i]) * static_cast<int64_t>(dtype_size(r.dtype[i]));
+        r.data[i] +=
+            (offset[i] + col * row_stride[i]) * static_cast<int64_t>(dtype_size(r.dtype[i]));
       k.run(op, r);
       pos += r.n;
       col = 0;
       for (auto d = static_cast<int64_t>(outer_dims) - 1; d >= 0; --d) {
         for (std::size_t i = 0; i < operands.size(); ++i) offset[i] += plan.strides[d][i];
         if (++index[d] < plan.shape[d]) break;
-        for (std::size_t i = 0; i < operands.size(); ++i) offset[i] -= plan.strides[d][i] * plan.shape[d];
+        for (std::size_t i = 0; i < operands.size(); ++i)
+          offset[i] -= plan.strides[d][i] * plan.shape[d];
         index[d] = 0;
       }
     }
@@ -237,7 +243,8 @@ void bias_activation(const Tensor& x, const Tensor& bias, Activation act, const 
   constexpr std::string_view kName = "bias_activation";
   frontend::check_floating(x, kName, "x");
   frontend::check_floating(bias, kName, "bias");
-  MIXPREC_CHECK(x.dim() >= 1, "[bias_activation] x is 0-d, expected at least one dim (the channels)");
+  MIXPREC_CHECK(x.dim() >= 1,
+                "[bias_activation] x is 0-d, expected at least one dim (the channels)");
   const int64_t channel_dim = x.dim() >= 4 ? 1 : x.dim() - 1;
   const int64_t channels = x.size(channel_dim);
   MIXPREC_CHECK(bias.shape() == Shape{channels}, "[bias_activation] bias has shape ",

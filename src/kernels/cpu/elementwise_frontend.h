@@ -24,7 +24,8 @@ bool overlaps(const Tensor& in, const Tensor& out);
 
 // `in` laid out as `format` (Contiguous or ChannelsLast): itself when it already is and it does
 // not overlap `out` (pass an undefined `out` when there is none), else a copy.
-Tensor staged_input(const Tensor& in, const Tensor& out, MemoryFormat format = MemoryFormat::Contiguous);
+Tensor staged_input(const Tensor& in, const Tensor& out,
+                    MemoryFormat format = MemoryFormat::Contiguous);
 
 // Where a kernel writes: `out` itself when it is laid out as `format`, else a scratch tensor
 // of the same shape and dtype that finish() copies into `out`.

@@ -36,19 +36,30 @@ struct ScalarF64 {
   static F load_n(const void* p, DType t, int n) {
     if (n <= 0) return 0.0;
     switch (t) {
-      case DType::F64: return *static_cast<const double*>(p);
-      case DType::F32: return *static_cast<const float*>(p);
-      case DType::F16: return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
-      case DType::BF16: return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
-      default: return 0.0;
+      case DType::F64:
+        return *static_cast<const double*>(p);
+      case DType::F32:
+        return *static_cast<const float*>(p);
+      case DType::F16:
+        return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
+      case DType::BF16:
+        return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
+      default:
+        return 0.0;
     }
   }
   static void store_n(void* p, DType t, F v, int n) {
     if (n <= 0) return;
     switch (t) {
-      case DType::F64: *static_cast<double*>(p) = v; break;
-      case DType::F32: *static_cast<float*>(p) = static_cast<float>(v); break;
-      default: convert(&v, DType::F64, p, t, 1); break;
+      case DType::F64:
+        *static_cast<double*>(p) = v;
+        break;
+      case DType::F32:
+        *static_cast<float*>(p) = static_cast<float>(v);
+        break;
+      default:
+        convert(&v, DType::F64, p, t, 1);
+        break;
     }
   }
   static F add(F a, F b) { return a + b; }
@@ -66,42 +77,58 @@ struct ScalarF64 {
   static double reduce_max(F v) { return v; }
 };
 
-template <class S> inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
+template <class S>
+inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
 // What one lane holds, and the dtype of scratch arrays of lanes.
-template <class S> using lane_t = std::conditional_t<kIsF64<S>, double, float>;
-template <class S> inline constexpr DType kLaneDType = kIsF64<S> ? DType::F64 : DType::F32;
+template <class S>
+using lane_t = std::conditional_t<kIsF64<S>, double, float>;
+template <class S>
+inline constexpr DType kLaneDType = kIsF64<S> ? DType::F64 : DType::F32;
 
 template <class S>
 struct Math {
   using F = typename S::F;
   static F exp(F x) {
-    if constexpr (kIsF64<S>) return std::exp(x);
-    else return simd::exp_full<S>(x);
+    if constexpr (kIsF64<S>)
+      return std::exp(x);
+    else
+      return simd::exp_full<S>(x);
   }
   static F log(F x) {
-    if constexpr (kIsF64<S>) return std::log(x);
-    else return simd::log<S>(x);
+    if constexpr (kIsF64<S>)
+      return std::log(x);
+    else
+      return simd::log<S>(x);
   }
   static F tanh(F x) {
-    if constexpr (kIsF64<S>) return std::tanh(x);
-    else return simd::tanh<S>(x);
+    if constexpr (kIsF64<S>)
+      return std::tanh(x);
+    else
+      return simd::tanh<S>(x);
   }
   static F sigmoid(F x) {
-    if constexpr (kIsF64<S>) return 1.0 / (1.0 + std::exp(-x));
-    else return simd::sigmoid<S>(x);
+    if constexpr (kIsF64<S>)
+      return 1.0 / (1.0 + std::exp(-x));
+    else
+      return simd::sigmoid<S>(x);
   }
   static F silu(F x) {
-    if constexpr (kIsF64<S>) return x / (1.0 + std::exp(-x));
-    else return simd::silu<S>(x);
+    if constexpr (kIsF64<S>)
+      return x / (1.0 + std::exp(-x));
+    else
+      return simd::silu<S>(x);
   }
   static F gelu_tanh(F x) {
     if constexpr (kIsF64<S>)
       return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    else return simd::gelu_tanh<S>(x);
+    else
+      return simd::gelu_tanh<S>(x);
   }
   static F gelu_erf(F x) {  // erfc keeps the tail for negative x
-    if constexpr (kIsF64<S>) return 0.5 * x * std::erfc(-x * 0.70710678118654752);
-    else return simd::gelu_erf<S>(x);
+    if constexpr (kIsF64<S>)
+      return 0.5 * x * std::erfc(-x * 0.70710678118654752);
+    else
+      return simd::gelu_erf<S>(x);
   }
   static F pow(F a, F b) {  // lane by lane: no vector pow, and the same result on every level
     if constexpr (kIsF64<S>) {
@@ -121,11 +148,16 @@ struct Math {
 template <class S, Activation A>
 typename S::F activate(typename S::F v) {
   using M = Math<S>;
-  if constexpr (A == Activation::None) return v;
-  else if constexpr (A == Activation::ReLU) return S::max(S::zero(), v);  // NaN passes
-  else if constexpr (A == Activation::GeluTanh) return M::gelu_tanh(v);
-  else if constexpr (A == Activation::GeluErf) return M::gelu_erf(v);
-  else return M::silu(v);
+  if constexpr (A == Activation::None)
+    return v;
+  else if constexpr (A == Activation::ReLU)
+    return S::max(S::zero(), v);  // NaN passes
+  else if constexpr (A == Activation::GeluTanh)
+    return M::gelu_tanh(v);
+  else if constexpr (A == Activation::GeluErf)
+    return M::gelu_erf(v);
+  else
+    return M::silu(v);
 }
 
 // Calls f(std::integral_constant<Activation, act>) with the activation as a compile-time
@@ -133,11 +165,16 @@ typename S::F activate(typename S::F v) {
 template <class Fn>
 void with_activation(Activation act, Fn&& f) {
   switch (act) {
-    case Activation::None: return f(std::integral_constant<Activation, Activation::None>{});
-    case Activation::ReLU: return f(std::integral_constant<Activation, Activation::ReLU>{});
-    case Activation::GeluTanh: return f(std::integral_constant<Activation, Activation::GeluTanh>{});
-    case Activation::GeluErf: return f(std::integral_constant<Activation, Activation::GeluErf>{});
-    case Activation::SiLU: return f(std::integral_constant<Activation, Activation::SiLU>{});
+    case Activation::None:
+      return f(std::integral_constant<Activation, Activation::None>{});
+    case Activation::ReLU:
+      return f(std::integral_constant<Activation, Activation::ReLU>{});
+    case Activation::GeluTanh:
+      return f(std::integral_constant<Activation, Activation::GeluTanh>{});
+    case Activation::GeluErf:
+      return f(std::integral_constant<Activation, Activation::GeluErf>{});
+    case Activation::SiLU:
+      return f(std::integral_constant<Activation, Activation::SiLU>{});
   }
 }
 
@@ -147,7 +184,8 @@ template <class S>
 typename S::F gather_lanes(const char* p, DType t, int64_t stride, int m) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   alignas(64) unsigned char buf[S::kWidth * 8];
-  for (int j = 0; j < m; ++j) std::memcpy(buf + j * elem, p + j * stride * elem, static_cast<std::size_t>(elem));
+  for (int j = 0; j < m; ++j)
+    std::memcpy(buf + j * elem, p + j * stride * elem, static_cast<std::size_t>(elem));
   return S::load_n(buf, t, m);
 }
 
@@ -156,21 +194,26 @@ void scatter_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
   const auto elem = static_cast<int64_t>(dtype_size(t));
   alignas(64) unsigned char buf[S::kWidth * 8];
   S::store_n(buf, t, v, m);
-  for (int j = 0; j < m; ++j) std::memcpy(p + j * stride * elem, buf + j * elem, static_cast<std::size_t>(elem));
+  for (int j = 0; j < m; ++j)
+    std::memcpy(p + j * stride * elem, buf + j * elem, static_cast<std::size_t>(elem));
 }
 
 // Up to kWidth elements starting at p, `stride` elements apart (0 broadcasts one element).
 // Forced inline: GCC otherwise keeps these as calls (load_n's dtype switch looks big), which
 // costs more than the work of a vector.
 template <class S>
-[[gnu::always_inline]] inline typename S::F load_lanes(const char* p, DType t, int64_t stride, int m) {
+[[gnu::always_inline]] inline typename S::F load_lanes(const char* p, DType t, int64_t stride,
+                                                       int m) {
   return S::kWidth == 1 || stride == 1 ? S::load_n(p, t, m) : gather_lanes<S>(p, t, stride, m);
 }
 
 template <class S>
-[[gnu::always_inline]] inline void store_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
-  if (S::kWidth == 1 || stride == 1) S::store_n(p, t, v, m);
-  else scatter_lanes<S>(p, t, stride, v, m);
+[[gnu::always_inline]] inline void store_lanes(char* p, DType t, int64_t stride, typename S::F v,
+                                               int m) {
+  if (S::kWidth == 1 || stride == 1)
+    S::store_n(p, t, v, m);
+  else
+    scatter_lanes<S>(p, t, stride, v, m);
 }
 
 // One input of a run: a stride-0 input is loaded once, outside the loop.
@@ -183,9 +226,12 @@ struct Input {
   typename S::F broadcast;
 
   Input(const Run& r, int k)
-      : data(r.data[k]), dtype(r.dtype[k]), stride(r.stride[k]),
+      : data(r.data[k]),
+        dtype(r.dtype[k]),
+        stride(r.stride[k]),
         elem(static_cast<int64_t>(dtype_size(r.dtype[k]))),
-        broadcast(r.stride[k] == 0 ? load_lanes<S>(r.data[k], r.dtype[k], 0, S::kWidth) : S::zero()) {}
+        broadcast(r.stride[k] == 0 ? load_lanes<S>(r.data[k], r.dtype[k], 0, S::kWidth)
+                                   : S::zero()) {}
   typename S::F at(int64_t i, int m) const {
     return stride == 0 ? broadcast : load_lanes<S>(data + i * stride * elem, dtype, stride, m);
   }
@@ -210,19 +256,32 @@ using Two = std::integer_sequence<int, 1, 2>;  // reads operands 1 and 2
 template <class S, UnaryOp Op>
 typename S::F unary_fn(typename S::F x) {
   using M = Math<S>;
-  if constexpr (Op == UnaryOp::Neg) return S::mul(S::set1(-1.0f), x);  // -0 for +0, NaN kept
-  else if constexpr (Op == UnaryOp::Abs) return S::abs(x);
-  else if constexpr (Op == UnaryOp::Square) return S::mul(x, x);
-  else if constexpr (Op == UnaryOp::Reciprocal) return S::div(S::set1(1.0f), x);
-  else if constexpr (Op == UnaryOp::Exp) return M::exp(x);
-  else if constexpr (Op == UnaryOp::Log) return M::log(x);
-  else if constexpr (Op == UnaryOp::Sqrt) return S::sqrt(x);
-  else if constexpr (Op == UnaryOp::Rsqrt) return S::div(S::set1(1.0f), S::sqrt(x));
-  else if constexpr (Op == UnaryOp::Relu) return S::max(S::zero(), x);
-  else if constexpr (Op == UnaryOp::Sigmoid) return M::sigmoid(x);
-  else if constexpr (Op == UnaryOp::Tanh) return M::tanh(x);
-  else if constexpr (Op == UnaryOp::Silu) return M::silu(x);
-  else if constexpr (Op == UnaryOp::GeluTanh) return M::gelu_tanh(x);
+  if constexpr (Op == UnaryOp::Neg)
+    return S::mul(S::set1(-1.0f), x);  // -0 for +0, NaN kept
+  else if constexpr (Op == UnaryOp::Abs)
+    return S::abs(x);
+  else if constexpr (Op == UnaryOp::Square)
+    return S::mul(x, x);
+  else if constexpr (Op == UnaryOp::Reciprocal)
+    return S::div(S::set1(1.0f), x);
+  else if constexpr (Op == UnaryOp::Exp)
+    return M::exp(x);
+  else if constexpr (Op == UnaryOp::Log)
+    return M::log(x);
+  else if constexpr (Op == UnaryOp::Sqrt)
+    return S::sqrt(x);
+  else if constexpr (Op == UnaryOp::Rsqrt)
+    return S::div(S::set1(1.0f), S::sqrt(x));
+  else if constexpr (Op == UnaryOp::Relu)
+    return S::max(S::zero(), x);
+  else if constexpr (Op == UnaryOp::Sigmoid)
+    return M::sigmoid(x);
+  else if constexpr (Op == UnaryOp::Tanh)
+    return M::tanh(x);
+  else if constexpr (Op == UnaryOp::Silu)
+    return M::silu(x);
+  else if constexpr (Op == UnaryOp::GeluTanh)
+    return M::gelu_tanh(x);
   else {
     static_assert(Op == UnaryOp::GeluErf && kNumUnaryOps == 14, "a new UnaryOp needs a case here");
     return M::gelu_erf(x);
@@ -231,13 +290,19 @@ typename S::F unary_fn(typename S::F x) {
 
 template <class S, BinaryOp Op>
 typename S::F binary_fn(typename S::F a, typename S::F b) {
-  if constexpr (Op == BinaryOp::Add) return S::add(a, b);
-  else if constexpr (Op == BinaryOp::Sub) return S::sub(a, b);
-  else if constexpr (Op == BinaryOp::Mul) return S::mul(a, b);
-  else if constexpr (Op == BinaryOp::Div) return S::div(a, b);
-  else if constexpr (Op == BinaryOp::Pow) return Math<S>::pow(a, b);
+  if constexpr (Op == BinaryOp::Add)
+    return S::add(a, b);
+  else if constexpr (Op == BinaryOp::Sub)
+    return S::sub(a, b);
+  else if constexpr (Op == BinaryOp::Mul)
+    return S::mul(a, b);
+  else if constexpr (Op == BinaryOp::Div)
+    return S::div(a, b);
+  else if constexpr (Op == BinaryOp::Pow)
+    return Math<S>::pow(a, b);
   // x86 max/min return b when either is NaN; the select brings back a NaN in a.
-  else if constexpr (Op == BinaryOp::Max) return S::select_nan(a, a, S::max(a, b));
+  else if constexpr (Op == BinaryOp::Max)
+    return S::select_nan(a, a, S::max(a, b));
   else {
     static_assert(Op == BinaryOp::Min && kNumBinaryOps == 7, "a new BinaryOp needs a case here");
     return S::select_nan(a, a, S::min(a, b));
@@ -248,7 +313,8 @@ template <class S, std::size_t... I>
 void run_unary(UnaryOp op, const Run& r, std::index_sequence<I...>) {
   using F = typename S::F;
   (void)((static_cast<std::size_t>(op) == I &&
-          (map_run<S>(r, One{}, [](F x) { return unary_fn<S, static_cast<UnaryOp>(I)>(x); }), true)) ||
+          (map_run<S>(r, One{}, [](F x) { return unary_fn<S, static_cast<UnaryOp>(I)>(x); }),
+           true)) ||
          ...);
 }
 
@@ -256,7 +322,9 @@ template <class S, std::size_t... I>
 void run_binary(BinaryOp op, const Run& r, std::index_sequence<I...>) {
   using F = typename S::F;
   (void)((static_cast<std::size_t>(op) == I &&
-          (map_run<S>(r, Two{}, [](F a, F b) { return binary_fn<S, static_cast<BinaryOp>(I)>(a, b); }), true)) ||
+          (map_run<S>(r, Two{},
+                      [](F a, F b) { return binary_fn<S, static_cast<BinaryOp>(I)>(a, b); }),
+           true)) ||
          ...);
 }
 
@@ -264,19 +332,24 @@ template <class S>
 void run(const MapOp& op, const Run& r) {
   using F = typename S::F;
   switch (op.kind) {
-    case MapKind::Unary: return run_unary<S>(op.unary, r, std::make_index_sequence<kNumUnaryOps>{});
-    case MapKind::Binary: return run_binary<S>(op.binary, r, std::make_index_sequence<kNumBinaryOps>{});
+    case MapKind::Unary:
+      return run_unary<S>(op.unary, r, std::make_index_sequence<kNumUnaryOps>{});
+    case MapKind::Binary:
+      return run_binary<S>(op.binary, r, std::make_index_sequence<kNumBinaryOps>{});
     case MapKind::Clamp: {
-      const F lo = S::set1(static_cast<lane_t<S>>(op.p0)), hi = S::set1(static_cast<lane_t<S>>(op.p1));
+      const F lo = S::set1(static_cast<lane_t<S>>(op.p0)),
+              hi = S::set1(static_cast<lane_t<S>>(op.p1));
       return map_run<S>(r, One{}, [=](F x) { return S::min(hi, S::max(lo, x)); });  // NaN passes
     }
     case MapKind::Axpby: {
-      const F alpha = S::set1(static_cast<lane_t<S>>(op.p0)), beta = S::set1(static_cast<lane_t<S>>(op.p1));
+      const F alpha = S::set1(static_cast<lane_t<S>>(op.p0)),
+              beta = S::set1(static_cast<lane_t<S>>(op.p1));
       return map_run<S>(r, Two{}, [=](F x, F y) { return S::fmadd(alpha, x, S::mul(beta, y)); });
     }
     case MapKind::BiasActivation:
       return with_activation(op.activation, [&](auto act) {
-        map_run<S>(r, Two{}, [](F x, F b) { return activate<S, decltype(act)::value>(S::add(x, b)); });
+        map_run<S>(r, Two{},
+                   [](F x, F b) { return activate<S, decltype(act)::value>(S::add(x, b)); });
       });
   }
 }

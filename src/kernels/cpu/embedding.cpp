@@ -34,8 +34,9 @@ void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   frontend::check_floating(out, kOp, "out");
   MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight has shape ", shape_to_string(weight.shape()),
                 ", expected [V, D]");
-  MIXPREC_CHECK(indices.dtype() == DType::I64 || indices.dtype() == DType::I32, "[embedding] indices has dtype ",
-                dtype_name(indices.dtype()), ", expected i64 or i32");
+  MIXPREC_CHECK(indices.dtype() == DType::I64 || indices.dtype() == DType::I32,
+                "[embedding] indices has dtype ", dtype_name(indices.dtype()),
+                ", expected i64 or i32");
   const int64_t rows = weight.size(0), dim = weight.size(1);
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
@@ -55,7 +56,8 @@ void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   const char* src = static_cast<const char*>(w.data_ptr());
   char* dst = static_cast<char*>(staged.work().data_ptr());
   const DType from = w.dtype(), to = out.dtype();
-  const auto src_elem = static_cast<int64_t>(dtype_size(from)), dst_elem = static_cast<int64_t>(dtype_size(to));
+  const auto src_elem = static_cast<int64_t>(dtype_size(from)),
+             dst_elem = static_cast<int64_t>(dtype_size(to));
   const int64_t row_stride = w.stride(0), col_stride = w.stride(1);
   parallel_for(0, count, std::max<int64_t>(1, kGrainElements / dim), [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {

@@ -26,26 +26,30 @@ const LossKernels& kernels_for(bool f64) {
 }
 
 // out: shape [] (Mean, Sum) or `none_shape` (None), dtype f32 or f64 as the inputs decide.
-void check_out(const Tensor& out, Reduction reduction, const Shape& none_shape, bool f64, const char* op) {
+void check_out(const Tensor& out, Reduction reduction, const Shape& none_shape, bool f64,
+               const char* op) {
   frontend::check_defined(out, op, "out");
   const DType want = f64 ? DType::F64 : DType::F32;
-  MIXPREC_CHECK(out.dtype() == want, "[", op, "] out has dtype ", dtype_name(out.dtype()), ", expected ",
-                dtype_name(want), " (losses are f32, f64 for f64 inputs)");
-  frontend::check_shape(out, reduction == Reduction::None ? none_shape : Shape{}, op, "out",
-                        reduction == Reduction::None ? "one loss per element, reduction none" : "a scalar loss");
+  MIXPREC_CHECK(out.dtype() == want, "[", op, "] out has dtype ", dtype_name(out.dtype()),
+                ", expected ", dtype_name(want), " (losses are f32, f64 for f64 inputs)");
+  frontend::check_shape(
+      out, reduction == Reduction::None ? none_shape : Shape{}, op, "out",
+      reduction == Reduction::None ? "one loss per element, reduction none" : "a scalar loss");
 }
 
 }  // namespace
 
-void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& out, const CrossEntropyOptions& options) {
+void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& out,
+                   const CrossEntropyOptions& options) {
   constexpr const char* kOp = "cross_entropy";
   frontend::check_floating(logits, kOp, "logits");
   frontend::check_defined(targets, kOp, "targets");
-  MIXPREC_CHECK(logits.dim() == 2, "[cross_entropy] logits has shape ", shape_to_string(logits.shape()),
-                ", expected [N, C]");
+  MIXPREC_CHECK(logits.dim() == 2, "[cross_entropy] logits has shape ",
+                shape_to_string(logits.shape()), ", expected [N, C]");
   const int64_t n = logits.size(0), c = logits.size(1);
-  MIXPREC_CHECK(targets.dtype() == DType::I64 || targets.dtype() == DType::I32, "[cross_entropy] targets has dtype ",
-                dtype_name(targets.dtype()), ", expected i64 or i32 class indices");
+  MIXPREC_CHECK(targets.dtype() == DType::I64 || targets.dtype() == DType::I32,
+                "[cross_entropy] targets has dtype ", dtype_name(targets.dtype()),
+                ", expected i64 or i32 class indices");
   frontend::check_shape(targets, {n}, kOp, "targets", "one class index per row of logits");
   MIXPREC_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
                 "[cross_entropy] label_smoothing must be in [0, 1], got ", options.label_smoothing);
@@ -57,15 +61,17 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& ou
   int64_t counted = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] == options.ignore_index) continue;
-    MIXPREC_CHECK(t[i] >= 0 && t[i] < c, "[cross_entropy] target ", t[i], " at row ", i, " is out of range for ",
-                  c, " classes (expected 0 <= target < ", c, " or ignore_index ", options.ignore_index, ")");
+    MIXPREC_CHECK(t[i] >= 0 && t[i] < c, "[cross_entropy] target ", t[i], " at row ", i,
+                  " is out of range for ", c, " classes (expected 0 <= target < ", c,
+                  " or ignore_index ", options.ignore_index, ")");
     ++counted;
   }
   std::vector<double> losses(static_cast<std::size_t>(n));
   if (n > 0) {
     const Tensor x = frontend::staged_input(logits, Tensor());
-    const CrossEntropyPlan plan{x.data_ptr(), x.dtype(), n, c, t, options.ignore_index, options.label_smoothing,
-                                losses.data()};
+    const CrossEntropyPlan plan{
+        x.data_ptr(), x.dtype(), n, c, t, options.ignore_index, options.label_smoothing,
+        losses.data()};
     const LossKernels& k = kernels_for(f64);
     parallel_for(0, n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, c)),
                  [&](int64_t lo, int64_t hi) { k.cross_entropy(plan, lo, hi); });
@@ -91,13 +97,15 @@ void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out, Reduction red
   const LossKernels& k = kernels_for(f64);
   const char* pa = static_cast<const char*>(ac.data_ptr());
   const char* pb = static_cast<const char*>(bc.data_ptr());
-  const auto ea = static_cast<int64_t>(dtype_size(a.dtype())), eb = static_cast<int64_t>(dtype_size(b.dtype()));
+  const auto ea = static_cast<int64_t>(dtype_size(a.dtype())),
+             eb = static_cast<int64_t>(dtype_size(b.dtype()));
   if (reduction == Reduction::None) {
     const frontend::StagedOutput staged(out);
     char* po = static_cast<char*>(staged.work().data_ptr());
     const auto eo = static_cast<int64_t>(dtype_size(out.dtype()));
     parallel_for(0, n, kGrainElements, [&](int64_t lo, int64_t hi) {
-      k.squared_error(pa + lo * ea, a.dtype(), pb + lo * eb, b.dtype(), po + lo * eo, out.dtype(), hi - lo);
+      k.squared_error(pa + lo * ea, a.dtype(), pb + lo * eb, b.dtype(), po + lo * eo, out.dtype(),
+                      hi - lo);
     });
     staged.finish();
     return;

@@ -33,9 +33,10 @@ void cross_entropy_rows(const CrossEntropyPlan& p, int64_t lo, int64_t hi) {
     L shifted = norm.max - x_target;
     if (smoothing != 0) {
       // (1 - s) (lse - x_t) + s/C sum_c (lse - x_c) = (max - (1 - s) x_t - s mean(x)) + log_sum
-      const L mean = reduce_detail::row_sum<S>(p.c, [&](int64_t i, int m) {
-        return S::load_n(x + i * elem, p.dtype, m);
-      }) / static_cast<L>(p.c);
+      const L mean =
+          reduce_detail::row_sum<S>(
+              p.c, [&](int64_t i, int m) { return S::load_n(x + i * elem, p.dtype, m); }) /
+          static_cast<L>(p.c);
       shifted = norm.max - (1 - smoothing) * x_target - smoothing * mean;
     }
     p.losses[row] = shifted + log_sum;
@@ -43,7 +44,8 @@ void cross_entropy_rows(const CrossEntropyPlan& p, int64_t lo, int64_t hi) {
 }
 
 template <class S>
-typename S::F squared_difference(const char* a, DType at, const char* b, DType bt, int64_t i, int m) {
+typename S::F squared_difference(const char* a, DType at, const char* b, DType bt, int64_t i,
+                                 int m) {
   const auto d = S::sub(S::load_n(a + i * static_cast<int64_t>(dtype_size(at)), at, m),
                         S::load_n(b + i * static_cast<int64_t>(dtype_size(bt)), bt, m));
   return S::mul(d, d);
@@ -52,18 +54,22 @@ typename S::F squared_difference(const char* a, DType at, const char* b, DType b
 template <class S>
 double squared_error_sum(const void* a, DType at, const void* b, DType bt, int64_t n) {
   return reduce_detail::row_sum<S>(n, [&](int64_t i, int m) {
-    return squared_difference<S>(static_cast<const char*>(a), at, static_cast<const char*>(b), bt, i, m);
+    return squared_difference<S>(static_cast<const char*>(a), at, static_cast<const char*>(b), bt,
+                                 i, m);
   });
 }
 
 template <class S>
-void squared_error(const void* a, DType at, const void* b, DType bt, void* out, DType ot, int64_t n) {
+void squared_error(const void* a, DType at, const void* b, DType bt, void* out, DType ot,
+                   int64_t n) {
   constexpr int W = S::kWidth;
   const auto out_elem = static_cast<int64_t>(dtype_size(ot));
   for (int64_t i = 0; i < n; i += W) {
     const int m = n - i < W ? static_cast<int>(n - i) : W;
     S::store_n(static_cast<char*>(out) + i * out_elem, ot,
-               squared_difference<S>(static_cast<const char*>(a), at, static_cast<const char*>(b), bt, i, m), m);
+               squared_difference<S>(static_cast<const char*>(a), at, static_cast<const char*>(b),
+                                     bt, i, m),
+               m);
   }
 }
 

@@ -21,10 +21,11 @@ struct LossKernels {
   // Rows [lo, hi) of the per-row losses.
   void (*cross_entropy)(const CrossEntropyPlan& plan, int64_t lo, int64_t hi);
   // Sum over i < n of (a[i] - b[i])^2, a and b contiguous.
-  double (*squared_error_sum)(const void* a, DType a_dtype, const void* b, DType b_dtype, int64_t n);
+  double (*squared_error_sum)(const void* a, DType a_dtype, const void* b, DType b_dtype,
+                              int64_t n);
   // out[i] = (a[i] - b[i])^2 for i < n, all contiguous.
-  void (*squared_error)(const void* a, DType a_dtype, const void* b, DType b_dtype, void* out, DType out_dtype,
-                        int64_t n);
+  void (*squared_error)(const void* a, DType a_dtype, const void* b, DType b_dtype, void* out,
+                        DType out_dtype, int64_t n);
 };
 
 const LossKernels& loss_scalar();

@@ -21,7 +21,8 @@ using elementwise_detail::with_activation;
 // One element of any float dtype, as a lane value (the other lanes of load_n are zero).
 template <class S>
 lane_t<S> load_scalar(const void* base, DType t, int64_t index) {
-  return S::reduce_add(S::load_n(static_cast<const char*>(base) + index * static_cast<int64_t>(dtype_size(t)), t, 1));
+  return S::reduce_add(S::load_n(
+      static_cast<const char*>(base) + index * static_cast<int64_t>(dtype_size(t)), t, 1));
 }
 
 // mean and rstd of n contiguous elements, broadcast to every lane. RMSNorm's "mean" is the
@@ -44,17 +45,21 @@ Moments<S> moments(const char* x, DType t, int64_t n, double eps, bool rms) {
   const F eps_v = S::set1(static_cast<lane_t<S>>(eps));
   auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
   if (rms) {
-    const F ms = S::set1(reduce_detail::row_sum<S>(n, [&](int64_t i, int m) {
-      const F v = load(i, m);
-      return S::mul(v, v);
-    }) / count);
+    const F ms = S::set1(reduce_detail::row_sum<S>(n,
+                                                   [&](int64_t i, int m) {
+                                                     const F v = load(i, m);
+                                                     return S::mul(v, v);
+                                                   }) /
+                         count);
     return {ms, inverse_sqrt<S>(S::add(ms, eps_v))};
   }
   const F mean = S::set1(reduce_detail::row_sum<S>(n, load) / count);
-  const F var = S::set1(reduce_detail::row_sum<S>(n, [&](int64_t i, int m) {
-    const F d = S::sub(load(i, m), mean);
-    return S::mul(d, d);
-  }) / count);
+  const F var = S::set1(reduce_detail::row_sum<S>(n,
+                                                  [&](int64_t i, int m) {
+                                                    const F d = S::sub(load(i, m), mean);
+                                                    return S::mul(d, d);
+                                                  }) /
+                        count);
   return {mean, inverse_sqrt<S>(S::add(var, eps_v))};
 }
 
@@ -98,20 +103,24 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   const int64_t per_group = p.c / p.groups;
   for (int64_t unit = lo; unit < hi; ++unit) {
-    const int64_t first = (unit / p.groups * p.c + unit % p.groups * per_group) * p.hw;  // element offset
+    const int64_t first =
+        (unit / p.groups * p.c + unit % p.groups * per_group) * p.hw;  // element offset
     const char* x = static_cast<const char*>(p.x) + first * x_elem;
     char* out = static_cast<char*>(p.out) + first * out_elem;
     const Moments<S> mo = moments<S>(x, p.x_dtype, per_group * p.hw, p.eps, false);
     record<S>(p.mean, p.rstd, unit, mo);
     for (int64_t k = 0; k < per_group; ++k) {
       const int64_t channel = unit % p.groups * per_group + k;
-      const F scale = p.weight ? S::mul(mo.rstd, S::set1(load_scalar<S>(p.weight, p.weight_dtype, channel))) : mo.rstd;
+      const F scale =
+          p.weight ? S::mul(mo.rstd, S::set1(load_scalar<S>(p.weight, p.weight_dtype, channel)))
+                   : mo.rstd;
       const F shift = p.bias ? S::set1(load_scalar<S>(p.bias, p.bias_dtype, channel)) : S::zero();
       const char* xc = x + k * p.hw * x_elem;
       char* oc = out + k * p.hw * out_elem;
       for (int64_t i = 0; i < p.hw; i += W) {
         const int m = p.hw - i < W ? static_cast<int>(p.hw - i) : W;
-        const F v = S::fmadd(S::sub(S::load_n(xc + i * x_elem, p.x_dtype, m), mo.mean), scale, shift);
+        const F v =
+            S::fmadd(S::sub(S::load_n(xc + i * x_elem, p.x_dtype, m), mo.mean), scale, shift);
         S::store_n(oc + i * out_elem, p.out_dtype, activate<S, A>(v), m);
       }
     }
@@ -120,11 +129,13 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
 
 template <class S>
 void group_norm(const GroupNormPlan& p, int64_t lo, int64_t hi) {
-  with_activation(p.activation, [&](auto act) { group_norm_units<S, decltype(act)::value>(p, lo, hi); });
+  with_activation(p.activation,
+                  [&](auto act) { group_norm_units<S, decltype(act)::value>(p, lo, hi); });
 }
 
 template <class S>
-void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const void* center, double* sums) {
+void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const void* center,
+                  double* sums) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr auto kLane = kLaneDType<S>;
@@ -141,11 +152,15 @@ void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, con
         reduce_detail::column_sums<S, V>(r0, r1, load, acc);
       } else {
         F mean[V];
-        for (int j = 0; j < V; ++j) mean[j] = s.load(static_cast<const char*>(center), kLane, lane_elem, j);
-        reduce_detail::column_sums<S, V>(r0, r1, [&](int64_t r, int j) {
-          const F d = S::sub(load(r, j), mean[j]);
-          return S::mul(d, d);
-        }, acc);
+        for (int j = 0; j < V; ++j)
+          mean[j] = s.load(static_cast<const char*>(center), kLane, lane_elem, j);
+        reduce_detail::column_sums<S, V>(
+            r0, r1,
+            [&](int64_t r, int j) {
+              const F d = S::sub(load(r, j), mean[j]);
+              return S::mul(d, d);
+            },
+            acc);
       }
       for (int j = 0; j < V; ++j) {
         alignas(64) lane_t<S> lanes[W];
@@ -157,8 +172,8 @@ void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, con
 }
 
 template <class S, Activation A>
-void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const char* center, const char* scale,
-                const char* shift) {
+void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const char* center,
+                const char* scale, const char* shift) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr auto kLane = kLaneDType<S>;
@@ -171,19 +186,22 @@ void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const
     char* out = static_cast<char*>(p.out) + first * out_elem;
     for (int64_t c = 0; c < p.c; c += W) {
       const int m = p.c - c < W ? static_cast<int>(p.c - c) : W;
-      const F d = S::sub(S::load_n(x + c * x_elem, p.x_dtype, m), S::load_n(center + c * lane_elem, kLane, m));
-      const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m), S::load_n(shift + c * lane_elem, kLane, m));
+      const F d = S::sub(S::load_n(x + c * x_elem, p.x_dtype, m),
+                         S::load_n(center + c * lane_elem, kLane, m));
+      const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m),
+                           S::load_n(shift + c * lane_elem, kLane, m));
       S::store_n(out + c * out_elem, p.out_dtype, activate<S, A>(v), m);
     }
   }
 }
 
 template <class S>
-void channels_last_apply(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const void* center,
-                         const void* scale, const void* shift) {
+void channels_last_apply(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1,
+                         const void* center, const void* scale, const void* shift) {
   with_activation(p.activation, [&](auto act) {
     apply_rows<S, decltype(act)::value>(p, n, r0, r1, static_cast<const char*>(center),
-                                        static_cast<const char*>(scale), static_cast<const char*>(shift));
+                                        static_cast<const char*>(scale),
+                                        static_cast<const char*>(shift));
   });
 }
 

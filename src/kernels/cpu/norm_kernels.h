@@ -54,10 +54,10 @@ struct NormKernels {
   //   center (a [C] lane array) is given;
   //   apply: out[n, r, c] = act((x[n, r, c] - center[c]) * scale[c] + shift[c]) for rows
   //   [r0, r1), center, scale and shift [C] lane arrays.
-  void (*channel_sums)(const GroupNormPlan& plan, int64_t n, int64_t r0, int64_t r1, const void* center,
-                       double* sums);
-  void (*channels_last_apply)(const GroupNormPlan& plan, int64_t n, int64_t r0, int64_t r1, const void* center,
-                              const void* scale, const void* shift);
+  void (*channel_sums)(const GroupNormPlan& plan, int64_t n, int64_t r0, int64_t r1,
+                       const void* center, double* sums);
+  void (*channels_last_apply)(const GroupNormPlan& plan, int64_t n, int64_t r0, int64_t r1,
+                              const void* center, const void* scale, const void* shift);
 };
 
 const NormKernels& norm_scalar();

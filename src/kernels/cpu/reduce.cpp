@@ -31,20 +31,22 @@ constexpr int64_t kSplitLength = int64_t{1} << 16;    // a lone line this long i
 
 const ReduceKernels& kernels_for(bool f64) {
   static constexpr IsaTable<const ReduceKernels&()> kTable{
-      {&reduce_detail::reduce_scalar, &reduce_detail::reduce_avx2, &reduce_detail::reduce_avx512, nullptr}};
+      {&reduce_detail::reduce_scalar, &reduce_detail::reduce_avx2, &reduce_detail::reduce_avx512,
+       nullptr}};
   return f64 ? reduce_detail::reduce_f64() : kTable()();
 }
 
 // reduced[d] for each dim of `shape`; an empty `dims` reduces them all.
-std::vector<bool> reduced_dims(const Shape& shape, const std::vector<int64_t>& dims, const char* op) {
+std::vector<bool> reduced_dims(const Shape& shape, const std::vector<int64_t>& dims,
+                               const char* op) {
   const auto ndim = static_cast<int64_t>(shape.size());
   std::vector<bool> reduced(shape.size(), dims.empty());
   for (int64_t d : dims) {
     // A 0-d tensor accepts dim 0 and -1, as PyTorch, and has nothing to reduce.
     const int64_t nd = normalize_dim(d, std::max<int64_t>(ndim, 1), op);
     if (ndim == 0) continue;
-    MIXPREC_CHECK(!reduced[static_cast<std::size_t>(nd)], "[", op, "] dim ", d, " appears twice in dims ",
-                  shape_to_string(dims));
+    MIXPREC_CHECK(!reduced[static_cast<std::size_t>(nd)], "[", op, "] dim ", d,
+                  " appears twice in dims ", shape_to_string(dims));
     reduced[static_cast<std::size_t>(nd)] = true;
   }
   return reduced;
@@ -60,7 +62,8 @@ double split_line(const ReduceKernels& k, const ReducePlan& p) {
     parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
         const int64_t begin = p.len * c / chunks, end = p.len * (c + 1) / chunks;
-        partial[static_cast<std::size_t>(c)] = k.partial(kind, x + begin * elem, p.x_dtype, end - begin, center);
+        partial[static_cast<std::size_t>(c)] =
+            k.partial(kind, x + begin * elem, p.x_dtype, end - begin, center);
       }
     });
   };
@@ -71,8 +74,12 @@ double split_line(const ReduceKernels& k, const ReducePlan& p) {
   };
   const auto len = static_cast<double>(p.len);
   switch (p.kind) {
-    case ReduceKind::Sum: run(PartialKind::Sum, 0.0); return total();
-    case ReduceKind::Mean: run(PartialKind::Sum, 0.0); return total() / len;
+    case ReduceKind::Sum:
+      run(PartialKind::Sum, 0.0);
+      return total();
+    case ReduceKind::Mean:
+      run(PartialKind::Sum, 0.0);
+      return total() / len;
     case ReduceKind::Max:
     case ReduceKind::Min: {
       const bool is_max = p.kind == ReduceKind::Max;
@@ -93,8 +100,8 @@ double split_line(const ReduceKernels& k, const ReducePlan& p) {
   return 0.0;
 }
 
-void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
-            const Tensor& out, double correction) {
+void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+            bool keepdim, const Tensor& out, double correction) {
   frontend::check_floating(x, op, "x");
   frontend::check_floating(out, op, "out");
   const std::vector<bool> reduced = reduced_dims(x.shape(), dims, op);
@@ -104,8 +111,9 @@ void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<
                                        keepdim ? " with keepdim" : ""));
   if (kind == ReduceKind::Max || kind == ReduceKind::Min)
     for (std::size_t d = 0; d < reduced.size(); ++d)
-      MIXPREC_CHECK(!reduced[d] || x.shape()[d] != 0, "[", op, "] cannot reduce over dim ", d, " of x ",
-                    shape_to_string(x.shape()), ": it has no elements and ", op, " has no identity");
+      MIXPREC_CHECK(!reduced[d] || x.shape()[d] != 0, "[", op, "] cannot reduce over dim ", d,
+                    " of x ", shape_to_string(x.shape()), ": it has no elements and ", op,
+                    " has no identity");
   if (out.numel() == 0) return;
 
   Tensor xc = frontend::staged_input(x, out);
@@ -138,14 +146,17 @@ void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<
   }
 
   const frontend::StagedOutput staged(out);
-  const ReducePlan plan{kind,     xc.data_ptr(),           xc.dtype(), outer, len, inner,
-                        staged.work().data_ptr(), out.dtype(), correction};
+  const ReducePlan plan{
+      kind,        xc.data_ptr(), xc.dtype(), outer, len, inner, staged.work().data_ptr(),
+      out.dtype(), correction};
   const ReduceKernels& k = kernels_for(frontend::any_f64({&x, &out}));
   if (outer == 1 && inner == 1 && len >= kSplitLength && num_threads() > 1) {
     staged.work().fill_(split_line(k, plan));
   } else {
-    const int64_t units = inner == 1 ? outer : outer * ((inner + k.strip_width - 1) / k.strip_width);
-    const int64_t unit_elements = std::max<int64_t>(1, len * std::min<int64_t>(inner, k.strip_width));
+    const int64_t units =
+        inner == 1 ? outer : outer * ((inner + k.strip_width - 1) / k.strip_width);
+    const int64_t unit_elements =
+        std::max<int64_t>(1, len * std::min<int64_t>(inner, k.strip_width));
     parallel_for(0, units, std::max<int64_t>(1, kGrainElements / unit_elements),
                  [&](int64_t lo, int64_t hi) { k.lines(plan, lo, hi); });
   }
@@ -154,12 +165,15 @@ void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<
 
 }  // namespace
 
-Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
+Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim,
+                    const char* op) {
   const std::vector<bool> reduced = reduced_dims(shape, dims, op);
   Shape result;
   for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (!reduced[d]) result.push_back(shape[d]);
-    else if (keepdim) result.push_back(1);
+    if (!reduced[d])
+      result.push_back(shape[d]);
+    else if (keepdim)
+      result.push_back(1);
   }
   return result;
 }
@@ -180,7 +194,8 @@ void min(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, const 
   reduce(ReduceKind::Min, "min", x, dims, keepdim, out, 0.0);
 }
 
-void var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim, const Tensor& out) {
+void var(const Tensor& x, const std::vector<int64_t>& dims, bool unbiased, bool keepdim,
+         const Tensor& out) {
   reduce(ReduceKind::Var, "var", x, dims, keepdim, out, unbiased ? 1.0 : 0.0);
 }
 

@@ -112,10 +112,14 @@ struct Strip {
 template <class S, class Fn>
 void with_strip(int64_t c0, int64_t width, Fn&& f) {
   const int64_t vectors = (width + S::kWidth - 1) / S::kWidth;
-  if (vectors <= 1) f(Strip<S, 1>(c0, width));
-  else if (vectors <= 2) f(Strip<S, 2>(c0, width));
-  else if (vectors <= 4) f(Strip<S, 4>(c0, width));
-  else f(Strip<S, kStripVectors>(c0, width));
+  if (vectors <= 1)
+    f(Strip<S, 1>(c0, width));
+  else if (vectors <= 2)
+    f(Strip<S, 2>(c0, width));
+  else if (vectors <= 4)
+    f(Strip<S, 4>(c0, width));
+  else
+    f(Strip<S, kStripVectors>(c0, width));
 }
 
 // acc[j] = sum over rows [r0, r1) of f(r, j), pairwise over blocks of kLeafRows rows.
@@ -157,11 +161,14 @@ lane_t<S> reduce_row(const ReducePlan& p, const char* x) {
   const DType t = p.x_dtype;
   auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
   switch (p.kind) {
-    case ReduceKind::Max: return row_max<S>(p.len, load);
+    case ReduceKind::Max:
+      return row_max<S>(p.len, load);
     case ReduceKind::Min:
       return -row_max<S>(p.len, [&](int64_t i, int m) { return S::sub(S::zero(), load(i, m)); });
-    case ReduceKind::Sum: return row_sum<S>(p.len, load);
-    case ReduceKind::Mean: return row_sum<S>(p.len, load) / divisor<S>(p);
+    case ReduceKind::Sum:
+      return row_sum<S>(p.len, load);
+    case ReduceKind::Mean:
+      return row_sum<S>(p.len, load) / divisor<S>(p);
     case ReduceKind::Var: {
       const F mean = S::set1(row_sum<S>(p.len, load) / static_cast<lane_t<S>>(p.len));
       const lane_t<S> ss = row_sum<S>(p.len, [&](int64_t i, int m) {
@@ -185,17 +192,21 @@ void reduce_strip(const ReducePlan& p, const char* x, char* out, const Strip<S, 
   if (p.kind == ReduceKind::Max) {
     column_max<S, V>(p.len, load, acc);
   } else if (p.kind == ReduceKind::Min) {
-    column_max<S, V>(p.len, [&](int64_t r, int j) { return S::sub(S::zero(), load(r, j)); }, acc);
+    column_max<S, V>(
+        p.len, [&](int64_t r, int j) { return S::sub(S::zero(), load(r, j)); }, acc);
     for (F& a : acc) a = S::sub(S::zero(), a);
   } else {
     column_sums<S, V>(0, p.len, load, acc);
     if (p.kind == ReduceKind::Var) {
       F mean[V];
       for (int j = 0; j < V; ++j) mean[j] = S::div(acc[j], S::set1(static_cast<lane_t<S>>(p.len)));
-      column_sums<S, V>(0, p.len, [&](int64_t r, int j) {
-        const F d = S::sub(load(r, j), mean[j]);
-        return S::mul(d, d);
-      }, acc);
+      column_sums<S, V>(
+          0, p.len,
+          [&](int64_t r, int j) {
+            const F d = S::sub(load(r, j), mean[j]);
+            return S::mul(d, d);
+          },
+          acc);
     }
     if (p.kind != ReduceKind::Sum)
       for (F& a : acc) a = S::div(a, S::set1(divisor<S>(p)));
@@ -211,7 +222,8 @@ void reduce_lines(const ReducePlan& p, int64_t lo, int64_t hi) {
   char* out = static_cast<char*>(p.out);
   if (p.inner == 1) {
     for (int64_t o = lo; o < hi; ++o)
-      S::store_n(out + o * out_elem, p.out_dtype, S::set1(reduce_row<S>(p, x + o * p.len * x_elem)), 1);
+      S::store_n(out + o * out_elem, p.out_dtype, S::set1(reduce_row<S>(p, x + o * p.len * x_elem)),
+                 1);
     return;
   }
   const int64_t width = int64_t{kStripVectors} * S::kWidth;
@@ -232,8 +244,10 @@ double reduce_partial(PartialKind kind, const void* data, DType t, int64_t n, do
   const auto elem = static_cast<int64_t>(dtype_size(t));
   auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
   switch (kind) {
-    case PartialKind::Sum: return row_sum<S>(n, load);
-    case PartialKind::Max: return row_max<S>(n, load);
+    case PartialKind::Sum:
+      return row_sum<S>(n, load);
+    case PartialKind::Max:
+      return row_max<S>(n, load);
     case PartialKind::Min:
       return -row_max<S>(n, [&](int64_t i, int m) { return S::sub(S::zero(), load(i, m)); });
     case PartialKind::SquaredDeviation: {

@@ -19,7 +19,8 @@ constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at le
 
 const SoftmaxKernels& kernels_for(bool f64) {
   static constexpr IsaTable<const SoftmaxKernels&()> kTable{
-      {&softmax_detail::softmax_scalar, &softmax_detail::softmax_avx2, &softmax_detail::softmax_avx512, nullptr}};
+      {&softmax_detail::softmax_scalar, &softmax_detail::softmax_avx2,
+       &softmax_detail::softmax_avx512, nullptr}};
   return f64 ? softmax_detail::softmax_f64() : kTable()();
 }
 
@@ -37,7 +38,8 @@ void run_softmax(bool log, const char* op, const Tensor& x, int64_t dim, const T
     if (i > d) inner *= x.size(i);
   }
   const int64_t len = x.dim() == 0 ? 1 : x.size(d);
-  const SoftmaxPlan plan{xc.data_ptr(), xc.dtype(), staged.work().data_ptr(), out.dtype(), outer, len, inner, log};
+  const SoftmaxPlan plan{
+      xc.data_ptr(), xc.dtype(), staged.work().data_ptr(), out.dtype(), outer, len, inner, log};
   const SoftmaxKernels& k = kernels_for(frontend::any_f64({&x, &out}));
   const int64_t units = inner == 1 ? outer : outer * ((inner + k.strip_width - 1) / k.strip_width);
   const int64_t unit_elements = len * std::min<int64_t>(inner, k.strip_width);
@@ -48,7 +50,9 @@ void run_softmax(bool log, const char* op, const Tensor& x, int64_t dim, const T
 
 }  // namespace
 
-void softmax(const Tensor& x, int64_t dim, const Tensor& out) { run_softmax(false, "softmax", x, dim, out); }
+void softmax(const Tensor& x, int64_t dim, const Tensor& out) {
+  run_softmax(false, "softmax", x, dim, out);
+}
 
 void log_softmax(const Tensor& x, int64_t dim, const Tensor& out) {
   run_softmax(true, "log_softmax", x, dim, out);

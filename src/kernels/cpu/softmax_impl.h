@@ -29,9 +29,8 @@ Normaliser<S> row_normaliser(const char* x, DType t, int64_t len) {
   auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
   const lane_t<S> max = reduce_detail::row_max<S>(len, load);
   const auto m = S::set1(max);
-  const lane_t<S> sum = reduce_detail::row_sum<S>(len, [&](int64_t i, int n) {
-    return Math<S>::exp(S::sub(load(i, n), m));
-  });
+  const lane_t<S> sum = reduce_detail::row_sum<S>(
+      len, [&](int64_t i, int n) { return Math<S>::exp(S::sub(load(i, n), m)); });
   return {max, sum};
 }
 
@@ -58,13 +57,15 @@ void softmax_strip(const SoftmaxPlan& p, const char* x, char* out, const Strip<S
   using F = typename S::F;
   const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
-  auto load = [&](int64_t r, int j) { return s.load(x + r * p.inner * x_elem, p.x_dtype, x_elem, j); };
+  auto load = [&](int64_t r, int j) {
+    return s.load(x + r * p.inner * x_elem, p.x_dtype, x_elem, j);
+  };
   F max[V], sum[V], scale[V];
   reduce_detail::column_max<S, V>(p.len, load, max);
-  reduce_detail::column_sums<S, V>(0, p.len, [&](int64_t r, int j) {
-    return Math<S>::exp(S::sub(load(r, j), max[j]));
-  }, sum);
-  for (int j = 0; j < V; ++j) scale[j] = p.log ? Math<S>::log(sum[j]) : S::div(S::set1(1.0f), sum[j]);
+  reduce_detail::column_sums<S, V>(
+      0, p.len, [&](int64_t r, int j) { return Math<S>::exp(S::sub(load(r, j), max[j])); }, sum);
+  for (int j = 0; j < V; ++j)
+    scale[j] = p.log ? Math<S>::log(sum[j]) : S::div(S::set1(1.0f), sum[j]);
   for (int64_t r = 0; r < p.len; ++r)
     for (int j = 0; j < V; ++j) {
       const F shifted = S::sub(load(r, j), max[j]);
@@ -81,16 +82,18 @@ void softmax_lines(const SoftmaxPlan& p, int64_t lo, int64_t hi) {
   char* out = static_cast<char*>(p.out);
   const int64_t line = p.len * p.inner;  // elements per outer index
   if (p.inner == 1) {
-    for (int64_t o = lo; o < hi; ++o) softmax_row<S>(p, x + o * line * x_elem, out + o * line * out_elem);
+    for (int64_t o = lo; o < hi; ++o)
+      softmax_row<S>(p, x + o * line * x_elem, out + o * line * out_elem);
     return;
   }
   const int64_t width = int64_t{reduce_detail::kStripVectors} * S::kWidth;
   const int64_t strips = (p.inner + width - 1) / width;
   for (int64_t unit = lo; unit < hi; ++unit) {
     const int64_t o = unit / strips, c0 = unit % strips * width;
-    reduce_detail::with_strip<S>(c0, p.inner - c0 < width ? p.inner - c0 : width, [&](const auto& strip) {
-      softmax_strip<S>(p, x + o * line * x_elem, out + o * line * out_elem, strip);
-    });
+    reduce_detail::with_strip<S>(
+        c0, p.inner - c0 < width ? p.inner - c0 : width, [&](const auto& strip) {
+          softmax_strip<S>(p, x + o * line * x_elem, out + o * line * out_elem, strip);
+        });
   }
 }
 
