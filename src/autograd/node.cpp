@@ -21,7 +21,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
                 " reached a leaf of shape ", shape_to_string(shape_));
   if (g.dtype() != dtype_) g = g.to(dtype_);
   if (!meta_->grad.defined()) {
-    meta_->grad = g.clone(MemoryFormat::Contiguous);  // owned: later accumulation writes into it
+    meta_->grad = g.clone(MemoryFormat::Preserve);  // owned (later sums write into it), same layout
   } else {
     kernels::binary(kernels::BinaryOp::Add, meta_->grad, g, meta_->grad);
   }

@@ -289,3 +289,27 @@ TEST(OpsGradcheck, Activations) {
 
 }  // namespace
 }  // namespace mixprec
+
+namespace mixprec {
+namespace {
+
+TEST(OpsGradcheck, UpsampleAndPooling) {
+  using kernels::UpsampleMode;
+  expect_gradcheck([](const std::vector<Tensor>& x) { return upsample(x[0], 2, UpsampleMode::Nearest); },
+                   {leaf({1, 2, 3, 4}, 130)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return upsample(x[0], 2, UpsampleMode::Bilinear); },
+                   {leaf({2, 1, 3, 3}, 131)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return avg_pool2d(x[0], 2); }, {leaf({1, 3, 4, 6}, 132)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return max_pool2d(x[0], 2); }, {leaf({1, 3, 4, 6}, 133)});
+}
+
+TEST(OpsResample, ChannelsLastGradientKeepsLayout) {
+  const Tensor x = Tensor::randn({1, 4, 4, 4}, DType::BF16).to(MemoryFormat::ChannelsLast);
+  x.requires_grad_();
+  sum(upsample(x, 2, kernels::UpsampleMode::Nearest)).backward();
+  EXPECT_TRUE(x.grad().is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_EQ(x.grad().value({0, 2, 1, 3}), 4.0);
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,6 +1,7 @@
 #pragma once
 // Pooling and upsampling over [N, C, H, W] tensors in any layout (NCHW or channels_last
-// through strides), f32/bf16/f16, computed in f32 and rounded once into out's dtype.
+// through strides), f32/bf16/f16 computed in f32 (f64 in f64, for gradient checks) and rounded
+// once into out's dtype.
 #include <cstdint>
 
 #include "mixprec/core/tensor.h"

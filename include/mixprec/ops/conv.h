@@ -15,4 +15,10 @@ struct Conv2dParams {
 // dtype. Gradients: dX by a transposed convolution (col2im), dW by patches^T x dY, db by a sum.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dParams& p = {});
 
+// x [N, C, H, W] -> [N, C, H * scale, W * scale] (nearest or bilinear, half-pixel centres).
+Tensor upsample(const Tensor& x, int64_t scale, kernels::UpsampleMode mode);
+// Non-overlapping windows of `kernel` (stride = kernel, no padding): [N, C, H / k, W / k].
+Tensor avg_pool2d(const Tensor& x, int64_t kernel);
+Tensor max_pool2d(const Tensor& x, int64_t kernel);
+
 }  // namespace mixprec

@@ -9,14 +9,18 @@
 namespace mixprec::kernels {
 namespace {
 
+// Arithmetic in f32, or f64 when the input is f64 (gradient checks).
 template <typename T>
-float load(const T* p) {
-  return static_cast<float>(*p);
+using acc_for = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+acc_for<T> load(const T* p) {
+  return static_cast<acc_for<T>>(*p);
 }
-template <typename T>
-void store(T* p, float v) {
-  if constexpr (std::is_same_v<T, float>) *p = v;
-  else *p = T(v);  // Half / BFloat16: round to nearest even
+template <typename T, typename V>
+void store(T* p, V v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) *p = static_cast<T>(v);
+  else *p = T(static_cast<float>(v));  // Half / BFloat16: round to nearest even
 }
 
 // [N, C, H, W] element (n, c, y, x) of a 4-D tensor whose data pointer is `base`.
@@ -31,8 +35,9 @@ void check_pair(const char* op, const Tensor& x, const Tensor& out) {
                 "] expected x [N, C, H, W] and out [N, C, OH, OW], got x ", shape_to_string(x.shape()), " and out ",
                 shape_to_string(out.shape()));
   for (const Tensor* t : {&x, &out})
-    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16, "[", op,
-                  "] expected f32, bf16 or f16, got ", dtype_name(t->dtype()));
+    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16 ||
+                      t->dtype() == DType::F64,
+                  "[", op, "] expected f32, bf16, f16 or f64, got ", dtype_name(t->dtype()));
 }
 
 // Calls body(typed x pointer, typed out pointer) for the (x, out) dtype pair.
@@ -42,8 +47,7 @@ void visit_float_pair(const Tensor& x, const Tensor& out, const Body& body) {
     using X = typename decltype(xt)::type;
     visit_dtype(out.dtype(), [&](auto ot) {
       using O = typename decltype(ot)::type;
-      if constexpr ((std::is_same_v<X, float> || std::is_same_v<X, Half> || std::is_same_v<X, BFloat16>) &&
-                    (std::is_same_v<O, float> || std::is_same_v<O, Half> || std::is_same_v<O, BFloat16>))
+      if constexpr (is_floating(dtype_of<X>) && is_floating(dtype_of<O>))
         body(x.data<X>(), out.data<O>());
     });
   });
@@ -94,7 +98,7 @@ void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options
   visit_float_pair(x, out, [&](const auto* xp, auto* op) {
     for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
       for (int64_t ox = 0; ox < ow; ++ox) {
-        float sum = 0.0f;
+        decltype(load(xp)) sum = 0;
         int64_t count = 0;
         for (int64_t ky = 0; ky < o.kernel_h; ++ky) {
           const int64_t iy = oy * o.stride_h - o.pad_h + ky;
@@ -106,7 +110,7 @@ void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options
           }
         }
         const int64_t divisor = o.count_include_pad ? o.kernel_h * o.kernel_w : count;
-        store(op + oi(n, c, oy, ox), sum / static_cast<float>(divisor));
+        store(op + oi(n, c, oy, ox), sum / static_cast<decltype(sum)>(divisor));
       }
     });
   });
@@ -125,14 +129,14 @@ void max_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options
   visit_float_pair(x, out, [&](const auto* xp, auto* op) {
     for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
       for (int64_t ox = 0; ox < ow; ++ox) {
-        float best = -INFINITY;
+        decltype(load(xp)) best = -INFINITY;
         int64_t where = -1;
         for (int64_t ky = 0; ky < o.kernel_h; ++ky) {
           const int64_t iy = oy * o.stride_h - o.pad_h + ky;
           for (int64_t kx = 0; kx < o.kernel_w; ++kx) {
             const int64_t ix = ox * o.stride_w - o.pad_w + kx;
             if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-            const float v = load(xp + xi(n, c, iy, ix));
+            const auto v = load(xp + xi(n, c, iy, ix));
             if (where < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
               best = v;
               where = iy * w + ix;
@@ -167,13 +171,14 @@ void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode) {
       // Half-pixel centres: src = (dst + 0.5) * scale - 0.5, clamped at 0 (PyTorch's rule).
       const double fy = std::max(0.0, (static_cast<double>(oy) + 0.5) * sy - 0.5);
       const int64_t y0 = std::min(h - 1, static_cast<int64_t>(fy)), y1 = std::min(h - 1, y0 + 1);
-      const float ly = static_cast<float>(fy - static_cast<double>(y0));
+      using A = decltype(load(xp));
+      const A ly = static_cast<A>(fy - static_cast<double>(y0));
       for (int64_t ox = 0; ox < ow; ++ox) {
         const double fx = std::max(0.0, (static_cast<double>(ox) + 0.5) * sx - 0.5);
         const int64_t x0 = std::min(w - 1, static_cast<int64_t>(fx)), x1 = std::min(w - 1, x0 + 1);
-        const float lx = static_cast<float>(fx - static_cast<double>(x0));
-        const float top = (1 - lx) * load(xp + xi(n, c, y0, x0)) + lx * load(xp + xi(n, c, y0, x1));
-        const float bottom = (1 - lx) * load(xp + xi(n, c, y1, x0)) + lx * load(xp + xi(n, c, y1, x1));
+        const A lx = static_cast<A>(fx - static_cast<double>(x0));
+        const A top = (1 - lx) * load(xp + xi(n, c, y0, x0)) + lx * load(xp + xi(n, c, y0, x1));
+        const A bottom = (1 - lx) * load(xp + xi(n, c, y1, x0)) + lx * load(xp + xi(n, c, y1, x1));
         store(op + oi(n, c, oy, ox), (1 - ly) * top + ly * bottom);
       }
     });

@@ -1,0 +1,143 @@
+// Upsampling and pooling front-ends. Backward: the adjoint of each resampling, accumulated in
+// f32 (f64 for f64) over NCHW copies, then rounded once into x's dtype and layout.
+#include <cmath>
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/ops/conv.h"
+#include "op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::UpsampleMode;
+
+MemoryFormat format_of(const Tensor& x) {
+  return x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous() ? MemoryFormat::ChannelsLast
+                                                                              : MemoryFormat::Contiguous;
+}
+
+enum class Resample { Nearest, Bilinear, AvgPool, MaxPool };
+
+struct ResampleBackward final : autograd::Node {
+  Resample kind;
+  Tensor x;        // input (max pool needs it; others only its geometry)
+  Tensor indices;  // max pool: i64 [N, C, OH, OW] flat h * W + w of each maximum
+  int64_t kernel = 1;
+  std::string_view name() const override { return "ResampleBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    const Tensor g = grads[0].to(acc).contiguous();
+    Tensor dx = Tensor::zeros(x.shape(), acc);
+    visit_dtype(acc, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T>) run<T>(g, dx);
+    });
+    Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
+    out.copy_(dx);
+    return {out};
+  }
+
+  template <typename T>
+  void run(const Tensor& g, Tensor& dx) {
+    const int64_t nc = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), oh = g.size(2), ow = g.size(3);
+    const T* gp = g.data<T>();
+    T* dp = dx.data<T>();
+    const int64_t* ip = indices.defined() ? indices.contiguous().data<int64_t>() : nullptr;
+    const Tensor idx = indices.defined() ? indices.contiguous() : Tensor();
+    if (idx.defined()) ip = idx.data<int64_t>();
+    const double sy = double(h) / double(oh), sx = double(w) / double(ow);
+    parallel_for(0, nc, 1, [&](int64_t lo, int64_t hi) {  // planes are independent
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const T* gin = gp + plane * oh * ow;
+        T* d = dp + plane * h * w;
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox) {
+            const T v = gin[oy * ow + ox];
+            switch (kind) {
+              case Resample::Nearest:
+                d[std::min(h - 1, int64_t(std::floor(oy * sy))) * w + std::min(w - 1, int64_t(std::floor(ox * sx)))] += v;
+                break;
+              case Resample::Bilinear: {
+                const double fy = std::max(0.0, (oy + 0.5) * sy - 0.5), fx = std::max(0.0, (ox + 0.5) * sx - 0.5);
+                const int64_t y0 = std::min(h - 1, int64_t(fy)), y1 = std::min(h - 1, y0 + 1);
+                const int64_t x0 = std::min(w - 1, int64_t(fx)), x1 = std::min(w - 1, x0 + 1);
+                const T ly = T(fy - double(y0)), lx = T(fx - double(x0));
+                d[y0 * w + x0] += v * (1 - ly) * (1 - lx);
+                d[y0 * w + x1] += v * (1 - ly) * lx;
+                d[y1 * w + x0] += v * ly * (1 - lx);
+                d[y1 * w + x1] += v * ly * lx;
+                break;
+              }
+              case Resample::AvgPool:
+                for (int64_t ky = 0; ky < kernel; ++ky)
+                  for (int64_t kx = 0; kx < kernel; ++kx)
+                    d[(oy * kernel + ky) * w + ox * kernel + kx] += v / T(kernel * kernel);
+                break;
+              case Resample::MaxPool: d[ip[plane * oh * ow + oy * ow + ox]] += v; break;
+            }
+          }
+      }
+    });
+  }
+  void release_saved() override { x = indices = Tensor(); }
+};
+
+Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel, Tensor indices = Tensor()) {
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<ResampleBackward>();
+    node->kind = kind;
+    node->x = x.detach();
+    node->kernel = kernel;
+    node->indices = std::move(indices);
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor upsample(const Tensor& x, int64_t scale, UpsampleMode mode) {
+  ops_detail::check_float("upsample", x);
+  MIXPREC_CHECK(x.dim() == 4 && scale >= 1, "[upsample] expected x [N, C, H, W] and scale >= 1, got ",
+                shape_to_string(x.shape()), " and ", scale);
+  Tensor out = Tensor::empty({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, x.dtype(), format_of(x));
+  {
+    NoGrad no_grad;
+    kernels::upsample2d(x, out, mode);
+  }
+  return finish(out, x, mode == UpsampleMode::Nearest ? Resample::Nearest : Resample::Bilinear, scale);
+}
+
+Tensor avg_pool2d(const Tensor& x, int64_t kernel) {
+  ops_detail::check_float("avg_pool2d", x);
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
+  Tensor out = Tensor::empty({x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
+                              kernels::pool_output_size(x.size(3), kernel, kernel, 0)},
+                             x.dtype(), format_of(x));
+  {
+    NoGrad no_grad;
+    kernels::avg_pool2d(x, out, o);
+  }
+  return finish(out, x, Resample::AvgPool, kernel);
+}
+
+Tensor max_pool2d(const Tensor& x, int64_t kernel) {
+  ops_detail::check_float("max_pool2d", x);
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
+  const Shape shape{x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
+                    kernels::pool_output_size(x.size(3), kernel, kernel, 0)};
+  Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
+  Tensor indices = Tensor::empty(shape, DType::I64);
+  {
+    NoGrad no_grad;
+    kernels::max_pool2d(x, out, o, &indices);
+  }
+  return finish(out, x, Resample::MaxPool, kernel, indices);
+}
+
+}  // namespace mixprec
