@@ -50,6 +50,11 @@ Edge gradient_edge(const Tensor& t) {
 
 void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<const Tensor*> outputs) {
+  record(node, std::vector<const Tensor*>(inputs), outputs);
+}
+
+void record(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
+            std::initializer_list<const Tensor*> outputs) {
   node->next_edges.clear();
   for (const Tensor* t : inputs) node->next_edges.push_back(t != nullptr && t->defined() ? gradient_edge(*t) : Edge{});
   node->num_outputs = static_cast<uint32_t>(outputs.size());

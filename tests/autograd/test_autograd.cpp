@@ -313,3 +313,60 @@ TEST(OpsResample, ChannelsLastGradientKeepsLayout) {
 
 }  // namespace
 }  // namespace mixprec
+
+#include "mixprec/ops/functional.h"
+
+namespace mixprec {
+namespace {
+
+TEST(OpsGradcheck, SoftmaxAndLogSoftmax) {
+  expect_gradcheck([](const std::vector<Tensor>& x) { return softmax(x[0], 1); }, {leaf({3, 5}, 140)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return log_softmax(x[0], 0); }, {leaf({4, 3}, 141)});
+}
+
+TEST(OpsGradcheck, Norms) {
+  expect_gradcheck([](const std::vector<Tensor>& x) { return layer_norm(x[0], {6}, x[1], x[2]); },
+                   {leaf({3, 6}, 150), leaf({6}, 151), leaf({6}, 152)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return layer_norm(x[0], {2, 3}); }, {leaf({2, 2, 3}, 153)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return rms_norm(x[0], {5}, x[1]); }, {leaf({4, 5}, 154), leaf({5}, 155)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return group_norm(x[0], 2, x[1], x[2]); },
+                   {leaf({2, 4, 3, 2}, 156), leaf({4}, 157), leaf({4}, 158)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) { return group_norm(x[0], 2, x[1], x[2], 1e-5, kernels::Activation::SiLU); },
+      {leaf({1, 4, 2, 3}, 159), leaf({4}, 160), leaf({4}, 161)});
+}
+
+TEST(OpsGradcheck, LossesEmbeddingDropoutCat) {
+  const Tensor targets = Tensor::from_vector<int64_t>({2, 0, 1, 2});
+  expect_gradcheck([targets](const std::vector<Tensor>& x) { return cross_entropy(x[0], targets); }, {leaf({4, 3}, 170)});
+  kernels::CrossEntropyOptions smooth;
+  smooth.label_smoothing = 0.1;
+  const Tensor with_ignored = Tensor::from_vector<int64_t>({2, -100, 1, 2});
+  expect_gradcheck(
+      [with_ignored, smooth](const std::vector<Tensor>& x) {
+        return cross_entropy(x[0], with_ignored, kernels::Reduction::Sum, smooth);
+      },
+      {leaf({4, 3}, 171)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return mse_loss(x[0], x[1]); }, {leaf({3, 4}, 172), leaf({3, 4}, 173)});
+  const Tensor idx = Tensor::from_vector<int64_t>({1, 3, 1, 0}, {2, 2});
+  expect_gradcheck([idx](const std::vector<Tensor>& x) { return embedding(x[0], idx); }, {leaf({5, 3}, 174)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) {
+        Generator gen(9);  // same mask on every evaluation
+        return dropout(x[0], 0.3, true, gen);
+      },
+      {leaf({20}, 175)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return cat({x[0], x[1]}, 1); }, {leaf({2, 3}, 176), leaf({2, 2}, 177)});
+}
+
+TEST(OpsFunctional, CrossEntropyIsF32AndBf16GradientsFollowLogits) {
+  const Tensor logits = Tensor::randn({8, 10}, DType::BF16);
+  logits.requires_grad_();
+  const Tensor loss = cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(loss.dtype(), DType::F32);
+  loss.backward();
+  EXPECT_EQ(logits.grad().dtype(), DType::BF16);
+}
+
+}  // namespace
+}  // namespace mixprec

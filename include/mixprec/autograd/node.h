@@ -66,6 +66,9 @@ Edge gradient_edge(const Tensor& t);
 // (output i gets output_nr i). Outputs become non-leaf tensors that require grad.
 void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<const Tensor*> outputs);
+// The same for a run-time number of inputs (cat).
+void record(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
+            std::initializer_list<const Tensor*> outputs);
 
 // Adds `g` into `sum` (allocating when `sum` is undefined); the result has `sum`'s dtype.
 void accumulate(Tensor& sum, const Tensor& g);

@@ -66,14 +66,18 @@ Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
 void conv2d_f64(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                 const Conv2dOptions& opt, const Geometry& g) {
   const Tensor x64 = x.to(DType::F64).contiguous(), w64 = weight.to(DType::F64).contiguous();
+  const Tensor b64 = bias != nullptr ? bias->to(DType::F64).contiguous() : Tensor();
+  const Tensor r64 = opt.residual != nullptr ? opt.residual->to(DType::F64).contiguous() : Tensor();
+  const Tensor y64 = Tensor::empty(out.shape(), DType::F64);  // NCHW, then copied into out's layout
   const double* xp = x64.data<double>();
   const double* wp = w64.data<double>();
+  double* yp = y64.data<double>();
   parallel_for(0, g.n * g.o, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t no = lo; no < hi; ++no) {
       const int64_t n = no / g.o, o = no % g.o, grp = o / g.og;
       for (int64_t oy = 0; oy < g.oh; ++oy)
         for (int64_t ox = 0; ox < g.ow; ++ox) {
-          double acc = bias != nullptr ? bias->value({o}) : 0.0;
+          double acc = b64.defined() ? b64.data<double>()[o] : 0.0;
           for (int64_t c = 0; c < g.cg; ++c)
             for (int64_t ky = 0; ky < g.kh; ++ky)
               for (int64_t kx = 0; kx < g.kw; ++kx) {
@@ -82,12 +86,12 @@ void conv2d_f64(const Tensor& x, const Tensor& weight, const Tensor* bias, const
                 if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
                 acc += xp[((n * g.c + grp * g.cg + c) * g.h + iy) * g.w + ix] * wp[((o * g.cg + c) * g.kh + ky) * g.kw + kx];
               }
-          double v = reference_activation(opt.activation, acc);
-          if (opt.residual != nullptr) v += opt.residual->value({n, o, oy, ox});
-          out.set({n, o, oy, ox}, v);
+          const int64_t at = ((n * g.o + o) * g.oh + oy) * g.ow + ox;
+          yp[at] = reference_activation(opt.activation, acc) + (r64.defined() ? r64.data<double>()[at] : 0.0);
         }
     }
   });
+  out.copy_(y64);
 }
 
 Tensor channels_last(const Tensor& t) {

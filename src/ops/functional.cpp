@@ -1,0 +1,313 @@
+// Softmax, losses, embedding, dropout and cat: front-ends and backward.
+#include "mixprec/ops/functional.h"
+
+#include <cmath>
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/kernels/elementwise.h"
+#include "mixprec/kernels/embedding.h"
+#include "mixprec/kernels/reduce.h"
+#include "mixprec/kernels/softmax.h"
+#include "op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::Reduction;
+
+DType acc_dtype(const Tensor& t) { return t.dtype() == DType::F64 ? DType::F64 : DType::F32; }
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), "backward"), dtype);
+  kernels::binary(op, a, b, out);
+  return out;
+}
+
+Tensor sum_keep(const Tensor& x, int64_t dim) {
+  Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), {dim}, true, "backward"), x.dtype());
+  kernels::sum(x, {dim}, true, out);
+  return out;
+}
+
+// softmax:     dx = y * (g - sum(g * y))      log_softmax: dx = g - exp(y) * sum(g)
+struct SoftmaxBackward final : autograd::Node {
+  Tensor y;
+  int64_t dim;
+  bool log;
+  DType input_dtype;
+  std::string_view name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = acc_dtype(y);
+    const Tensor g = grads[0].to(acc), ya = y.to(acc);
+    Tensor dx;
+    if (log) {
+      Tensor p = Tensor::empty(ya.shape(), acc);
+      kernels::unary(kernels::UnaryOp::Exp, ya, p);
+      dx = binary(BinaryOp::Sub, g, binary(BinaryOp::Mul, p, sum_keep(g, dim), acc), acc);
+    } else {
+      dx = binary(BinaryOp::Mul, ya, binary(BinaryOp::Sub, g, sum_keep(binary(BinaryOp::Mul, g, ya, acc), dim), acc), acc);
+    }
+    return {dx.to(input_dtype)};
+  }
+  void release_saved() override { y = Tensor(); }
+};
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  ops_detail::check_float(log ? "log_softmax" : "softmax", x);
+  Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
+  {
+    NoGrad no_grad;
+    if (log) kernels::log_softmax(x, dim, out);
+    else kernels::softmax(x, dim, out);
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SoftmaxBackward>();
+    node->y = out.detach();
+    node->dim = normalize_dim(dim, x.dim(), "softmax");
+    node->log = log;
+    node->input_dtype = x.dtype();
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
+// d loss / d logits[i, :] = w_i (softmax(logits_i) - target distribution_i), w_i the row's
+// weight in the reduction (1/count for mean); ignored rows get 0.
+struct CrossEntropyBackward final : autograd::Node {
+  Tensor logits, targets;
+  Reduction reduction;
+  kernels::CrossEntropyOptions options;
+  std::string_view name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = acc_dtype(logits);
+    const int64_t n = logits.size(0), c = logits.size(1);
+    Tensor p = Tensor::empty({n, c}, acc);
+    kernels::softmax(logits, 1, p);
+    const Tensor t = targets.to(DType::I64).contiguous();
+    const Tensor g = grads[0].to(DType::F64).contiguous();
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += t.data<int64_t>()[i] != options.ignore_index;
+    Tensor dx = Tensor::empty({n, c}, DType::F64);
+    const Tensor pd = p.to(DType::F64).contiguous();
+    const double s = options.label_smoothing;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t target = t.data<int64_t>()[i];
+      double w = reduction == Reduction::None ? g.data<double>()[i] : g.data<double>()[0];
+      if (reduction == Reduction::Mean) w /= static_cast<double>(count);
+      if (target == options.ignore_index) w = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        const double goal = (j == target ? 1.0 - s : 0.0) + s / static_cast<double>(c);
+        dx.data<double>()[i * c + j] = w * (pd.data<double>()[i * c + j] - goal);
+      }
+    }
+    return {dx.to(logits.dtype()), Tensor()};
+  }
+  void release_saved() override { logits = targets = Tensor(); }
+};
+
+// (a - b)^2 reduced: da = 2 (a - b) g / count, db = -da.
+struct MseBackward final : autograd::Node {
+  Tensor a, b;
+  Reduction reduction;
+  std::string_view name() const override { return "MseLossBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = acc_dtype(a);
+    const double scale = reduction == Reduction::Mean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
+    Tensor diff = binary(BinaryOp::Sub, a, b, acc);
+    Tensor da = binary(BinaryOp::Mul, diff, grads[0].to(acc), acc);
+    kernels::axpby(scale, da, 0.0, da, da);
+    Tensor db = Tensor::empty(da.shape(), acc);
+    kernels::unary(kernels::UnaryOp::Neg, da, db);
+    return {da.to(a.dtype()), db.to(b.dtype())};
+  }
+  void release_saved() override { a = b = Tensor(); }
+};
+
+// Rows of the gradient added into the table rows they were read from (f32/f64 accumulation).
+struct EmbeddingBackward final : autograd::Node {
+  Tensor indices;
+  Shape weight_shape;
+  DType weight_dtype;
+  std::string_view name() const override { return "EmbeddingBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = weight_dtype == DType::F64 ? DType::F64 : DType::F32;
+    const int64_t d = weight_shape[1];
+    const Tensor idx = indices.to(DType::I64).contiguous();
+    const Tensor g = grads[0].to(acc).contiguous();
+    Tensor dw = Tensor::zeros(weight_shape, acc);
+    visit_dtype(acc, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_floating_point_v<T>) {
+        for (int64_t i = 0; i < idx.numel(); ++i) {
+          T* row = dw.data<T>() + idx.data<int64_t>()[i] * d;
+          const T* src = g.data<T>() + i * d;
+          for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+        }
+      }
+    });
+    return {dw.to(weight_dtype), Tensor()};
+  }
+  void release_saved() override { indices = Tensor(); }
+};
+
+struct MaskBackward final : autograd::Node {  // dropout: g * mask (mask already scaled)
+  Tensor mask;
+  DType dtype;
+  std::string_view name() const override { return "DropoutBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    return {binary(BinaryOp::Mul, grads[0], mask, dtype)};
+  }
+  void release_saved() override { mask = Tensor(); }
+};
+
+struct CatBackward final : autograd::Node {  // slices of the gradient
+  std::vector<int64_t> sizes;
+  int64_t dim;
+  std::string_view name() const override { return "CatBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    std::vector<Tensor> out;
+    int64_t start = 0;
+    for (int64_t s : sizes) {
+      out.push_back(grads[0].narrow(dim, start, s));
+      start += s;
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction,
+                     const kernels::CrossEntropyOptions& options) {
+  ops_detail::check_float("cross_entropy", logits);
+  kernels::CrossEntropyOptions o = options;
+  o.reduction = reduction;
+  Tensor out = Tensor::empty(reduction == Reduction::None ? Shape{logits.size(0)} : Shape{}, acc_dtype(logits));
+  {
+    NoGrad no_grad;
+    kernels::cross_entropy(logits, targets, out, o);
+  }
+  if (autograd::needs_grad({&logits})) {
+    auto node = std::make_shared<CrossEntropyBackward>();
+    node->logits = logits.detach();
+    node->targets = targets.detach();
+    node->reduction = reduction;
+    node->options = o;
+    autograd::record(node, {&logits, &targets}, {&out});
+  }
+  return out;
+}
+
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  ops_detail::check_float("mse_loss", a);
+  ops_detail::check_float("mse_loss", b);
+  const DType out_dtype = a.dtype() == DType::F64 || b.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  Tensor out = Tensor::empty(reduction == Reduction::None ? a.shape() : Shape{}, out_dtype);
+  {
+    NoGrad no_grad;
+    kernels::mse_loss(a, b, out, reduction);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<MseBackward>();
+    node->a = a.detach();
+    node->b = b.detach();
+    node->reduction = reduction;
+    autograd::record(node, {&a, &b}, {&out});
+  }
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  ops_detail::check_float("embedding", weight);
+  MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight must be [V, D], got ", shape_to_string(weight.shape()));
+  Shape shape = indices.shape();
+  shape.push_back(weight.size(1));
+  Tensor out = Tensor::empty(shape, weight.dtype());
+  {
+    NoGrad no_grad;
+    kernels::embedding(weight, indices, out);
+  }
+  if (autograd::needs_grad({&weight})) {
+    auto node = std::make_shared<EmbeddingBackward>();
+    node->indices = indices.detach();
+    node->weight_shape = weight.shape();
+    node->weight_dtype = weight.dtype();
+    autograd::record(node, {&weight, &indices}, {&out});
+  }
+  return out;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  ops_detail::check_float("dropout", x);
+  MIXPREC_CHECK(p >= 0.0 && p < 1.0, "[dropout] p must be in [0, 1), got ", p);
+  if (!training || p == 0.0) return x;
+  Tensor mask;
+  Tensor out;
+  {
+    NoGrad no_grad;
+    const Tensor u = Tensor::rand(x.shape(), gen, DType::F32);
+    mask = Tensor::empty(x.shape(), x.dtype());
+    const Tensor uc = u.contiguous();
+    Tensor m32 = Tensor::empty(x.shape(), DType::F32);
+    const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
+    for (int64_t i = 0; i < uc.numel(); ++i) m32.data<float>()[i] = uc.data<float>()[i] >= p ? keep_scale : 0.0f;
+    mask.copy_(m32);
+    out = binary(BinaryOp::Mul, x, mask, x.dtype());
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<MaskBackward>();
+    node->mask = mask;
+    node->dtype = x.dtype();
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  MIXPREC_CHECK(!tensors.empty(), "[cat] expected at least one tensor");
+  const Tensor& first = tensors[0];
+  const int64_t d = normalize_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[static_cast<std::size_t>(d)] = 0;
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : tensors) {
+    MIXPREC_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(), "[cat] tensors must share rank and dtype: ",
+                  shape_to_string(first.shape()), " ", dtype_name(first.dtype()), " vs ", shape_to_string(t.shape()), " ",
+                  dtype_name(t.dtype()));
+    for (int64_t k = 0; k < t.dim(); ++k)
+      MIXPREC_CHECK(k == d || t.size(k) == first.size(k), "[cat] shapes ", shape_to_string(first.shape()), " and ",
+                    shape_to_string(t.shape()), " differ outside dim ", d);
+    sizes.push_back(t.size(d));
+    shape[static_cast<std::size_t>(d)] += t.size(d);
+  }
+  const bool channels_last = first.dim() == 4 && first.is_contiguous(MemoryFormat::ChannelsLast) && !first.is_contiguous();
+  Tensor out = Tensor::empty(shape, first.dtype(), channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  {
+    NoGrad no_grad;
+    int64_t start = 0;
+    for (const Tensor& t : tensors) {
+      out.narrow(d, start, t.size(d)).copy_(t);
+      start += t.size(d);
+    }
+  }
+  std::vector<const Tensor*> inputs;
+  bool any = false;
+  for (const Tensor& t : tensors) {
+    inputs.push_back(&t);
+    any = any || autograd::needs_grad({&t});
+  }
+  if (any) {
+    auto node = std::make_shared<CatBackward>();
+    node->sizes = sizes;
+    node->dim = d;
+    autograd::record(node, inputs, {&out});
+  }
+  return out;
+}
+
+}  // namespace mixprec
