@@ -97,3 +97,107 @@ TEST(Training, MlpLearnsARegressionInF32WithSgd) {
 
 }  // namespace
 }  // namespace mixprec::nn
+
+#include "mixprec/core/allocator.h"
+#include "mixprec/nn/checkpoint.h"
+#include "mixprec/ops/activation.h"
+#include "mixprec/ops/functional.h"
+
+namespace mixprec::nn {
+namespace {
+
+TEST(Layers, ShapesAndHalfPrecisionKeepsNormsF32) {
+  Generator gen(11);
+  auto net = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
+      std::make_shared<Conv2d>(3, 16, 3, Conv2dParams{1, 1, 1, 1}, true, gen),
+      std::make_shared<GroupNorm>(4, 16, 1e-5, kernels::Activation::SiLU),
+      std::make_shared<Conv2d>(16, 16, 3, Conv2dParams{2, 1, 1, 16}, true, gen),  // depthwise, stride 2
+      std::make_shared<Upsample>(2, kernels::UpsampleMode::Nearest)});
+  const Tensor x = Tensor::randn({2, 3, 8, 8}, gen).to(MemoryFormat::ChannelsLast);
+  const Tensor y = net->forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 16, 8, 8}));
+  EXPECT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast)) << "channels_last flows through";
+  net->to(DType::BF16);
+  for (const auto& [name, p] : net->named_parameters())
+    EXPECT_EQ(p.dtype(), name.rfind("1.", 0) == 0 ? DType::F32 : DType::BF16) << name;
+  EXPECT_EQ(net->forward(x.to(DType::BF16)).dtype(), DType::BF16);
+
+  MultiheadAttention mha(32, 4, gen);
+  const Tensor seq = Tensor::randn({2, 10, 32}, gen);
+  EXPECT_EQ(mha.forward(seq, true).shape(), (Shape{2, 10, 32}));
+  EXPECT_EQ(mha.named_parameters().size(), 8u);
+  Embedding emb(100, 8, gen);
+  EXPECT_EQ(emb.forward(Tensor::from_vector<int64_t>({1, 5, 99}, {1, 3})).shape(), (Shape{1, 3, 8}));
+}
+
+TEST(Layers, DropoutOnlyWhileTraining) {
+  Generator gen(12);
+  Dropout drop(0.5, gen);
+  const Tensor x = Tensor::ones({1000});
+  const Tensor y = drop.forward(x);
+  double zeros = 0;
+  for (int64_t i = 0; i < 1000; ++i) zeros += y.value({i}) == 0.0;
+  EXPECT_NEAR(zeros / 1000, 0.5, 0.06);
+  drop.eval();
+  EXPECT_TRUE(drop.forward(x).shares_storage(x));
+}
+
+// A block with randomness (dropout) and parameters, for the checkpoint tests.
+struct Block {
+  Linear a, b;
+  Generator& gen;
+  explicit Block(Generator& g, int64_t width) : a(width, 4 * width, true, g), b(4 * width, width, true, g), gen(g) {}
+  Tensor operator()(const Tensor& x) { return add(x, b.forward(dropout(gelu(a.forward(x)), 0.2, true, gen))); }
+};
+
+TEST(Checkpoint, RecomputesBitIdenticallyWithTheSameRandomNumbers) {
+  Generator init(13);
+  Block block(init, 16);
+  Generator data(14);
+  const Tensor x = Tensor::randn({8, 16}, data);
+  std::vector<Tensor> plain_grads, ckpt_grads;
+  for (bool use_checkpoint : {false, true}) {
+    block.gen.manual_seed(99);
+    for (const Tensor& p : block.a.parameters()) p.zero_grad();
+    for (const Tensor& p : block.b.parameters()) p.zero_grad();
+    const Tensor xi = x.clone();
+    xi.requires_grad_();
+    const Tensor y = use_checkpoint ? checkpoint([&](const std::vector<Tensor>& in) { return block(in[0]); }, {xi}, block.gen)
+                                    : block(xi);
+    sum(mul(y, y)).backward();
+    auto& out = use_checkpoint ? ckpt_grads : plain_grads;
+    out.push_back(xi.grad());
+    for (const Tensor& p : block.a.parameters()) out.push_back(p.grad());
+    for (const Tensor& p : block.b.parameters()) out.push_back(p.grad());
+  }
+  ASSERT_EQ(plain_grads.size(), ckpt_grads.size());
+  for (std::size_t i = 0; i < plain_grads.size(); ++i) {
+    const Tensor a = plain_grads[i].flatten(), b = ckpt_grads[i].flatten();
+    for (int64_t j = 0; j < a.numel(); ++j) ASSERT_EQ(a.value({j}), b.value({j})) << "gradient " << i << " element " << j;
+  }
+}
+
+TEST(Checkpoint, LowersPeakMemory) {
+  Generator init(15);
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (int i = 0; i < 6; ++i) blocks.push_back(std::make_unique<Block>(init, 64));
+  const Tensor x = Tensor::randn({512, 64}, init);
+  CachingAllocator& alloc = CachingAllocator::global();
+  std::size_t peaks[2];
+  for (bool use_checkpoint : {false, true}) {
+    alloc.reset_peak();
+    const std::size_t base = alloc.stats().allocated_bytes;
+    Tensor h = x.clone();
+    h.requires_grad_();
+    Tensor y = h;
+    for (auto& blk : blocks)
+      y = use_checkpoint ? checkpoint([&](const std::vector<Tensor>& in) { return (*blk)(in[0]); }, {y}, blk->gen)
+                         : (*blk)(y);
+    sum(y).backward();
+    peaks[use_checkpoint] = alloc.stats().peak_allocated_bytes - base;
+  }
+  EXPECT_LT(peaks[1] * 2, peaks[0]) << "checkpointed " << peaks[1] << " bytes vs " << peaks[0];
+}
+
+}  // namespace
+}  // namespace mixprec::nn

@@ -5,7 +5,10 @@
 #include <vector>
 
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/gemm.h"
+#include "mixprec/kernels/resample.h"
 #include "mixprec/nn/module.h"
+#include "mixprec/ops/conv.h"
 
 namespace mixprec::nn {
 
@@ -34,6 +37,130 @@ class ReLU final : public Layer {
  public:
   std::string_view type_name() const override { return "ReLU"; }
   Tensor forward(const Tensor& x) override;
+};
+
+class SiLU final : public Layer {
+ public:
+  std::string_view type_name() const override { return "SiLU"; }
+  Tensor forward(const Tensor& x) override;
+};
+
+class GELU final : public Layer {
+ public:
+  explicit GELU(bool tanh_approximation = false) : tanh_(tanh_approximation) {}
+  std::string_view type_name() const override { return "GELU"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  bool tanh_;
+};
+
+// x [N, C, H, W] -> [N, O, OH, OW]; weight [O, C/groups, K, K]. PyTorch's default init
+// (kaiming-uniform with a = sqrt(5): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias).
+class Conv2d final : public Layer {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params = {}, bool bias = true,
+         Generator& gen = default_generator());
+  std::string_view type_name() const override { return "Conv2d"; }
+  Tensor forward(const Tensor& x) override;
+  const Tensor& weight() const { return *weight_; }
+  Tensor bias() const { return bias_ != nullptr ? *bias_ : Tensor(); }
+
+ private:
+  Conv2dParams params_;
+  Tensor* weight_;
+  Tensor* bias_ = nullptr;
+};
+
+// Norm layers keep f32 parameters under Module::to(half) by default (Module::is_norm_layer).
+class LayerNorm final : public Layer {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true);
+  std::string_view type_name() const override { return "LayerNorm"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Shape shape_;
+  double eps_;
+  Tensor* weight_ = nullptr;
+  Tensor* bias_ = nullptr;
+};
+
+class RMSNorm final : public Layer {
+ public:
+  explicit RMSNorm(Shape normalized_shape, double eps = 1e-6);
+  std::string_view type_name() const override { return "RMSNorm"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  Shape shape_;
+  double eps_;
+  Tensor* weight_;
+};
+
+// GroupNorm with an optional fused activation (None or SiLU), as U-Net ResBlocks use it.
+class GroupNorm final : public Layer {
+ public:
+  GroupNorm(int64_t groups, int64_t channels, double eps = 1e-5,
+            kernels::Activation fused = kernels::Activation::None);
+  std::string_view type_name() const override { return "GroupNorm"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  int64_t groups_;
+  double eps_;
+  kernels::Activation fused_;
+  Tensor* weight_;
+  Tensor* bias_;
+};
+
+// indices (i64/i32, any shape) -> [..., dim]; weight initialised N(0, 1) like PyTorch.
+class Embedding final : public Layer {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen = default_generator());
+  std::string_view type_name() const override { return "Embedding"; }
+  Tensor forward(const Tensor& indices) override;
+  const Tensor& weight() const { return *weight_; }
+
+ private:
+  Tensor* weight_;
+};
+
+// Zeroes elements with probability p while training (seeded by its generator).
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(double p, Generator& gen = default_generator()) : p_(p), gen_(&gen) {}
+  std::string_view type_name() const override { return "Dropout"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double p_;
+  Generator* gen_;
+};
+
+class Upsample final : public Layer {
+ public:
+  Upsample(int64_t scale, kernels::UpsampleMode mode) : scale_(scale), mode_(mode) {}
+  std::string_view type_name() const override { return "Upsample"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  int64_t scale_;
+  kernels::UpsampleMode mode_;
+};
+
+// Self- or cross-attention over [B, S, E] with `heads` heads on the flash attention kernel.
+class MultiheadAttention final : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t heads, Generator& gen = default_generator());
+  std::string_view type_name() const override { return "MultiheadAttention"; }
+  // query [B, Sq, E], key/value [B, Sk, E] -> [B, Sq, E].
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, bool causal = false);
+  Tensor forward(const Tensor& x, bool causal = false) { return forward(x, x, x, causal); }
+
+ private:
+  int64_t embed_dim_, heads_;
+  std::shared_ptr<Linear> q_, k_, v_, out_;
 };
 
 // Runs its layers in order; children are named "0", "1", ...

@@ -1,0 +1,67 @@
+#include "mixprec/nn/checkpoint.h"
+
+#include "mixprec/autograd/engine.h"
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
+
+namespace mixprec::nn {
+namespace {
+
+struct CheckpointBackward final : autograd::Node {
+  CheckpointFn fn;
+  std::vector<Tensor> inputs;  // detached; requires_grad as the originals
+  Generator* gen;
+  GeneratorState rng_at_forward;
+  std::string_view name() const override { return "CheckpointBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    std::vector<Tensor> leaves;
+    for (const Tensor& t : inputs) {
+      Tensor leaf = t.defined() ? t.detach() : t;
+      if (t.defined() && t.requires_grad()) leaf.requires_grad_();
+      leaves.push_back(leaf);
+    }
+    const GeneratorState rng_now = gen->state();
+    gen->set_state(rng_at_forward);
+    Tensor out;
+    {
+      EnableGrad recording;  // the engine runs nodes with grad mode off
+      out = fn(leaves);
+    }
+    gen->set_state(rng_now);
+    if (out.requires_grad()) autograd::backward({out}, {grads[0]});
+    std::vector<Tensor> result;
+    for (const Tensor& leaf : leaves) result.push_back(leaf.defined() && leaf.requires_grad() ? leaf.grad() : Tensor());
+    return result;
+  }
+  void release_saved() override { inputs.clear(); }
+};
+
+}  // namespace
+
+Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Generator& gen) {
+  std::vector<const Tensor*> pointers;
+  bool recording = false;
+  for (const Tensor& t : inputs) {
+    pointers.push_back(&t);
+    recording = recording || autograd::needs_grad({&t});
+  }
+  if (!recording) return fn(inputs);
+  const GeneratorState rng_at_forward = gen.state();
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = fn(inputs);
+  }
+  auto node = std::make_shared<CheckpointBackward>();
+  node->fn = fn;
+  for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.detach() : t);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && inputs[i].requires_grad()) node->inputs[i].requires_grad_();
+  node->gen = &gen;
+  node->rng_at_forward = rng_at_forward;
+  autograd::record(node, pointers, {&out});
+  return out;
+}
+
+}  // namespace mixprec::nn
