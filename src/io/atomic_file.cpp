@@ -1,0 +1,123 @@
+#include "mixprec/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "mixprec/core/error.h"
+
+namespace mixprec::io {
+namespace {
+
+// "dir/name" -> {"dir", "name"}; "name" -> {".", "name"}; "/name" -> {"/", "name"}.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// A suffix no other writer picks: the pid separates processes, the counter separates files of
+// one process, the clock separates a reused pid from a stale temporary of a dead process.
+std::string unique_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  const auto ticks =
+      static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%ld-%llu-%llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(counter.fetch_add(1)), ticks & 0xFFFFFFull);
+  return buf;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path, std::string op)
+    : path_(std::move(path)), op_(std::move(op)) {
+  const auto [dir, base] = split_path(path_);
+  if (base.empty() || base == "." || base == "..")
+    throw Error(detail::concat("[", op_, "] ", path_, ": not a file name"));
+  // O_EXCL makes the name ours alone; mode 0666 lets the umask decide the permissions, as for
+  // any newly created file.
+  for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+    temp_path_ = (dir == "/" ? "/" : dir + "/") + "." + base + ".tmp-" + unique_suffix();
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0 && errno != EEXIST) fail("cannot create a temporary file in '" + dir + "'", errno);
+  }
+  if (fd_ < 0) fail("cannot create a temporary file in '" + dir + "'", EEXIST);
+  // Replacing a file keeps its permissions (a 0600 secret stays 0600).
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    (void)::fchmod(fd_, st.st_mode & 07777);
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+void AtomicFile::fail(const std::string& what, int err) const {
+  throw Error(detail::concat("[", op_, "] ", path_, ": ", what, ": ", std::strerror(err)));
+}
+
+void AtomicFile::write(const void* data, std::size_t n) {
+  if (fd_ < 0)
+    throw Error(detail::concat("[", op_, "] ", path_, ": write after the file was ",
+                               committed_ ? "committed" : "discarded"));
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    // Linux moves at most ~2 GiB per write(2); larger requests come back short and loop.
+    const ssize_t done = ::write(fd_, p, n);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      discard();  // a failed file must never be committed
+      fail("write failed", err);
+    }
+    p += done;
+    n -= static_cast<std::size_t>(done);
+    written_ += static_cast<uint64_t>(done);
+  }
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0)
+    throw Error(detail::concat("[", op_, "] ", path_, ": commit after the file was ",
+                               committed_ ? "committed" : "discarded"));
+  // fsync before rename: otherwise a crash can leave the new name pointing at empty blocks.
+  if (::fsync(fd_) != 0) {
+    const int err = errno;
+    discard();
+    fail("fsync failed", err);
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {  // NFS and friends report deferred write errors here
+    const int err = errno;
+    ::unlink(temp_path_.c_str());
+    fail("close failed", err);
+  }
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp_path_.c_str());
+    fail("cannot rename the temporary file into place", err);
+  }
+  committed_ = true;
+  // Make the rename itself durable. The file is already complete and in place, so a failure
+  // here (some file systems refuse fsync on directories) is not worth undoing it for.
+  const int dir_fd = ::open(split_path(path_).first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    (void)::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_path_.c_str());
+}
+
+}  // namespace mixprec::io
