@@ -21,5 +21,7 @@ struct Command {
 };
 
 int run_info(Args args);
+int run_inspect(Args args);
+int run_convert(Args args);
 
 }  // namespace mixprec::app

@@ -12,6 +12,8 @@ namespace {
 
 constexpr Command kCommands[] = {
     {"info", "CPU, ISA features, kernel level and recommended precision", run_info},
+    {"inspect", "tensors of a safetensors file: name, dtype, shape, min/max/mean", run_inspect},
+    {"convert", "convert a safetensors file's floating tensors to f32/f16/bf16", run_convert},
 };
 
 void print_help() {
