@@ -92,6 +92,10 @@ struct UnaryBackward final : Node {
       case UnaryOp::Exp: return {mul(g[0], saved)};  // saved = exp(x)
       case UnaryOp::Log: return {div(g[0], saved)};  // saved = x
       case UnaryOp::Relu: return {mul(g[0], positive_mask(saved))};  // saved = relu(x)
+      case UnaryOp::Sqrt: return {div(mul(g[0], 0.5), saved)};        // saved = sqrt(x)
+      case UnaryOp::Rsqrt: {                                           // saved = x^-1/2: -x^-3/2 / 2
+        return {mul(mul(g[0], mul(mul(saved, saved), saved)), -0.5)};
+      }
       default: MIXPREC_ASSERT(false && "unary op without a backward");
     }
     return {Tensor()};
@@ -104,6 +108,31 @@ Tensor finish(Tensor out, std::initializer_list<const Tensor*> inputs, Args&&...
   if (autograd::needs_grad(inputs)) autograd::record(std::make_shared<NodeT>(std::forward<Args>(args)...), inputs, {&out});
   return out;
 }
+
+// pow(x, p): g p x^(p - 1);  clamp: g where lo <= x <= hi (bounds inclusive, as torch.clamp).
+struct PowBackward final : Node {
+  Tensor x;
+  double p;
+  std::string_view name() const override { return "PowBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override { return {mul(mul(g[0], pow(x, p - 1.0)), p)}; }
+  void release_saved() override { x = Tensor(); }
+};
+
+struct ClampBackward final : Node {
+  Tensor x;
+  double lo, hi;
+  std::string_view name() const override { return "ClampBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    const Tensor xf = x.to(DType::F64).contiguous();
+    Tensor mask = Tensor::empty(x.shape(), DType::F64);
+    for (int64_t i = 0; i < xf.numel(); ++i) {
+      const double v = xf.data<double>()[i];
+      mask.data<double>()[i] = v >= lo && v <= hi ? 1.0 : 0.0;
+    }
+    return {mul(g[0], mask.to(g[0].dtype()))};
+  }
+  void release_saved() override { x = Tensor(); }
+};
 
 }  // namespace
 
@@ -187,6 +216,57 @@ Tensor relu(const Tensor& x) {
     out = run_unary(UnaryOp::Relu, x);
   }
   return finish<UnaryBackward>(out, {&x}, UnaryOp::Relu, out.detach());
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Sqrt, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Sqrt, out.detach());
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(UnaryOp::Rsqrt, x);
+  }
+  return finish<UnaryBackward>(out, {&x}, UnaryOp::Rsqrt, out.detach());
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  ops_detail::check_float("pow", x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  {
+    NoGrad no_grad;
+    kernels::binary(BinaryOp::Pow, x, Tensor::scalar(exponent, x.dtype() == DType::F64 ? DType::F64 : DType::F32), out);
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<PowBackward>();
+    node->x = x.detach();
+    node->p = exponent;
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  ops_detail::check_float("clamp", x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  {
+    NoGrad no_grad;
+    kernels::clamp(x, lo, hi, out);
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<ClampBackward>();
+    node->x = x.detach();
+    node->lo = lo;
+    node->hi = hi;
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
 }
 
 }  // namespace mixprec

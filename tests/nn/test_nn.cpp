@@ -101,6 +101,7 @@ TEST(Training, MlpLearnsARegressionInF32WithSgd) {
 #include "mixprec/core/allocator.h"
 #include "mixprec/nn/checkpoint.h"
 #include "mixprec/ops/activation.h"
+#include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
 
 namespace mixprec::nn {
@@ -197,6 +198,48 @@ TEST(Checkpoint, LowersPeakMemory) {
     peaks[use_checkpoint] = alloc.stats().peak_allocated_bytes - base;
   }
   EXPECT_LT(peaks[1] * 2, peaks[0]) << "checkpointed " << peaks[1] << " bytes vs " << peaks[0];
+}
+
+}  // namespace
+}  // namespace mixprec::nn
+
+namespace mixprec::nn {
+namespace {
+
+TEST(Training, SmallCnnLearnsToClassifyStripesInF32) {
+  // 8x8 single-channel images of horizontal (class 0) or vertical (class 1) stripes at random
+  // phase, plus noise; conv -> relu -> pool -> linear classifies them.
+  Generator gen(21);
+  const int64_t n = 64;
+  Tensor images = Tensor::empty({n, 1, 8, 8});
+  std::vector<int64_t> labels(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    labels[static_cast<std::size_t>(i)] = i % 2;
+    const int64_t phase = (i / 2) % 4;
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 0; x < 8; ++x) {
+        const int64_t along = i % 2 == 0 ? y : x;
+        images.set({i, 0, y, x}, ((along + phase) % 4 < 2 ? 1.0 : -1.0) + 0.3 * gen.normal());
+      }
+  }
+  const Tensor targets = Tensor::from_vector<int64_t>(labels);
+  Conv2d conv(1, 8, 3, {1, 1, 1, 1}, true, gen);
+  Linear head(8 * 4 * 4, 2, true, gen);
+  std::vector<Tensor> params = conv.parameters();
+  for (const Tensor& p : head.parameters()) params.push_back(p);
+  optim::SGD opt(params, {.lr = 0.1, .momentum = 0.9});
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    const Tensor h = max_pool2d(relu(conv.forward(images)), 2);  // [n, 8, 4, 4]
+    const Tensor loss = cross_entropy(head.forward(h.reshape({n, -1})), targets);
+    if (step == 0) first = loss.item<double>();
+    last = loss.item<double>();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_GT(first, 0.5);
+  EXPECT_LT(last, 0.05) << "from " << first;
 }
 
 }  // namespace
