@@ -1,0 +1,17 @@
+#pragma once
+// A module's state dict to and from a safetensors file (names as in state_dict()).
+#include <string>
+
+#include "mixprec/io/safetensors.h"
+#include "mixprec/nn/module.h"
+
+namespace mixprec::nn {
+
+// Writes parameters and buffers atomically (temporary file, then rename).
+void save(const Module& module, const std::string& path, const io::SafetensorsMetadata& metadata = {});
+
+// Loads into the module's own tensors, converting dtypes (exact widening, round-to-nearest-even
+// narrowing); missing/unexpected names and shape mismatches are an Error naming them.
+void load(Module& module, const std::string& path, bool strict = true);
+
+}  // namespace mixprec::nn
