@@ -8,6 +8,7 @@
 // flushing the accumulation is as precise as f32 FMA. See docs/NUMERICS.md.
 #include <cstring>
 
+#include "gemm_pack_avx512.h"
 #include "gemm_tile.h"
 #include "simd_avx512.h"
 
@@ -85,19 +86,21 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
   }
 }
 
-// A rows into [k_padded / 2][kMr] 32-bit words, each the bf16 pair (A[i, 2p], A[i, 2p + 1]).
+// A rows into [k_padded / 2][kMr] 32-bit words, each the bf16 pair (A[i, 2p], A[i, 2p + 1]):
+// a transpose of 32-bit words (gemm_pack_avx512.h); an odd K's last pair is (A[i, K-1], 0).
 void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
   if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, kMr, DType::BF16, out);
   const int64_t k = a.cols, pairs = k_padded / 2;
   for (int r0 = 0; r0 < rows; r0 += kMr) {
     uint32_t* panel = static_cast<uint32_t*>(out) + r0 / kMr * pairs * kMr;
     const int height = rows - r0 < kMr ? rows - r0 : kMr;
-    if (height < kMr) std::memset(panel, 0, static_cast<std::size_t>(pairs * kMr) * 4);
-    for (int i = 0; i < height; ++i) {
-      const uint16_t* row = static_cast<const uint16_t*>(a.data) + (m0 + r0 + i) * a.row_stride;
-      for (int64_t p = 0; p < k / 2; ++p) std::memcpy(panel + p * kMr + i, row + 2 * p, 4);
-      if (k & 1) panel[(k / 2) * kMr + i] = row[k - 1];
-    }
+    const uint16_t* base = static_cast<const uint16_t*>(a.data) + (m0 + r0) * a.row_stride;
+    pack_panel_words(height, kMr, pairs, panel, [&](int i, int64_t w0, int n) {
+      const uint16_t* row = base + i * a.row_stride + 2 * w0;
+      // 2n elements, but never past the row's k: the odd tail element's partner stays 0.
+      const int64_t elements = 2 * w0 + 2 * n <= k ? 2 * n : k - 2 * w0;
+      return _mm512_maskz_loadu_epi16(elements >= 32 ? ~__mmask32{0} : (__mmask32{1} << elements) - 1u, row);
+    });
   }
 }
 
