@@ -81,6 +81,20 @@ void Module::to(DType dtype, const std::function<bool(const Module&)>& keep_f32)
   });
 }
 
+void Module::to(MemoryFormat format) {
+  apply([&](Module& m) {
+    NoGrad no_grad;
+    for (auto& [name, p] : m.parameters_) {
+      if (p.dim() != 4 || p.is_contiguous(format)) continue;
+      const bool wants_grad = p.requires_grad();
+      p = p.contiguous(format).detach();
+      if (wants_grad) p.requires_grad_();
+    }
+    for (auto& [name, b] : m.buffers_)
+      if (b.defined() && b.dim() == 4) b = b.contiguous(format);
+  });
+}
+
 NamedTensors Module::state_dict() const {
   NamedTensors out = named_parameters();
   for (auto& entry : named_buffers()) out.push_back(std::move(entry));

@@ -278,3 +278,47 @@ TEST(Serialize, SafetensorsRoundTripAndDtypeConversion) {
 
 }  // namespace
 }  // namespace mixprec::nn
+
+#include "mixprec/nn/init.h"
+
+namespace mixprec::nn {
+namespace {
+
+TEST(Init, FansBoundsAndDeterminism) {
+  const Tensor w = Tensor::empty({64, 32, 3, 3});
+  EXPECT_EQ(init::fan_in(w), 32 * 9);
+  EXPECT_EQ(init::fan_out(w), 64 * 9);
+  Generator a(5), b(5);
+  init::kaiming_uniform_(w, a);
+  const double bound = std::sqrt(2.0) * std::sqrt(3.0 / (32 * 9));
+  double lo = 0, hi = 0, sq = 0;
+  const Tensor flat = w.flatten();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double v = flat.value({i});
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sq += v * v;
+  }
+  EXPECT_GE(lo, -bound);
+  EXPECT_LE(hi, bound);
+  EXPECT_NEAR(sq / flat.numel(), bound * bound / 3, 0.05 * bound * bound / 3);  // var of U(-b, b)
+  const Tensor again = Tensor::empty({64, 32, 3, 3});
+  init::kaiming_uniform_(again, b);
+  EXPECT_EQ(again.value({3, 4, 1, 2}), w.value({3, 4, 1, 2})) << "same seed, same values";
+  init::xavier_normal_(again, b);
+  init::zeros_(again);
+  EXPECT_EQ(again.value({0, 0, 0, 0}), 0.0);
+}
+
+TEST(Module, ToChannelsLastLaysOutConvWeights) {
+  Generator gen(6);
+  Conv2d conv(8, 16, 3, {1, 1, 1, 1}, true, gen);
+  conv.to(MemoryFormat::ChannelsLast);
+  EXPECT_TRUE(conv.weight().is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(conv.weight().requires_grad());
+  const Tensor y = conv.forward(Tensor::randn({1, 8, 5, 5}, gen).to(MemoryFormat::ChannelsLast));
+  EXPECT_EQ(y.shape(), (Shape{1, 16, 5, 5}));
+}
+
+}  // namespace
+}  // namespace mixprec::nn

@@ -40,6 +40,8 @@ class Module {
   // Gradients are dropped; requires_grad is kept.
   void to(DType dtype, const std::function<bool(const Module&)>& keep_f32 = is_norm_layer);
   static bool is_norm_layer(const Module& m);
+  // Lays 4-D parameters and buffers out as `format` (channels_last for NHWC convolutions).
+  void to(MemoryFormat format);
 
   // Parameters then buffers, by dotted name.
   NamedTensors state_dict() const;
