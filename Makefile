@@ -6,21 +6,23 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
-DEPS = cmake ninja-build g++ libgtest-dev
+DEPS = cmake ninja-build g++ libgtest-dev python3-numpy
+FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 BENCHES = bench_convert bench_gemm bench_conv bench_attention
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps bench-deps build test test-asan demo bench bench-quick format clean help
+.PHONY: all deps bench-deps build test test-asan fuzz demo bench bench-quick format clean help
 
 all: build
 
 help:
 	@echo "make demo        build, then run the main job (mixprec info, ...)"
 	@echo "make test        build, then run every test (CTest)"
-	@echo "make test-asan   core and kernel tests under AddressSanitizer + UBSan"
+	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
+	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make format      clang-format every source file"
 
@@ -41,9 +43,15 @@ $(ASAN_BUILD)/build.ninja: | deps
 	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn io_test_tool mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels)\.'
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn)\.|^cli\.(io|inspect|convert)'
+
+# The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@tools/install_deps.sh $(FUZZ_DEPS)
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 demo: build
 	$(BUILD)/mixprec info
