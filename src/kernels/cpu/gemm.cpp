@@ -135,9 +135,12 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   }
 }
 
-// Splits C over `threads` as a tm x tn grid (column blocks aligned to nr) with the least
-// padded work, then runs the blocks in parallel.
+// Splits C over `threads` as a tm x tn grid (column blocks aligned to nr). Each thread packs
+// its own rows of A and columns of B, so the grid minimises padded compute plus packing:
+// rows * cols + kPackWeight * (rows + cols), packing one element costing about as much as a
+// few lanes of FMA work. (A thin N, as in convolutions, is then split by rows.)
 void run_parallel(const Problem& p, int threads) {
+  constexpr int64_t kPackWeight = 64;
   const int64_t m = p.c.rows, n = p.c.cols;
   const int64_t n_panels = (n + p.uk->nr - 1) / p.uk->nr;
   int best_tm = 1, best_tn = 1;
@@ -147,7 +150,7 @@ void run_parallel(const Problem& p, int threads) {
     const int tm = threads / tn;
     const int64_t rows = round_up((m + tm - 1) / tm, p.uk->mr);
     const int64_t cols = (n_panels + tn - 1) / tn * p.uk->nr;
-    const int64_t cost = rows * cols;
+    const int64_t cost = rows * cols + kPackWeight * (rows + cols);
     if (best_cost < 0 || cost <= best_cost) {
       best_cost = cost;
       best_tm = tm;
