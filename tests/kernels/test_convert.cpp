@@ -434,11 +434,12 @@ std::vector<uint32_t> padded_f32_inputs() {
 
 bool is_f32_subnormal(uint32_t u) { return (u & 0x7F800000u) == 0 && (u & 0x007FFFFFu) != 0; }
 
-TEST(HardwareConversionInstructions, F16cMatchesScalarRulesExactly) {
-  if (!mixprec::isa_supported(IsaLevel::Avx2)) GTEST_SKIP() << "kernel level avx2 not supported";
+// vcvtps2ph on the input pool and vcvtph2ps on all 65,536 patterns, against the scalar rules.
+void check_half_instructions(void (*narrow)(const uint32_t*, uint16_t*, std::size_t),
+                             void (*widen)(const uint16_t*, uint32_t*, std::size_t)) {
   const std::vector<uint32_t> in = padded_f32_inputs();
   std::vector<uint16_t> narrowed(in.size());
-  raw_vcvtps2ph_ymm(in.data(), narrowed.data(), in.size());
+  narrow(in.data(), narrowed.data(), in.size());
   std::size_t bad = 0;
   for (std::size_t i = 0; i < in.size(); ++i)
     if (narrowed[i] != fp16_bits::f32_to_f16(f32(in[i])) && ++bad <= 5)
@@ -446,30 +447,21 @@ TEST(HardwareConversionInstructions, F16cMatchesScalarRulesExactly) {
   std::vector<uint16_t> all(65536);
   for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
   std::vector<uint32_t> widened(all.size());
-  raw_vcvtph2ps_ymm(all.data(), widened.data(), all.size());
+  widen(all.data(), widened.data(), all.size());
   for (std::size_t i = 0; i < all.size(); ++i)
     if (widened[i] != bits_of(fp16_bits::f16_to_f32(all[i])) && ++bad <= 5)
       ADD_FAILURE() << "vcvtph2ps 0x" << std::hex << all[i] << " -> 0x" << widened[i];
   EXPECT_EQ(bad, 0u);
 }
 
+TEST(HardwareConversionInstructions, F16cMatchesScalarRulesExactly) {
+  if (!mixprec::isa_supported(IsaLevel::Avx2)) GTEST_SKIP() << "kernel level avx2 not supported";
+  check_half_instructions(raw_vcvtps2ph_ymm, raw_vcvtph2ps_ymm);
+}
+
 TEST(HardwareConversionInstructions, Avx512HalfConversionsMatchScalarRulesExactly) {
   if (!mixprec::isa_supported(IsaLevel::Avx512)) GTEST_SKIP() << "kernel level avx512 not supported";
-  const std::vector<uint32_t> in = padded_f32_inputs();
-  std::vector<uint16_t> narrowed(in.size());
-  raw_vcvtps2ph_zmm(in.data(), narrowed.data(), in.size());
-  std::size_t bad = 0;
-  for (std::size_t i = 0; i < in.size(); ++i)
-    if (narrowed[i] != fp16_bits::f32_to_f16(f32(in[i])) && ++bad <= 5)
-      ADD_FAILURE() << "vcvtps2ph 0x" << std::hex << in[i] << " -> 0x" << narrowed[i];
-  std::vector<uint16_t> all(65536);
-  for (uint32_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
-  std::vector<uint32_t> widened(all.size());
-  raw_vcvtph2ps_zmm(all.data(), widened.data(), all.size());
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (widened[i] != bits_of(fp16_bits::f16_to_f32(all[i])) && ++bad <= 5)
-      ADD_FAILURE() << "vcvtph2ps 0x" << std::hex << all[i] << " -> 0x" << widened[i];
-  EXPECT_EQ(bad, 0u);
+  check_half_instructions(raw_vcvtps2ph_zmm, raw_vcvtph2ps_zmm);
 }
 
 // vcvtneps2bf16 rounds and quiets NaNs like the scalar rule, but the SDM says it treats

@@ -43,24 +43,6 @@ inline std::string isa_test_name(const ::testing::TestParamInfo<IsaLevel>& info)
   return std::string(isa_name(info.param));
 }
 
-// The levels a test body should loop over itself, when a parameterised test does not fit:
-// calls body(level) under a ScopedIsa for each supported level; returns the unsupported ones.
-template <typename Body>
-std::string for_each_supported_isa(const Body& body) {
-  std::string skipped;
-  for (IsaLevel level : kAllIsaLevels) {
-    if (!isa_supported(level)) {
-      skipped += skipped.empty() ? "" : ", ";
-      skipped += isa_name(level);
-      continue;
-    }
-    ScopedIsa scope(level);
-    SCOPED_TRACE(::testing::Message() << "kernel level " << isa_name(level));
-    body(level);
-  }
-  return skipped;
-}
-
 }  // namespace mixprec::test_support
 
 #define MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Suite)                                    \
