@@ -22,8 +22,8 @@ namespace {
 
 using attention_detail::BlockUpdateFn;
 
-constexpr int64_t kBr = 64;   // queries per block
-constexpr int64_t kBc = 256;  // keys per block: a multiple of every panel width, and even
+constexpr int64_t kBr = 112;  // queries per block: a multiple of the AVX-512 tile height (14)
+constexpr int64_t kBc = 512;  // keys per block: a multiple of every panel width, and even (measured best)
 
 const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scalar,
                                             attention_detail::block_update_avx2,
