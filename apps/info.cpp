@@ -19,11 +19,16 @@ struct Feature {
 };
 
 std::vector<Feature> feature_list(const CpuFeatures& f) {
-  return {{"avx2", f.avx2 && f.os_avx},         {"fma", f.fma && f.os_avx},
-          {"f16c", f.f16c && f.os_avx},         {"avx512f", f.avx512f && f.os_avx512},
-          {"avx512bw", f.avx512bw && f.os_avx512}, {"avx512vl", f.avx512vl && f.os_avx512},
-          {"avx512dq", f.avx512dq && f.os_avx512}, {"avx512_bf16", f.avx512_bf16 && f.os_avx512},
-          {"avx512_fp16", f.avx512_fp16 && f.os_avx512}, {"amx_tile", f.amx_tile && f.os_amx},
+  return {{"avx2", f.avx2 && f.os_avx},
+          {"fma", f.fma && f.os_avx},
+          {"f16c", f.f16c && f.os_avx},
+          {"avx512f", f.avx512f && f.os_avx512},
+          {"avx512bw", f.avx512bw && f.os_avx512},
+          {"avx512vl", f.avx512vl && f.os_avx512},
+          {"avx512dq", f.avx512dq && f.os_avx512},
+          {"avx512_bf16", f.avx512_bf16 && f.os_avx512},
+          {"avx512_fp16", f.avx512_fp16 && f.os_avx512},
+          {"amx_tile", f.amx_tile && f.os_amx},
           {"amx_bf16", f.amx_bf16 && f.os_amx}};
 }
 
@@ -69,8 +74,9 @@ int run_info(Args args) {
     out += "},\n";
     out += "  \"kernel_level\": " + io::json_quote(in_use) + ",\n";
     out += "  \"best_kernel_level\": " + io::json_quote(best) + ",\n";
-    out += "  \"kernel_level_forced\": " +
-           std::string(std::getenv("MIXPREC_ISA") ? "true" : "false") + ",\n";
+    out +=
+        "  \"kernel_level_forced\": " + std::string(std::getenv("MIXPREC_ISA") ? "true" : "false") +
+        ",\n";
     out += "  \"recommended_precision\": " + io::json_quote(dtype_name(precision.dtype)) + ",\n";
     out += "  \"precision_reason\": " + io::json_quote(precision.reason) + ",\n";
     out += "  \"threads\": " + std::to_string(num_threads()) + "\n}\n";

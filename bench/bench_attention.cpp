@@ -14,9 +14,10 @@
 int main(int argc, char** argv) {
   using namespace mixprec;
   using namespace mixprec::bench;
-  const Options o = parse_options(argc, argv,
-                                  "Usage: bench_attention [--quick] [--json]\n"
-                                  "Flash-style attention GFLOP/s and extra memory, f32 vs bf16, 2 threads.");
+  const Options o =
+      parse_options(argc, argv,
+                    "Usage: bench_attention [--quick] [--json]\n"
+                    "Flash-style attention GFLOP/s and extra memory, f32 vs bf16, 2 threads.");
   const int threads = num_threads();
   const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
   const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
@@ -26,14 +27,18 @@ int main(int argc, char** argv) {
     int64_t b, h, s, d;
     bool causal;
   };
-  std::vector<Shape> shapes = {{1, 8, 256, 64, false}, {1, 8, 1024, 64, false}, {1, 8, 1024, 64, true},
-                               {1, 2, 4096, 64, false}, {1, 8, 1024, 128, false}};
+  std::vector<Shape> shapes = {{1, 8, 256, 64, false},
+                               {1, 8, 1024, 64, false},
+                               {1, 8, 1024, 64, true},
+                               {1, 2, 4096, 64, false},
+                               {1, 8, 1024, 128, false}};
   if (o.quick) shapes = {{1, 8, 1024, 64, false}};
   Generator gen(1);
   std::vector<Row> rows;
   for (const Shape& s : shapes)
     for (DType t : {DType::F32, DType::BF16}) {
-      const Tensor q = Tensor::randn({s.b, s.h, s.s, s.d}, gen, t), k = Tensor::randn({s.b, s.h, s.s, s.d}, gen, t),
+      const Tensor q = Tensor::randn({s.b, s.h, s.s, s.d}, gen, t),
+                   k = Tensor::randn({s.b, s.h, s.s, s.d}, gen, t),
                    v = Tensor::randn({s.b, s.h, s.s, s.d}, gen, t);
       const Tensor out = Tensor::empty({s.b, s.h, s.s, s.d}, t);
       kernels::AttentionOptions opt;
@@ -41,20 +46,27 @@ int main(int argc, char** argv) {
       CachingAllocator& alloc = CachingAllocator::global();
       alloc.reset_peak();
       const std::size_t before = alloc.stats().allocated_bytes;
-      const Timing tm = time_it([&] { kernels::scaled_dot_product_attention(q, k, v, out, opt); }, 2, 5,
-                                o.quick ? 0.2 : 0.6);
+      const Timing tm = time_it([&] { kernels::scaled_dot_product_attention(q, k, v, out, opt); },
+                                2, 5, o.quick ? 0.2 : 0.6);
       const double extra_mib = double(alloc.stats().peak_allocated_bytes - before) / (1 << 20);
-      const double flops = 4.0 * s.b * s.h * double(s.s) * double(s.s) * s.d * (s.causal ? 0.5 : 1.0);
+      const double flops =
+          4.0 * s.b * s.h * double(s.s) * double(s.s) * s.d * (s.causal ? 0.5 : 1.0);
       const double gflops = flops / tm.median_s / 1e9;
       Row r;
-      r.text("shape", "b" + std::to_string(s.b) + " h" + std::to_string(s.h) + " s" + std::to_string(s.s) + " d" +
-                          std::to_string(s.d) + (s.causal ? " causal" : ""));
-      r.num("threads", threads, 0).text("dtype", std::string(dtype_name(t))).num("ms", tm.median_s * 1e3, 3);
+      r.text("shape", "b" + std::to_string(s.b) + " h" + std::to_string(s.h) + " s" +
+                          std::to_string(s.s) + " d" + std::to_string(s.d) +
+                          (s.causal ? " causal" : ""));
+      r.num("threads", threads, 0)
+          .text("dtype", std::string(dtype_name(t)))
+          .num("ms", tm.median_s * 1e3, 3);
       r.num("spread_ms", (tm.max_s - tm.min_s) * 1e3, 3).num("gflops", gflops, 1);
-      r.num("pct_peak", 100 * gflops / (t == DType::BF16 ? peak_bf16 : peak_f32), 1).num("extra_mib", extra_mib, 2);
+      r.num("pct_peak", 100 * gflops / (t == DType::BF16 ? peak_bf16 : peak_f32), 1)
+          .num("extra_mib", extra_mib, 2);
       rows.push_back(r);
     }
-  if (!o.json) std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n", cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
+  if (!o.json)
+    std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
+                cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
   print_table(rows, o);
   if (o.json) {
     char peak[96];

@@ -33,14 +33,17 @@ struct DnnlConv {
   dnnl::convolution_forward prim;
   dnnl::memory src, wei, bias, dst;
   std::string impl;
-  DnnlConv(const ConvShape& s, DType t, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  DnnlConv(const ConvShape& s, DType t, const Tensor& x, const Tensor& w, const Tensor& b,
+           const Tensor& y) {
     using tag = dnnl::memory::format_tag;
     const auto dt = t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
-    const dnnl::memory::desc src_md({s.n, s.c, s.hw, s.hw}, dt, tag::nhwc), dst_md({s.n, s.o, s.hw, s.hw}, dt, tag::nhwc),
-        wei_any({s.o, s.c, 3, 3}, dt, tag::any), wei_user({s.o, s.c, 3, 3}, dt, tag::oihw),
+    const dnnl::memory::desc src_md({s.n, s.c, s.hw, s.hw}, dt, tag::nhwc),
+        dst_md({s.n, s.o, s.hw, s.hw}, dt, tag::nhwc), wei_any({s.o, s.c, 3, 3}, dt, tag::any),
+        wei_user({s.o, s.c, 3, 3}, dt, tag::oihw),
         bias_md({s.o}, dnnl::memory::data_type::f32, tag::a);
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                            src_md, wei_any, bias_md, dst_md, {1, 1}, {1, 1}, {1, 1});
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
+                                            dnnl::algorithm::convolution_direct, src_md, wei_any,
+                                            bias_md, dst_md, {1, 1}, {1, 1}, {1, 1});
     const dnnl::convolution_forward::primitive_desc pd(d, engine);
     impl = pd.impl_info_str();
     prim = dnnl::convolution_forward(pd);
@@ -53,7 +56,9 @@ struct DnnlConv {
     stream.wait();
   }
   void run() {
-    prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
+    prim.execute(
+        stream,
+        {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, dst}});
     stream.wait();
   }
 };
@@ -65,9 +70,10 @@ struct DnnlConv {
 int main(int argc, char** argv) {
   using namespace mixprec;
   using namespace mixprec::bench;
-  const Options o = parse_options(argc, argv,
-                                  "Usage: bench_conv [--quick] [--json]\n"
-                                  "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads.");
+  const Options o = parse_options(
+      argc, argv,
+      "Usage: bench_conv [--quick] [--json]\n"
+      "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads.");
   std::vector<ConvShape> shapes;
   for (int64_t n : {1, 4})
     for (int64_t c : {64, 128})
@@ -91,14 +97,22 @@ int main(int argc, char** argv) {
       const Tensor b = Tensor::randn({s.o}, gen, DType::F32);
       const Tensor y = Tensor::empty({s.n, s.o, s.hw, s.hw}, t, MemoryFormat::ChannelsLast);
       const double peak = t == DType::BF16 ? peak_bf16 : peak_f32;
-      const std::string shape_name = "n" + std::to_string(s.n) + " " + std::to_string(s.c) + "->" + std::to_string(s.o) +
-                                     " " + std::to_string(s.hw) + "x" + std::to_string(s.hw);
+      const std::string shape_name = "n" + std::to_string(s.n) + " " + std::to_string(s.c) + "->" +
+                                     std::to_string(s.o) + " " + std::to_string(s.hw) + "x" +
+                                     std::to_string(s.hw);
       auto add = [&](const char* impl, const Timing& tm, double peer_ms, const std::string& note) {
         const double ms = tm.median_s * 1e3, gflops = flops / tm.median_s / 1e9;
         Row r;
-        r.text("shape", shape_name).num("threads", threads, 0).text("impl", impl).text("dtype", std::string(dtype_name(t)));
-        r.num("ms", ms, 3).num("spread_ms", (tm.max_s - tm.min_s) * 1e3, 3).num("gflops", gflops, 1);
-        r.num("pct_peak", 100 * gflops / peak, 1).num("vs_onednn", peer_ms > 0 ? peer_ms / ms : NAN, 2).text("note", note);
+        r.text("shape", shape_name)
+            .num("threads", threads, 0)
+            .text("impl", impl)
+            .text("dtype", std::string(dtype_name(t)));
+        r.num("ms", ms, 3)
+            .num("spread_ms", (tm.max_s - tm.min_s) * 1e3, 3)
+            .num("gflops", gflops, 1);
+        r.num("pct_peak", 100 * gflops / peak, 1)
+            .num("vs_onednn", peer_ms > 0 ? peer_ms / ms : NAN, 2)
+            .text("note", note);
         rows.push_back(r);
       };
       const int slot = t == DType::BF16;
@@ -110,11 +124,14 @@ int main(int argc, char** argv) {
 #endif
       kernels::Conv2dOptions opt;
       opt.pad_h = opt.pad_w = 1;
-      const Timing tm = time_it([&] { kernels::conv2d(x, w, &b, y, opt); }, 2, 5, o.quick ? 0.15 : 0.5);
+      const Timing tm =
+          time_it([&] { kernels::conv2d(x, w, &b, y, opt); }, 2, 5, o.quick ? 0.15 : 0.5);
       add("mixprec", tm, dnnl_ms[slot], "im2col tiles + GEMM, weights packed per call");
     }
   }
-  if (!o.json) std::printf("CPU %s; 2-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n", cpu_features().model.c_str(), peak_f32, peak_bf16);
+  if (!o.json)
+    std::printf("CPU %s; 2-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
+                cpu_features().model.c_str(), peak_f32, peak_bf16);
   print_table(rows, o);
   if (o.json) {
     char peak[96];

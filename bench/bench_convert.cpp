@@ -82,10 +82,14 @@ void parallel_memcpy(unsigned char* dst, const unsigned char* src, std::size_t b
 struct Conversion {
   DType from, to;
 };
-constexpr Conversion kConversions[] = {{DType::F32, DType::BF16}, {DType::F32, DType::F16},
-                                       {DType::BF16, DType::F32}, {DType::F16, DType::F32}};
+constexpr Conversion kConversions[] = {{DType::F32, DType::BF16},
+                                       {DType::F32, DType::F16},
+                                       {DType::BF16, DType::F32},
+                                       {DType::F16, DType::F32}};
 
-double gbps(std::size_t bytes, const Timing& t) { return static_cast<double>(bytes) / t.median_s / 1e9; }
+double gbps(std::size_t bytes, const Timing& t) {
+  return static_cast<double>(bytes) / t.median_s / 1e9;
+}
 
 }  // namespace
 }  // namespace mixprec::bench
@@ -123,11 +127,19 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases;
   for (const int threads : thread_counts) {
-    cases.push_back({"memcpy", "-", IsaLevel::Scalar, threads,
-                     [&] { parallel_memcpy(copy_dst.data, copy_src.data, copy_src.size); }, {}});
+    cases.push_back({"memcpy",
+                     "-",
+                     IsaLevel::Scalar,
+                     threads,
+                     [&] { parallel_memcpy(copy_dst.data, copy_src.data, copy_src.size); },
+                     {}});
     if (have_probe)
-      cases.push_back({"stream-copy", "avx2", IsaLevel::Scalar, threads,
-                       [&] { stream_copy(copy_dst.data, copy_src.data, copy_src.size); }, {}});
+      cases.push_back({"stream-copy",
+                       "avx2",
+                       IsaLevel::Scalar,
+                       threads,
+                       [&] { stream_copy(copy_dst.data, copy_src.data, copy_src.size); },
+                       {}});
   }
   for (const Conversion c : kConversions)
     for (const IsaLevel level : levels)
@@ -135,8 +147,11 @@ int main(int argc, char** argv) {
         const void* src = c.from == DType::F32 ? wide.data : narrow.data;
         void* dst = c.from == DType::F32 ? narrow.data : wide.data;
         cases.push_back({std::string(dtype_name(c.from)) + "->" + std::string(dtype_name(c.to)),
-                         std::string(isa_name(level)), level, threads,
-                         [=] { kernels::convert(src, c.from, dst, c.to, n); }, {}});
+                         std::string(isa_name(level)),
+                         level,
+                         threads,
+                         [=] { kernels::convert(src, c.from, dst, c.to, n); },
+                         {}});
       }
   const IsaLevel level_before = active_isa();
   for (int round = -1; round < reps; ++round)  // round -1 is the warm-up
@@ -165,23 +180,30 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     const Timing t = timing(c.seconds);
     const double g = gbps(traffic, t);
-    rows.push_back(Row{}.text("op", c.op).text("level", c.level).num("threads", c.threads, 0)
-                       .num("gb_per_s", g, 1).num("pct_memcpy", 100 * g / memcpy_gbps[c.threads], 0)
+    rows.push_back(Row{}
+                       .text("op", c.op)
+                       .text("level", c.level)
+                       .num("threads", c.threads, 0)
+                       .num("gb_per_s", g, 1)
+                       .num("pct_memcpy", 100 * g / memcpy_gbps[c.threads], 0)
                        .num("pct_stream_copy", 100 * g / stream_gbps[c.threads], 0)
-                       .num("median_ms", t.median_s * 1e3).num("min_ms", t.min_s * 1e3)
+                       .num("median_ms", t.median_s * 1e3)
+                       .num("min_ms", t.min_s * 1e3)
                        .num("max_ms", t.max_s * 1e3));
   }
 
   if (!o.json)
-    std::printf("bench_convert: %zu elements (f32 %zu MiB, 16-bit %zu MiB), %zu MiB moved per "
-                "run; median of %d rounds (each round runs every case once) after a warm-up "
-                "round; %s, %d threads\n\n",
-                n, n * 4 >> 20, n * 2 >> 20, traffic >> 20, reps, cpu_features().model.c_str(),
-                max_threads);
+    std::printf(
+        "bench_convert: %zu elements (f32 %zu MiB, 16-bit %zu MiB), %zu MiB moved per "
+        "run; median of %d rounds (each round runs every case once) after a warm-up "
+        "round; %s, %d threads\n\n",
+        n, n * 4 >> 20, n * 2 >> 20, traffic >> 20, reps, cpu_features().model.c_str(),
+        max_threads);
   print_table(rows, o);
   if (!o.json) std::printf("\n");
   print_json("convert", rows,
-             {{"elements", std::to_string(n)}, {"bytes_per_run", std::to_string(traffic)},
+             {{"elements", std::to_string(n)},
+              {"bytes_per_run", std::to_string(traffic)},
               {"repetitions", std::to_string(reps)}});
   return 0;
 }

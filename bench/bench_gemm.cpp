@@ -51,7 +51,7 @@ struct Operands {
 };
 
 struct Peaks {
-  double f32[3] = {0, 0, 0};   // by thread count
+  double f32[3] = {0, 0, 0};  // by thread count
   double bf16[3] = {0, 0, 0};
 };
 
@@ -82,10 +82,12 @@ struct DnnlMatmul {
 };
 #endif
 
-void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options& o, std::vector<Row>& rows) {
+void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options& o,
+                 std::vector<Row>& rows) {
   set_num_threads(threads);
   omp_set_num_threads(threads);
-  const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  const double flops =
+      2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
   const double min_s = o.quick ? 0.15 : 0.5;
   double dnnl_ms[2] = {0, 0};  // f32, bf16
 
@@ -94,7 +96,10 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     const double ms = t.median_s * 1e3;
     const double gflops = flops / t.median_s / 1e9;
     Row r;
-    r.text("shape", s.name).num("m", double(s.m), 0).num("n", double(s.n), 0).num("k", double(s.k), 0);
+    r.text("shape", s.name)
+        .num("m", double(s.m), 0)
+        .num("n", double(s.n), 0)
+        .num("k", double(s.k), 0);
     r.num("threads", threads, 0).text("impl", impl).text("dtype", dtype);
     r.num("ms", ms, 3).num("spread_ms", (t.max_s - t.min_s) * 1e3, 3).num("gflops", gflops, 1);
     r.num("pct_peak", 100.0 * gflops / peak, 1);
@@ -112,32 +117,40 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
       DnnlMatmul dm(s, t, ops);
       const Timing tt = time_it([&] { dm.run(); }, 2, 5, min_s);
       dnnl_ms[slot] = tt.median_s * 1e3;
-      add("onednn", std::string(dtype_name(t)).c_str(), tt, t == DType::BF16 ? peaks.bf16[threads] : peaks.f32[threads], 0, dm.impl);
+      add("onednn", std::string(dtype_name(t)).c_str(), tt,
+          t == DType::BF16 ? peaks.bf16[threads] : peaks.f32[threads], 0, dm.impl);
     }
 #endif
     const MatrixView av = MatrixView::row_major(ops.a.data(), t, s.m, s.k, s.k);
     const MatrixView bv = MatrixView::row_major(ops.b.data(), t, s.k, s.n, s.n);
     const MutableMatrixView cv = MutableMatrixView::row_major(ops.c.data(), t, s.m, s.n, s.n);
-    const double peak = t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16 ? peaks.bf16[threads] : peaks.f32[threads];
+    const double peak = t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
+                            ? peaks.bf16[threads]
+                            : peaks.f32[threads];
     const double peer = t == DType::F16 ? dnnl_ms[0] : dnnl_ms[slot];
     const Timing own = time_it([&] { kernels::gemm(av, bv, cv); }, 2, 5, min_s);
     add("mixprec", std::string(dtype_name(t)).c_str(), own, peak, peer,
         t == DType::F16 ? "f16 converted to f32 while packing; compared with oneDNN f32" : "");
     const kernels::PackedMatrix packed = kernels::pack_b(bv, t);
     const Timing pre = time_it([&] { kernels::gemm_prepacked(av, packed, cv); }, 2, 5, min_s);
-    add("mixprec-prepacked", std::string(dtype_name(t)).c_str(), pre, peak, peer, "B packed once (inference weights)");
+    add("mixprec-prepacked", std::string(dtype_name(t)).c_str(), pre, peak, peer,
+        "B packed once (inference weights)");
 #ifdef MIXPREC_HAVE_OPENBLAS
     if (t == DType::F32) {
       openblas_set_num_threads(threads);
       const float* a = reinterpret_cast<const float*>(ops.a.data());
       const float* b = reinterpret_cast<const float*>(ops.b.data());
       float* c = reinterpret_cast<float*>(ops.c.data());
-      const Timing tb = time_it([&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
-                    static_cast<int>(s.k), 1.0f, a, static_cast<int>(s.k), b, static_cast<int>(s.n), 0.0f, c,
-                    static_cast<int>(s.n));
-      }, 2, 5, min_s);
-      add("openblas", "f32", tb, peaks.f32[threads], dnnl_ms[0], std::string("core ") + openblas_get_corename());
+      const Timing tb = time_it(
+          [&] {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m),
+                        static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a,
+                        static_cast<int>(s.k), b, static_cast<int>(s.n), 0.0f, c,
+                        static_cast<int>(s.n));
+          },
+          2, 5, min_s);
+      add("openblas", "f32", tb, peaks.f32[threads], dnnl_ms[0],
+          std::string("core ") + openblas_get_corename());
     }
 #endif
   }
@@ -149,16 +162,19 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
 int main(int argc, char** argv) {
   using namespace mixprec;
   using namespace mixprec::bench;
-  const Options o = parse_options(argc, argv,
+  const Options o = parse_options(
+      argc, argv,
       "Usage: bench_gemm [--quick] [--json]\n"
       "GEMM GFLOP/s: mixprec f32/bf16/f16 vs oneDNN f32/bf16 vs OpenBLAS sgemm, 1 and 2 threads,\n"
       "as %% of the measured f32-FMA / bf16-dot peak. For the OpenBLAS column run it with\n"
       "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (make bench does).");
-  const std::vector<Shape> shapes_full = {
-      {"square256", 256, 256, 256},    {"square512", 512, 512, 512},
-      {"square1024", 1024, 1024, 1024}, {"square2048", 2048, 2048, 2048},
-      {"ffn_up 512x3072x768", 512, 3072, 768}, {"ffn_down 512x768x3072", 512, 768, 3072},
-      {"conv_im2col 4096x64x576", 4096, 64, 576}};
+  const std::vector<Shape> shapes_full = {{"square256", 256, 256, 256},
+                                          {"square512", 512, 512, 512},
+                                          {"square1024", 1024, 1024, 1024},
+                                          {"square2048", 2048, 2048, 2048},
+                                          {"ffn_up 512x3072x768", 512, 3072, 768},
+                                          {"ffn_down 512x768x3072", 512, 768, 3072},
+                                          {"conv_im2col 4096x64x576", 4096, 64, 576}};
   const std::vector<Shape> shapes_quick = {shapes_full[1], shapes_full[5], shapes_full[6]};
   const std::vector<Shape>& shapes = o.quick ? shapes_quick : shapes_full;
   const std::vector<int> thread_counts = o.quick ? std::vector<int>{2} : std::vector<int>{1, 2};
@@ -167,16 +183,20 @@ int main(int argc, char** argv) {
   std::vector<Row> peak_rows;
   for (int t : {1, 2}) {
     peaks.f32[t] = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, t);
-    peaks.bf16[t] = isa_supported(IsaLevel::Avx512Bf16) ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, t) : peaks.f32[t];
+    peaks.bf16[t] = isa_supported(IsaLevel::Avx512Bf16)
+                        ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, t)
+                        : peaks.f32[t];
     Row r;
-    r.num("threads", t, 0).num("peak_f32_gflops", peaks.f32[t], 1).num("peak_bf16_gflops", peaks.bf16[t], 1);
+    r.num("threads", t, 0)
+        .num("peak_f32_gflops", peaks.f32[t], 1)
+        .num("peak_bf16_gflops", peaks.bf16[t], 1);
     peak_rows.push_back(r);
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   if (!o.json) {
-    std::printf("CPU %s, kernel level %.*s; OPENBLAS_CORETYPE %s\n\nMeasured peak:\n", cpu_features().model.c_str(),
-                static_cast<int>(isa_name(active_isa()).size()), isa_name(active_isa()).data(),
-                coretype ? coretype : "unset");
+    std::printf("CPU %s, kernel level %.*s; OPENBLAS_CORETYPE %s\n\nMeasured peak:\n",
+                cpu_features().model.c_str(), static_cast<int>(isa_name(active_isa()).size()),
+                isa_name(active_isa()).data(), coretype ? coretype : "unset");
     print_table(peak_rows, o);
     std::printf("\n");
   }
@@ -189,9 +209,12 @@ int main(int argc, char** argv) {
   print_table(rows, o);
   if (o.json) {
     char peak[160];
-    std::snprintf(peak, sizeof peak, "{\"f32_1t\": %.1f, \"f32_2t\": %.1f, \"bf16_1t\": %.1f, \"bf16_2t\": %.1f}",
+    std::snprintf(peak, sizeof peak,
+                  "{\"f32_1t\": %.1f, \"f32_2t\": %.1f, \"bf16_1t\": %.1f, \"bf16_2t\": %.1f}",
                   peaks.f32[1], peaks.f32[2], peaks.bf16[1], peaks.bf16[2]);
-    print_json("gemm", rows, {{"peak_gflops", peak}, {"openblas_coretype", io::json_quote(coretype ? coretype : "unset")}});
+    print_json("gemm", rows,
+               {{"peak_gflops", peak},
+                {"openblas_coretype", io::json_quote(coretype ? coretype : "unset")}});
   }
   return 0;
 }

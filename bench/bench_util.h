@@ -25,10 +25,14 @@ inline Options parse_options(int argc, char** argv, const char* usage) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a == "--quick") o.quick = true;
-    else if (a == "--json") o.json = true;
+    if (a == "--quick")
+      o.quick = true;
+    else if (a == "--json")
+      o.json = true;
     else if (a == "--help" || a == "-h") {
-      std::printf("%s\n  --quick   a short run (under a minute)\n  --json    print only the JSON results\n", usage);
+      std::printf(
+          "%s\n  --quick   a short run (under a minute)\n  --json    print only the JSON results\n",
+          usage);
       std::exit(0);
     } else {
       std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", argv[0], argv[i]);
@@ -58,7 +62,8 @@ Timing time_it(const Fn& fn, int warmup, int reps, double min_seconds) {
     if (samples.size() > 1000) break;
   }
   std::sort(samples.begin(), samples.end());
-  return {samples[samples.size() / 2], samples.front(), samples.back(), static_cast<int>(samples.size())};
+  return {samples[samples.size() / 2], samples.front(), samples.back(),
+          static_cast<int>(samples.size())};
 }
 
 // One result: named fields in order, printed as a table row and as a JSON object.
@@ -70,8 +75,10 @@ struct Row {
   }
   Row& num(const std::string& key, double v, int decimals = 2) {
     char buf[64];
-    if (v != v) std::snprintf(buf, sizeof buf, "null");
-    else std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    if (v != v)
+      std::snprintf(buf, sizeof buf, "null");
+    else
+      std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
     fields.emplace_back(key, buf);
     return *this;
   }
@@ -111,7 +118,8 @@ inline void print_json(const std::string& name, const std::vector<Row>& rows,
   for (std::size_t r = 0; r < rows.size(); ++r) {
     s += r ? ",\n  {" : "\n  {";
     for (std::size_t i = 0; i < rows[r].fields.size(); ++i)
-      s += (i ? ", " : "") + io::json_quote(rows[r].fields[i].first) + ": " + rows[r].fields[i].second;
+      s += (i ? ", " : "") + io::json_quote(rows[r].fields[i].first) + ": " +
+           rows[r].fields[i].second;
     s += "}";
   }
   s += "\n]}\n";

@@ -19,7 +19,8 @@ struct Pending {
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
   MIXPREC_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] got ", grads.size(),
                 " gradients for ", roots.size(), " tensors");
   NoGrad no_grad;  // backward itself records nothing
@@ -31,12 +32,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
                   " does not require grad and has no grad_fn");
     Tensor g;
     if (grads.empty() || !grads[i].defined()) {
-      MIXPREC_CHECK(root.numel() == 1, "[backward] a gradient can be implied only for a scalar; tensor ", i,
+      MIXPREC_CHECK(root.numel() == 1,
+                    "[backward] a gradient can be implied only for a scalar; tensor ", i,
                     " has shape ", shape_to_string(root.shape()), ", pass its gradient");
       g = Tensor::ones(root.shape(), root.dtype());
     } else {
       MIXPREC_CHECK(grads[i].shape() == root.shape(), "[backward] gradient ", i, " has shape ",
-                    shape_to_string(grads[i].shape()), ", expected ", shape_to_string(root.shape()));
+                    shape_to_string(grads[i].shape()), ", expected ",
+                    shape_to_string(root.shape()));
       g = grads[i].dtype() == root.dtype() ? grads[i] : grads[i].to(root.dtype());
     }
     seeds.emplace_back(gradient_edge(root), std::move(g));

@@ -15,7 +15,8 @@ NoGrad::~NoGrad() { t_grad_enabled = previous_; }
 EnableGrad::EnableGrad() : previous_(t_grad_enabled) { t_grad_enabled = !t_inference_mode; }
 EnableGrad::~EnableGrad() { t_grad_enabled = previous_; }
 
-InferenceMode::InferenceMode() : previous_grad_(t_grad_enabled), previous_inference_(t_inference_mode) {
+InferenceMode::InferenceMode()
+    : previous_grad_(t_grad_enabled), previous_inference_(t_inference_mode) {
   t_grad_enabled = false;
   t_inference_mode = true;
 }

@@ -48,7 +48,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& x = leaves[i];
     if (!x.defined() || !x.requires_grad()) continue;
-    const Tensor analytical = x.grad().defined() ? x.grad().to(DType::F64).contiguous() : Tensor::zeros(x.shape(), DType::F64);
+    const Tensor analytical = x.grad().defined() ? x.grad().to(DType::F64).contiguous()
+                                                 : Tensor::zeros(x.shape(), DType::F64);
     double* xp = x.data<double>();
     for (int64_t j = 0; j < x.numel(); ++j) {
       const double saved = xp[j];
@@ -68,7 +69,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       if (result.ok && !(err <= opt.atol + opt.rtol * std::fabs(numerical))) {
         result.ok = false;
         std::ostringstream m;
-        m << "input " << i << " element " << j << ": analytical " << a << ", numerical " << numerical;
+        m << "input " << i << " element " << j << ": analytical " << a << ", numerical "
+          << numerical;
         result.message = m.str();
       }
     }

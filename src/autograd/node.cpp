@@ -56,7 +56,8 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
 void record(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
             std::initializer_list<const Tensor*> outputs) {
   node->next_edges.clear();
-  for (const Tensor* t : inputs) node->next_edges.push_back(t != nullptr && t->defined() ? gradient_edge(*t) : Edge{});
+  for (const Tensor* t : inputs)
+    node->next_edges.push_back(t != nullptr && t->defined() ? gradient_edge(*t) : Edge{});
   node->num_outputs = static_cast<uint32_t>(outputs.size());
   uint32_t output_nr = 0;
   for (const Tensor* out : outputs) {
@@ -73,8 +74,9 @@ void accumulate(Tensor& sum, const Tensor& g) {
     sum = g;
     return;
   }
-  MIXPREC_CHECK(sum.shape() == g.shape(), "[backward] gradients of shapes ", shape_to_string(sum.shape()),
-                " and ", shape_to_string(g.shape()), " meet at one tensor");
+  MIXPREC_CHECK(sum.shape() == g.shape(), "[backward] gradients of shapes ",
+                shape_to_string(sum.shape()), " and ", shape_to_string(g.shape()),
+                " meet at one tensor");
   // Out of place: `sum` may be a gradient another node also received.
   Tensor out = Tensor::empty(sum.shape(), sum.dtype());
   kernels::binary(kernels::BinaryOp::Add, sum, g, out);

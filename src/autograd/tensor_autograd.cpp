@@ -19,8 +19,12 @@ namespace {
 class ViewBackward final : public Node {
  public:
   ViewBackward(const Tensor& base, const Tensor& view)
-      : base_shape_(base.shape()), base_strides_(base.strides()), base_offset_(base.storage_offset()),
-        view_shape_(view.shape()), view_strides_(view.strides()), view_offset_(view.storage_offset()),
+      : base_shape_(base.shape()),
+        base_strides_(base.strides()),
+        base_offset_(base.storage_offset()),
+        view_shape_(view.shape()),
+        view_strides_(view.strides()),
+        view_offset_(view.storage_offset()),
         storage_numel_(static_cast<int64_t>(base.storage()->nbytes() / base.element_size())),
         dtype_(base.dtype()) {}
   std::string_view name() const override { return "ViewBackward"; }
@@ -32,10 +36,11 @@ class ViewBackward final : public Node {
     Tensor source = grads[0];
     std::vector<int64_t> broadcast_dims;
     for (std::size_t d = 0; d < view_shape_.size(); ++d)
-      if (view_strides_[d] == 0 && view_shape_[d] > 1) broadcast_dims.push_back(static_cast<int64_t>(d));
+      if (view_strides_[d] == 0 && view_shape_[d] > 1)
+        broadcast_dims.push_back(static_cast<int64_t>(d));
     if (!broadcast_dims.empty()) {
-      Tensor summed = Tensor::empty(kernels::reduced_shape(source.shape(), broadcast_dims, true, "backward"),
-                                    source.dtype());
+      Tensor summed = Tensor::empty(
+          kernels::reduced_shape(source.shape(), broadcast_dims, true, "backward"), source.dtype());
       kernels::sum(source, broadcast_dims, true, summed);
       source = summed;
       for (int64_t d : broadcast_dims) target = target.slice(d, 0, 1);
@@ -72,9 +77,10 @@ class CopyBackward final : public Node {
 void record_view(const Tensor& base, const Tensor& view) {
   if (!needs_grad({&base})) return;
   for (std::size_t d = 0; d < base.shape().size(); ++d)
-    MIXPREC_CHECK(base.stride(static_cast<int64_t>(d)) != 0 || base.size(static_cast<int64_t>(d)) <= 1,
-                  "[autograd] a view of the expanded tensor ", shape_to_string(base.shape()),
-                  " cannot carry gradients; call contiguous() on it first");
+    MIXPREC_CHECK(
+        base.stride(static_cast<int64_t>(d)) != 0 || base.size(static_cast<int64_t>(d)) <= 1,
+        "[autograd] a view of the expanded tensor ", shape_to_string(base.shape()),
+        " cannot carry gradients; call contiguous() on it first");
   record(std::make_shared<ViewBackward>(base, view), {&base}, {&view});
 }
 
@@ -94,14 +100,19 @@ const bool g_hooks_installed = [] {
 }  // namespace
 }  // namespace autograd
 
-bool Tensor::requires_grad() const { return autograd_meta_ != nullptr && autograd_meta_->requires_grad; }
+bool Tensor::requires_grad() const {
+  return autograd_meta_ != nullptr && autograd_meta_->requires_grad;
+}
 
 const Tensor& Tensor::requires_grad_(bool on) const {
   check_defined("requires_grad_");
-  MIXPREC_CHECK(!on || is_floating(dtype_), "[requires_grad_] only floating tensors can require grad, this is ",
+  MIXPREC_CHECK(!on || is_floating(dtype_),
+                "[requires_grad_] only floating tensors can require grad, this is ",
                 dtype_name(dtype_));
-  MIXPREC_CHECK(is_leaf(), "[requires_grad_] only leaf tensors can change requires_grad; this one was made by ",
-                autograd_meta_->grad_fn->name(), " (use detach() for a new leaf)");
+  MIXPREC_CHECK(
+      is_leaf(),
+      "[requires_grad_] only leaf tensors can change requires_grad; this one was made by ",
+      autograd_meta_->grad_fn->name(), " (use detach() for a new leaf)");
   if (autograd_meta_ == nullptr) {
     if (!on) return *this;
     autograd_meta_ = std::make_shared<AutogradMeta>();
@@ -116,7 +127,9 @@ void Tensor::zero_grad() const {
   if (autograd_meta_ != nullptr) autograd_meta_->grad = Tensor();
 }
 
-bool Tensor::is_leaf() const { return autograd_meta_ == nullptr || autograd_meta_->grad_fn == nullptr; }
+bool Tensor::is_leaf() const {
+  return autograd_meta_ == nullptr || autograd_meta_->grad_fn == nullptr;
+}
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
   return autograd_meta_ != nullptr ? autograd_meta_->grad_fn : nullptr;
@@ -125,7 +138,8 @@ std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
 void Tensor::backward() const { backward(Tensor()); }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+  autograd::backward({*this},
+                     gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
                      retain_graph);
 }
 

@@ -22,7 +22,8 @@ CachingAllocator& CachingAllocator::global() {
 
 std::size_t CachingAllocator::size_class(std::size_t bytes) {
   constexpr std::size_t kSmall = 4096;
-  if (bytes <= kSmall) return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) & ~(kAlignment - 1));
+  if (bytes <= kSmall)
+    return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) & ~(kAlignment - 1));
   // Four classes per power of two: step = 2^(floor(log2(bytes - 1)) - 2).
   const std::size_t top = std::bit_floor(bytes - 1);
   const std::size_t step = top / 4;
@@ -47,8 +48,8 @@ void* CachingAllocator::allocate(std::size_t bytes) {
       free_cached_locked();
       block = std::aligned_alloc(kAlignment, cls);
     }
-    MIXPREC_CHECK(block != nullptr, "[allocate] out of memory: could not get ", cls,
-                  " bytes (", stats_.allocated_bytes, " bytes already allocated)");
+    MIXPREC_CHECK(block != nullptr, "[allocate] out of memory: could not get ", cls, " bytes (",
+                  stats_.allocated_bytes, " bytes already allocated)");
     ++stats_.os_allocs;
     stats_.reserved_bytes += cls;
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);

@@ -122,10 +122,14 @@ bool isa_supported(IsaLevel level) {
   const bool avx2 = f.os_avx && f.avx && f.avx2 && f.fma && f.f16c;
   const bool avx512 = avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   switch (level) {
-    case IsaLevel::Scalar: return true;
-    case IsaLevel::Avx2: return avx2;
-    case IsaLevel::Avx512: return avx512;
-    case IsaLevel::Avx512Bf16: return avx512 && f.avx512_bf16;
+    case IsaLevel::Scalar:
+      return true;
+    case IsaLevel::Avx2:
+      return avx2;
+    case IsaLevel::Avx512:
+      return avx512;
+    case IsaLevel::Avx512Bf16:
+      return avx512 && f.avx512_bf16;
   }
   return false;
 }

@@ -116,7 +116,8 @@ Tensor Tensor::uniform(const Shape& shape, double lo, double hi, Generator& gen,
   Tensor drawn = fill_blocks<float>(
       shape, DType::F32, gen, 4, [&](const std::array<uint32_t, 4>& w, float* out, int64_t count) {
         for (int64_t i = 0; i < count; ++i)
-          out[i] = static_cast<float>(lo + width * (static_cast<float>(w[i] >> (32 - bits)) * unit_scale));
+          out[i] = static_cast<float>(
+              lo + width * (static_cast<float>(w[i] >> (32 - bits)) * unit_scale));
       });
   return finish(drawn, dtype);
 }

@@ -31,7 +31,8 @@ struct CheckpointBackward final : autograd::Node {
     gen->set_state(rng_now);
     if (out.requires_grad()) autograd::backward({out}, {grads[0]});
     std::vector<Tensor> result;
-    for (const Tensor& leaf : leaves) result.push_back(leaf.defined() && leaf.requires_grad() ? leaf.grad() : Tensor());
+    for (const Tensor& leaf : leaves)
+      result.push_back(leaf.defined() && leaf.requires_grad() ? leaf.grad() : Tensor());
     return result;
   }
   void release_saved() override { inputs.clear(); }

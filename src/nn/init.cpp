@@ -22,21 +22,25 @@ void fill_from(const Tensor& w, const Tensor& values) {
 }  // namespace
 
 int64_t fan_in(const Tensor& w) {
-  MIXPREC_CHECK(w.dim() >= 2, "[init] fan in/out need a weight of at least 2 dims, got ", shape_to_string(w.shape()));
+  MIXPREC_CHECK(w.dim() >= 2, "[init] fan in/out need a weight of at least 2 dims, got ",
+                shape_to_string(w.shape()));
   return w.size(1) * receptive_field(w);
 }
 
 int64_t fan_out(const Tensor& w) {
-  MIXPREC_CHECK(w.dim() >= 2, "[init] fan in/out need a weight of at least 2 dims, got ", shape_to_string(w.shape()));
+  MIXPREC_CHECK(w.dim() >= 2, "[init] fan in/out need a weight of at least 2 dims, got ",
+                shape_to_string(w.shape()));
   return w.size(0) * receptive_field(w);
 }
 
 void uniform_(const Tensor& w, double lo, double hi, Generator& gen) {
-  fill_from(w, Tensor::uniform(w.shape(), lo, hi, gen, w.dtype() == DType::F64 ? DType::F64 : DType::F32));
+  fill_from(w, Tensor::uniform(w.shape(), lo, hi, gen,
+                               w.dtype() == DType::F64 ? DType::F64 : DType::F32));
 }
 
 void normal_(const Tensor& w, double mean, double std, Generator& gen) {
-  fill_from(w, Tensor::normal(w.shape(), mean, std, gen, w.dtype() == DType::F64 ? DType::F64 : DType::F32));
+  fill_from(w, Tensor::normal(w.shape(), mean, std, gen,
+                              w.dtype() == DType::F64 ? DType::F64 : DType::F32));
 }
 
 void zeros_(const Tensor& w) { fill_from(w, Tensor::zeros(w.shape())); }

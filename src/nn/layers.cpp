@@ -9,11 +9,13 @@
 namespace mixprec::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen) {
-  MIXPREC_CHECK(in_features >= 1 && out_features >= 1, "[Linear] features must be >= 1, got in ", in_features,
-                " out ", out_features);
+  MIXPREC_CHECK(in_features >= 1 && out_features >= 1, "[Linear] features must be >= 1, got in ",
+                in_features, " out ", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight_ = &register_parameter("weight", Tensor::uniform({out_features, in_features}, -bound, bound, gen));
-  if (with_bias) bias_ = &register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
+  weight_ = &register_parameter("weight",
+                                Tensor::uniform({out_features, in_features}, -bound, bound, gen));
+  if (with_bias)
+    bias_ = &register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
 }
 
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight(), bias()); }
@@ -44,24 +46,30 @@ Tensor Sequential::forward(const Tensor& x) {
 namespace mixprec::nn {
 
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x, tanh_ ? GeluApproximation::Tanh : GeluApproximation::None); }
+Tensor GELU::forward(const Tensor& x) {
+  return gelu(x, tanh_ ? GeluApproximation::Tanh : GeluApproximation::None);
+}
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params, bool with_bias,
-               Generator& gen)
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params,
+               bool with_bias, Generator& gen)
     : params_(params) {
   MIXPREC_CHECK(in_channels >= 1 && out_channels >= 1 && kernel >= 1 && params.groups >= 1 &&
                     in_channels % params.groups == 0 && out_channels % params.groups == 0,
-                "[Conv2d] channels ", in_channels, " -> ", out_channels, " with kernel ", kernel, " and groups ",
-                params.groups, " do not fit");
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_channels / params.groups * kernel * kernel));
-  weight_ = &register_parameter("weight",
-                                Tensor::uniform({out_channels, in_channels / params.groups, kernel, kernel}, -bound, bound, gen));
-  if (with_bias) bias_ = &register_parameter("bias", Tensor::uniform({out_channels}, -bound, bound, gen));
+                "[Conv2d] channels ", in_channels, " -> ", out_channels, " with kernel ", kernel,
+                " and groups ", params.groups, " do not fit");
+  const double bound =
+      1.0 / std::sqrt(static_cast<double>(in_channels / params.groups * kernel * kernel));
+  weight_ = &register_parameter(
+      "weight", Tensor::uniform({out_channels, in_channels / params.groups, kernel, kernel}, -bound,
+                                bound, gen));
+  if (with_bias)
+    bias_ = &register_parameter("bias", Tensor::uniform({out_channels}, -bound, bound, gen));
 }
 
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight(), bias(), params_); }
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine) : shape_(std::move(normalized_shape)), eps_(eps) {
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine)
+    : shape_(std::move(normalized_shape)), eps_(eps) {
   if (affine) {
     weight_ = &register_parameter("weight", Tensor::ones(shape_));
     bias_ = &register_parameter("bias", Tensor::zeros(shape_));
@@ -72,7 +80,8 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, shape_, weight_ ? *weight_ : Tensor(), bias_ ? *bias_ : Tensor(), eps_);
 }
 
-RMSNorm::RMSNorm(Shape normalized_shape, double eps) : shape_(std::move(normalized_shape)), eps_(eps) {
+RMSNorm::RMSNorm(Shape normalized_shape, double eps)
+    : shape_(std::move(normalized_shape)), eps_(eps) {
   weight_ = &register_parameter("weight", Tensor::ones(shape_));
 }
 
@@ -80,13 +89,15 @@ Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, shape_, *weight_, 
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, kernels::Activation fused)
     : groups_(groups), eps_(eps), fused_(fused) {
-  MIXPREC_CHECK(groups >= 1 && channels % groups == 0, "[GroupNorm] ", groups, " groups must divide ", channels,
-                " channels");
+  MIXPREC_CHECK(groups >= 1 && channels % groups == 0, "[GroupNorm] ", groups,
+                " groups must divide ", channels, " channels");
   weight_ = &register_parameter("weight", Tensor::ones({channels}));
   bias_ = &register_parameter("bias", Tensor::zeros({channels}));
 }
 
-Tensor GroupNorm::forward(const Tensor& x) { return group_norm(x, groups_, *weight_, *bias_, eps_, fused_); }
+Tensor GroupNorm::forward(const Tensor& x) {
+  return group_norm(x, groups_, *weight_, *bias_, eps_, fused_);
+}
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen) {
   weight_ = &register_parameter("weight", Tensor::randn({num_embeddings, dim}, gen));
@@ -100,22 +111,25 @@ Tensor Upsample::forward(const Tensor& x) { return upsample(x, scale_, mode_); }
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t heads, Generator& gen)
     : embed_dim_(embed_dim), heads_(heads) {
-  MIXPREC_CHECK(heads >= 1 && embed_dim % heads == 0, "[MultiheadAttention] ", heads, " heads must divide embed_dim ",
-                embed_dim);
+  MIXPREC_CHECK(heads >= 1 && embed_dim % heads == 0, "[MultiheadAttention] ", heads,
+                " heads must divide embed_dim ", embed_dim);
   q_ = register_module("q_proj", std::make_shared<Linear>(embed_dim, embed_dim, true, gen));
   k_ = register_module("k_proj", std::make_shared<Linear>(embed_dim, embed_dim, true, gen));
   v_ = register_module("v_proj", std::make_shared<Linear>(embed_dim, embed_dim, true, gen));
   out_ = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, true, gen));
 }
 
-Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value, bool causal) {
-  MIXPREC_CHECK(query.dim() == 3 && query.size(2) == embed_dim_, "[MultiheadAttention] expected query [B, S, ",
-                embed_dim_, "], got ", shape_to_string(query.shape()));
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   bool causal) {
+  MIXPREC_CHECK(query.dim() == 3 && query.size(2) == embed_dim_,
+                "[MultiheadAttention] expected query [B, S, ", embed_dim_, "], got ",
+                shape_to_string(query.shape()));
   const int64_t b = query.size(0), head_dim = embed_dim_ / heads_;
   auto split = [&](const Tensor& t) {  // [B, S, E] -> [B, H, S, D] (a view)
     return t.view({b, t.size(1), heads_, head_dim}).permute({0, 2, 1, 3});
   };
-  const Tensor q = split(q_->forward(query)), k = split(k_->forward(key)), v = split(v_->forward(value));
+  const Tensor q = split(q_->forward(query)), k = split(k_->forward(key)),
+               v = split(v_->forward(value));
   const Tensor o = scaled_dot_product_attention(q, k, v, {.causal = causal});  // [B, H, Sq, D]
   return out_->forward(o.permute({0, 2, 1, 3}).reshape({b, query.size(1), embed_dim_}));
 }

@@ -23,7 +23,8 @@ Tensor& Module::register_buffer(std::string name, Tensor value) {
 }
 
 void Module::collect(const std::string& prefix, bool parameters, NamedTensors& out) const {
-  for (const auto& [name, t] : parameters ? parameters_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, t] : parameters ? parameters_ : buffers_)
+    out.emplace_back(prefix + name, t);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", parameters, out);
 }
 
@@ -66,7 +67,8 @@ bool Module::is_norm_layer(const Module& m) {
 }
 
 void Module::to(DType dtype, const std::function<bool(const Module&)>& keep_f32) {
-  MIXPREC_CHECK(is_floating(dtype), "[Module::to] expected a floating dtype, got ", dtype_name(dtype));
+  MIXPREC_CHECK(is_floating(dtype), "[Module::to] expected a floating dtype, got ",
+                dtype_name(dtype));
   apply([&](Module& m) {
     if (keep_f32 && keep_f32(m)) return;
     NoGrad no_grad;
@@ -130,8 +132,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   if (strict) {
     std::vector<std::string> unexpected;
     for (const auto& [name, t] : incoming) unexpected.push_back(name);
-    MIXPREC_CHECK(missing.empty() && unexpected.empty(), "[load_state_dict] missing keys: [", join(missing),
-                  "]; unexpected keys: [", join(unexpected), "]");
+    MIXPREC_CHECK(missing.empty() && unexpected.empty(), "[load_state_dict] missing keys: [",
+                  join(missing), "]; unexpected keys: [", join(unexpected), "]");
   }
 }
 

@@ -33,14 +33,16 @@ T derivative(UnaryOp op, T x) {
     }
     case UnaryOp::GeluTanh: {
       const T t = std::tanh(kSqrt2OverPi * (x + kA * x * x * x));
-      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi * (T(1) + T(3) * kA * x * x);
+      return T(0.5) * (T(1) + t) +
+             T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi * (T(1) + T(3) * kA * x * x);
     }
     case UnaryOp::GeluErf: {
       const T cdf = T(0.5) * (T(1) + std::erf(x / std::sqrt(T(2))));
       const T pdf = std::exp(T(-0.5) * x * x) / std::sqrt(T(2) * T(3.14159265358979323846));
       return cdf + x * pdf;
     }
-    default: return T(0);
+    default:
+      return T(0);
   }
 }
 
@@ -76,7 +78,8 @@ Tensor activation(UnaryOp op, const Tensor& x) {
     NoGrad no_grad;
     kernels::unary(op, x, out);
   }
-  if (autograd::needs_grad({&x})) autograd::record(std::make_shared<ActivationBackward>(op, x.detach()), {&x}, {&out});
+  if (autograd::needs_grad({&x}))
+    autograd::record(std::make_shared<ActivationBackward>(op, x.detach()), {&x}, {&out});
   return out;
 }
 

@@ -18,7 +18,8 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = kernels::binary_op_name(op).data();
   ops_detail::check_float(name, a);
   ops_detail::check_float(name, b);
-  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), name), promote(a.dtype(), b.dtype()));
+  Tensor out =
+      Tensor::empty(broadcast_shapes(a.shape(), b.shape(), name), promote(a.dtype(), b.dtype()));
   kernels::binary(op, a, b, out);
   return out;
 }
@@ -49,7 +50,8 @@ struct AddBackward final : BinaryNode {
 
 struct MulBackward final : BinaryNode {
   Tensor a, b;
-  MulBackward(const Tensor& a_, const Tensor& b_) : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  MulBackward(const Tensor& a_, const Tensor& b_)
+      : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
   std::string_view name() const override { return "MulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     return {next_edges[0].valid() ? sum_to(mul(g[0], b), a_shape, a_dtype) : Tensor(),
@@ -60,7 +62,8 @@ struct MulBackward final : BinaryNode {
 
 struct DivBackward final : BinaryNode {
   Tensor a, b;
-  DivBackward(const Tensor& a_, const Tensor& b_) : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  DivBackward(const Tensor& a_, const Tensor& b_)
+      : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
   std::string_view name() const override { return "DivBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     const Tensor ga = div(g[0], b);
@@ -76,7 +79,8 @@ Tensor positive_mask(const Tensor& x) {
   Tensor mask = Tensor::empty(x.shape(), DType::F32);
   const float* in = xf.data<float>();
   float* m = mask.data<float>();
-  for (int64_t i = 0; i < xf.numel(); ++i) m[i] = in[i] != in[i] ? in[i] : (in[i] > 0.0f ? 1.0f : 0.0f);
+  for (int64_t i = 0; i < xf.numel(); ++i)
+    m[i] = in[i] != in[i] ? in[i] : (in[i] > 0.0f ? 1.0f : 0.0f);
   return mask.to(x.dtype());
 }
 
@@ -88,15 +92,21 @@ struct UnaryBackward final : Node {
   std::string_view name() const override { return kernels::unary_op_name(op); }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     switch (op) {
-      case UnaryOp::Neg: return {neg(g[0])};
-      case UnaryOp::Exp: return {mul(g[0], saved)};  // saved = exp(x)
-      case UnaryOp::Log: return {div(g[0], saved)};  // saved = x
-      case UnaryOp::Relu: return {mul(g[0], positive_mask(saved))};  // saved = relu(x)
-      case UnaryOp::Sqrt: return {div(mul(g[0], 0.5), saved)};        // saved = sqrt(x)
-      case UnaryOp::Rsqrt: {                                           // saved = x^-1/2: -x^-3/2 / 2
+      case UnaryOp::Neg:
+        return {neg(g[0])};
+      case UnaryOp::Exp:
+        return {mul(g[0], saved)};  // saved = exp(x)
+      case UnaryOp::Log:
+        return {div(g[0], saved)};  // saved = x
+      case UnaryOp::Relu:
+        return {mul(g[0], positive_mask(saved))};  // saved = relu(x)
+      case UnaryOp::Sqrt:
+        return {div(mul(g[0], 0.5), saved)};  // saved = sqrt(x)
+      case UnaryOp::Rsqrt: {                  // saved = x^-1/2: -x^-3/2 / 2
         return {mul(mul(g[0], mul(mul(saved, saved), saved)), -0.5)};
       }
-      default: MIXPREC_ASSERT(false && "unary op without a backward");
+      default:
+        MIXPREC_ASSERT(false && "unary op without a backward");
     }
     return {Tensor()};
   }
@@ -105,7 +115,8 @@ struct UnaryBackward final : Node {
 
 template <typename NodeT, typename... Args>
 Tensor finish(Tensor out, std::initializer_list<const Tensor*> inputs, Args&&... args) {
-  if (autograd::needs_grad(inputs)) autograd::record(std::make_shared<NodeT>(std::forward<Args>(args)...), inputs, {&out});
+  if (autograd::needs_grad(inputs))
+    autograd::record(std::make_shared<NodeT>(std::forward<Args>(args)...), inputs, {&out});
   return out;
 }
 
@@ -114,7 +125,9 @@ struct PowBackward final : Node {
   Tensor x;
   double p;
   std::string_view name() const override { return "PowBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor> g) override { return {mul(mul(g[0], pow(x, p - 1.0)), p)}; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    return {mul(mul(g[0], pow(x, p - 1.0)), p)};
+  }
   void release_saved() override { x = Tensor(); }
 };
 
@@ -241,7 +254,9 @@ Tensor pow(const Tensor& x, double exponent) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    kernels::binary(BinaryOp::Pow, x, Tensor::scalar(exponent, x.dtype() == DType::F64 ? DType::F64 : DType::F32), out);
+    kernels::binary(BinaryOp::Pow, x,
+                    Tensor::scalar(exponent, x.dtype() == DType::F64 ? DType::F64 : DType::F32),
+                    out);
   }
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<PowBackward>();

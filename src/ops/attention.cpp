@@ -37,12 +37,15 @@ struct SdpaBackward final : autograd::Node {
 
   template <typename T>
   std::vector<Tensor> run(const Tensor& grad, DType acc) {
-    const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2), dv = v.size(3);
-    const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(), va = v.to(acc).contiguous();
+    const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2),
+                  dv = v.size(3);
+    const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(),
+                 va = v.to(acc).contiguous();
     const Tensor oa = out.to(acc).contiguous(), ga = grad.to(acc).contiguous();
     const Tensor ma = mask.defined() ? mask.to(acc).contiguous() : Tensor();
     const Tensor lse_c = lse.contiguous();
-    Tensor dq = Tensor::zeros(qa.shape(), acc), dk = Tensor::zeros(ka.shape(), acc), dvv = Tensor::zeros(va.shape(), acc);
+    Tensor dq = Tensor::zeros(qa.shape(), acc), dk = Tensor::zeros(ka.shape(), acc),
+           dvv = Tensor::zeros(va.shape(), acc);
     parallel_for(0, B * H, 1, [&](int64_t lo, int64_t hi) {
       std::vector<T> s(kBr * kBc), dp(kBr * kBc), delta(static_cast<std::size_t>(sq));
       for (int64_t bh = lo; bh < hi; ++bh) {
@@ -83,7 +86,8 @@ struct SdpaBackward final : autograd::Node {
             // dV_b += P^T dO_q
             kernels::gemm(MatrixView::row_major(s.data(), acc, rows, cols, kBc).transposed(),
                           MatrixView::row_major(dO + q0 * dv, acc, rows, dv, dv),
-                          MutableMatrixView::row_major(dV + k0 * dv, acc, cols, dv, dv), accumulate);
+                          MutableMatrixView::row_major(dV + k0 * dv, acc, cols, dv, dv),
+                          accumulate);
             // dP = dO_q V_b^T, then dS = P * (dP - delta) in place of dP
             kernels::gemm(MatrixView::row_major(dO + q0 * dv, acc, rows, dv, dv),
                           MatrixView::row_major(V + k0 * dv, acc, cols, dv, dv).transposed(),
@@ -112,9 +116,10 @@ struct SdpaBackward final : autograd::Node {
 };
 
 // f64 forward (gradient checks): the definition, row by row, with the same masking rules.
-void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double scale,
-                   const Tensor& out, const Tensor& lse) {
-  const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2), dv = v.size(3);
+void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                   bool causal, double scale, const Tensor& out, const Tensor& lse) {
+  const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2),
+                dv = v.size(3);
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   const Tensor mc = mask.defined() ? mask.to(DType::F64).contiguous() : Tensor();
   std::vector<double> p(static_cast<std::size_t>(sk));
@@ -123,7 +128,8 @@ void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       double mx = -INFINITY;
       for (int64_t j = 0; j < sk; ++j) {
         double s = 0;
-        for (int64_t x = 0; x < d; ++x) s += qc.data<double>()[(bh * sq + i) * d + x] * kc.data<double>()[(bh * sk + j) * d + x];
+        for (int64_t x = 0; x < d; ++x)
+          s += qc.data<double>()[(bh * sq + i) * d + x] * kc.data<double>()[(bh * sk + j) * d + x];
         s *= scale;
         if (mc.defined()) s += mc.data<double>()[(bh * sq + i) * sk + j];
         if (causal && j > i) s = -INFINITY;
@@ -134,7 +140,8 @@ void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       for (double& x : p) sum += x = mx == -INFINITY ? 0.0 : std::exp(x - mx);
       for (int64_t y = 0; y < dv; ++y) {
         double acc = 0;
-        for (int64_t j = 0; j < sk; ++j) acc += p[static_cast<std::size_t>(j)] * vc.data<double>()[(bh * sk + j) * dv + y];
+        for (int64_t j = 0; j < sk; ++j)
+          acc += p[static_cast<std::size_t>(j)] * vc.data<double>()[(bh * sk + j) * dv + y];
         out.data<double>()[(bh * sq + i) * dv + y] = sum > 0 ? acc / sum : 0.0;
       }
       lse.data<float>()[bh * sq + i] = sum > 0 ? static_cast<float>(mx + std::log(sum)) : -INFINITY;
@@ -143,16 +150,20 @@ void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionParams& params) {
   for (const Tensor* t : {&q, &k, &v}) ops_detail::check_float("scaled_dot_product_attention", *t);
-  MIXPREC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "[scaled_dot_product_attention] expected 4-D q, k, v, got ",
-                shape_to_string(q.shape()), ", ", shape_to_string(k.shape()), ", ", shape_to_string(v.shape()));
+  MIXPREC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
+                "[scaled_dot_product_attention] expected 4-D q, k, v, got ",
+                shape_to_string(q.shape()), ", ", shape_to_string(k.shape()), ", ",
+                shape_to_string(v.shape()));
   const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3);
   const float scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(d));
   Tensor out = Tensor::empty({B, H, sq, v.size(3)}, q.dtype());
   const bool want_grad = autograd::needs_grad({&q, &k, &v});
   Tensor lse = want_grad ? Tensor::empty({B, H, sq}, DType::F32) : Tensor();
-  Tensor mask = params.mask.defined() ? params.mask.detach().expand({B, H, sq, k.size(2)}) : Tensor();
+  Tensor mask =
+      params.mask.defined() ? params.mask.detach().expand({B, H, sq, k.size(2)}) : Tensor();
   {
     NoGrad no_grad;
     if (q.dtype() == DType::F64) {

@@ -39,7 +39,8 @@ struct Geometry {
 // The patch row of output pixel `pix` for group `grp`, in (ky, kx, c) order; zeros outside
 // the image. x is NHWC in the backward's accumulation type T (f32, or f64 for f64 models).
 template <typename T>
-void gather_row(const T* x, const Geometry& g, const Conv2dParams& p, int64_t grp, int64_t pix, T* row) {
+void gather_row(const T* x, const Geometry& g, const Conv2dParams& p, int64_t grp, int64_t pix,
+                T* row) {
   const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
   for (int64_t ky = 0; ky < g.kh; ++ky)
     for (int64_t kx = 0; kx < g.kw; ++kx) {
@@ -57,7 +58,8 @@ void gather_row(const T* x, const Geometry& g, const Conv2dParams& p, int64_t gr
 
 // Adds a patch row back into dX (NHWC): the adjoint of gather_row.
 template <typename T>
-void scatter_row(T* dx, const Geometry& g, const Conv2dParams& p, int64_t grp, int64_t pix, const T* row) {
+void scatter_row(T* dx, const Geometry& g, const Conv2dParams& p, int64_t grp, int64_t pix,
+                 const T* row) {
   const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
   for (int64_t ky = 0; ky < g.kh; ++ky)
     for (int64_t kx = 0; kx < g.kw; ++kx) {
@@ -101,19 +103,26 @@ struct Conv2dBackward final : autograd::Node {
       const MatrixView w_g = MatrixView::row_major(wr.data<T>() + grp * g.og * k, acc, g.og, k, k);
       if (want_dx) {
         kernels::gemm(dy_g, w_g, MutableMatrixView::row_major(cols_p, acc, m, k, k));
-        for (int64_t pix = 0; pix < m; ++pix) scatter_row(dx_acc.data<T>(), g, p, grp, pix, cols_p + pix * k);
+        for (int64_t pix = 0; pix < m; ++pix)
+          scatter_row(dx_acc.data<T>(), g, p, grp, pix, cols_p + pix * k);
       }
       if (want_dw) {
-        for (int64_t pix = 0; pix < m; ++pix) gather_row(xs.data<T>(), g, p, grp, pix, cols_p + pix * k);
-        kernels::gemm(dy_g.transposed(), MatrixView::row_major(cols_p, acc, m, k, k),
-                      MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og, k, k));
+        for (int64_t pix = 0; pix < m; ++pix)
+          gather_row(xs.data<T>(), g, p, grp, pix, cols_p + pix * k);
+        kernels::gemm(
+            dy_g.transposed(), MatrixView::row_major(cols_p, acc, m, k, k),
+            MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og, k, k));
       }
     }
     if (want_dx) {  // NHWC storage -> [N, C, H, W] in x's dtype and layout
       dx = Tensor::empty_like(x, MemoryFormat::Preserve);
       dx.copy_(dx_acc.permute({0, 3, 1, 2}));
     }
-    if (want_dw) dw = dw_acc.view({g.o, g.kh, g.kw, g.cg}).permute({0, 3, 1, 2}).contiguous().to(weight.dtype());
+    if (want_dw)
+      dw = dw_acc.view({g.o, g.kh, g.kw, g.cg})
+               .permute({0, 3, 1, 2})
+               .contiguous()
+               .to(weight.dtype());
     if (next_edges[2].valid()) db = sum(grad.to(acc), {0, 2, 3}).to(bias_dtype);
     return {dx, dw, db};
   }
@@ -125,19 +134,22 @@ struct Conv2dBackward final : autograd::Node {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   ops_detail::check_float("conv2d", x);
   ops_detail::check_float("conv2d", weight);
-  MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4, "[conv2d] expected x [N, C, H, W] and weight [O, C/g, KH, KW], got ",
+  MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4,
+                "[conv2d] expected x [N, C, H, W] and weight [O, C/g, KH, KW], got ",
                 shape_to_string(x.shape()), " and ", shape_to_string(weight.shape()));
   const kernels::Conv2dOptions ko = kernel_options(p);
-  Geometry g{x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3), 0, 0,
-             p.groups, 0, 0};
+  Geometry g{
+      x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3), 0,
+      0,         p.groups,  0,         0};
   g.oh = kernels::conv_output_size(g.h, g.kh, p.stride, p.padding, p.dilation);
   g.ow = kernels::conv_output_size(g.w, g.kw, p.stride, p.padding, p.dilation);
-  MIXPREC_CHECK(p.groups >= 1 && g.c % p.groups == 0 && g.o % p.groups == 0, "[conv2d] groups ", p.groups,
-                " must divide channels ", g.c, " and ", g.o);
+  MIXPREC_CHECK(p.groups >= 1 && g.c % p.groups == 0 && g.o % p.groups == 0, "[conv2d] groups ",
+                p.groups, " must divide channels ", g.c, " and ", g.o);
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
-  const MemoryFormat format =
-      x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous() ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  const MemoryFormat format = x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous()
+                                  ? MemoryFormat::ChannelsLast
+                                  : MemoryFormat::Contiguous;
   Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, x.dtype(), format);
   {
     NoGrad no_grad;

@@ -47,7 +47,9 @@ struct SoftmaxBackward final : autograd::Node {
       kernels::unary(kernels::UnaryOp::Exp, ya, p);
       dx = binary(BinaryOp::Sub, g, binary(BinaryOp::Mul, p, sum_keep(g, dim), acc), acc);
     } else {
-      dx = binary(BinaryOp::Mul, ya, binary(BinaryOp::Sub, g, sum_keep(binary(BinaryOp::Mul, g, ya, acc), dim), acc), acc);
+      dx = binary(BinaryOp::Mul, ya,
+                  binary(BinaryOp::Sub, g, sum_keep(binary(BinaryOp::Mul, g, ya, acc), dim), acc),
+                  acc);
     }
     return {dx.to(input_dtype)};
   }
@@ -59,8 +61,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
   {
     NoGrad no_grad;
-    if (log) kernels::log_softmax(x, dim, out);
-    else kernels::softmax(x, dim, out);
+    if (log)
+      kernels::log_softmax(x, dim, out);
+    else
+      kernels::softmax(x, dim, out);
   }
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SoftmaxBackward>();
@@ -187,7 +191,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
   ops_detail::check_float("cross_entropy", logits);
   kernels::CrossEntropyOptions o = options;
   o.reduction = reduction;
-  Tensor out = Tensor::empty(reduction == Reduction::None ? Shape{logits.size(0)} : Shape{}, acc_dtype(logits));
+  Tensor out = Tensor::empty(reduction == Reduction::None ? Shape{logits.size(0)} : Shape{},
+                             acc_dtype(logits));
   {
     NoGrad no_grad;
     kernels::cross_entropy(logits, targets, out, o);
@@ -206,7 +211,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
 Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
   ops_detail::check_float("mse_loss", a);
   ops_detail::check_float("mse_loss", b);
-  const DType out_dtype = a.dtype() == DType::F64 || b.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const DType out_dtype =
+      a.dtype() == DType::F64 || b.dtype() == DType::F64 ? DType::F64 : DType::F32;
   Tensor out = Tensor::empty(reduction == Reduction::None ? a.shape() : Shape{}, out_dtype);
   {
     NoGrad no_grad;
@@ -224,7 +230,8 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   ops_detail::check_float("embedding", weight);
-  MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight must be [V, D], got ", shape_to_string(weight.shape()));
+  MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight must be [V, D], got ",
+                shape_to_string(weight.shape()));
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   Tensor out = Tensor::empty(shape, weight.dtype());
@@ -255,7 +262,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     const Tensor uc = u.contiguous();
     Tensor m32 = Tensor::empty(x.shape(), DType::F32);
     const float keep_scale = static_cast<float>(1.0 / (1.0 - p));
-    for (int64_t i = 0; i < uc.numel(); ++i) m32.data<float>()[i] = uc.data<float>()[i] >= p ? keep_scale : 0.0f;
+    for (int64_t i = 0; i < uc.numel(); ++i)
+      m32.data<float>()[i] = uc.data<float>()[i] >= p ? keep_scale : 0.0f;
     mask.copy_(m32);
     out = binary(BinaryOp::Mul, x, mask, x.dtype());
   }
@@ -276,17 +284,21 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   shape[static_cast<std::size_t>(d)] = 0;
   std::vector<int64_t> sizes;
   for (const Tensor& t : tensors) {
-    MIXPREC_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(), "[cat] tensors must share rank and dtype: ",
-                  shape_to_string(first.shape()), " ", dtype_name(first.dtype()), " vs ", shape_to_string(t.shape()), " ",
+    MIXPREC_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype(),
+                  "[cat] tensors must share rank and dtype: ", shape_to_string(first.shape()), " ",
+                  dtype_name(first.dtype()), " vs ", shape_to_string(t.shape()), " ",
                   dtype_name(t.dtype()));
     for (int64_t k = 0; k < t.dim(); ++k)
-      MIXPREC_CHECK(k == d || t.size(k) == first.size(k), "[cat] shapes ", shape_to_string(first.shape()), " and ",
-                    shape_to_string(t.shape()), " differ outside dim ", d);
+      MIXPREC_CHECK(k == d || t.size(k) == first.size(k), "[cat] shapes ",
+                    shape_to_string(first.shape()), " and ", shape_to_string(t.shape()),
+                    " differ outside dim ", d);
     sizes.push_back(t.size(d));
     shape[static_cast<std::size_t>(d)] += t.size(d);
   }
-  const bool channels_last = first.dim() == 4 && first.is_contiguous(MemoryFormat::ChannelsLast) && !first.is_contiguous();
-  Tensor out = Tensor::empty(shape, first.dtype(), channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
+  const bool channels_last =
+      first.dim() == 4 && first.is_contiguous(MemoryFormat::ChannelsLast) && !first.is_contiguous();
+  Tensor out = Tensor::empty(shape, first.dtype(),
+                             channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous);
   {
     NoGrad no_grad;
     int64_t start = 0;

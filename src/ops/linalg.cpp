@@ -17,17 +17,19 @@ MatrixView view_of(const Tensor& t) {  // a 2-D tensor, any strides
 }
 
 // out [M, N] = a [M, K] * b [K, N] (+ epilogue); out must be row-contiguous.
-void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& out, const kernels::GemmEpilogue& ep = {}) {
-  kernels::gemm(view_of(a), view_of(b),
-                MutableMatrixView{out.data_ptr(), out.dtype(), out.size(0), out.size(1), out.stride(0)}, ep);
+void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& out,
+             const kernels::GemmEpilogue& ep = {}) {
+  kernels::gemm(
+      view_of(a), view_of(b),
+      MutableMatrixView{out.data_ptr(), out.dtype(), out.size(0), out.size(1), out.stride(0)}, ep);
 }
 
 Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   MIXPREC_CHECK(a.dim() >= 2 && b.dim() >= 2, "[matmul] expected operands of at least 2 dims, got ",
                 shape_to_string(a.shape()), " and ", shape_to_string(b.shape()));
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
-  MIXPREC_CHECK(b.size(-2) == k, "[matmul] inner dimensions differ: ", shape_to_string(a.shape()), " x ",
-                shape_to_string(b.shape()));
+  MIXPREC_CHECK(b.size(-2) == k, "[matmul] inner dimensions differ: ", shape_to_string(a.shape()),
+                " x ", shape_to_string(b.shape()));
   const DType dtype = promote(a.dtype(), b.dtype());
   Shape out_shape(a.shape().begin(), a.shape().end() - 2);
   if (a.dim() == 2 && b.dim() == 2) {
@@ -36,8 +38,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     return out;
   }
   MIXPREC_CHECK(b.dim() == 2 || Shape(b.shape().begin(), b.shape().end() - 2) == out_shape,
-                "[matmul] batch dims of ", shape_to_string(a.shape()), " and ", shape_to_string(b.shape()),
-                " differ (b may also be 2-D)");
+                "[matmul] batch dims of ", shape_to_string(a.shape()), " and ",
+                shape_to_string(b.shape()), " differ (b may also be 2-D)");
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = Tensor::empty(out_shape, dtype);
@@ -49,7 +51,8 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   const Tensor ac = a.contiguous(), bc = b.contiguous();
   kernels::gemm_batched(batch, MatrixView::row_major(ac.data_ptr(), ac.dtype(), m, k, k),
                         MatrixView::row_major(bc.data_ptr(), bc.dtype(), k, n, n),
-                        MutableMatrixView::row_major(out.data_ptr(), out.dtype(), m, n, n), {m * k, k * n, m * n, 0});
+                        MutableMatrixView::row_major(out.data_ptr(), out.dtype(), m, n, n),
+                        {m * k, k * n, m * n, 0});
   return out;
 }
 
@@ -62,7 +65,8 @@ struct MatmulBackward final : autograd::Node {
     if (next_edges[1].valid()) {
       if (b.dim() == 2 && a.dim() > 2) {  // shared weight: sum over the batch in one GEMM
         const int64_t k = a.size(-1), n = g[0].size(-1);
-        gb = matmul_forward(a.contiguous().reshape({-1, k}).t(), g[0].contiguous().reshape({-1, n}));
+        gb =
+            matmul_forward(a.contiguous().reshape({-1, k}).t(), g[0].contiguous().reshape({-1, n}));
       } else {
         gb = matmul_forward(a.transpose(-1, -2), g[0]);
       }
@@ -119,11 +123,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ops_detail::check_float("linear", x);
   ops_detail::check_float("linear", weight);
   MIXPREC_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "[linear] x ",
-                shape_to_string(x.shape()), " does not fit weight ", shape_to_string(weight.shape()),
-                " (expected x [..., ", weight.dim() == 2 ? weight.size(1) : -1, "] and weight [out, in])");
+                shape_to_string(x.shape()), " does not fit weight ",
+                shape_to_string(weight.shape()), " (expected x [..., ",
+                weight.dim() == 2 ? weight.size(1) : -1, "] and weight [out, in])");
   if (bias.defined())
-    MIXPREC_CHECK(bias.shape() == Shape{weight.size(0)} && is_floating(bias.dtype()), "[linear] bias has shape ",
-                  shape_to_string(bias.shape()), ", expected [", weight.size(0), "]");
+    MIXPREC_CHECK(bias.shape() == Shape{weight.size(0)} && is_floating(bias.dtype()),
+                  "[linear] bias has shape ", shape_to_string(bias.shape()), ", expected [",
+                  weight.size(0), "]");
   Shape out_shape = x.shape();
   out_shape.back() = weight.size(0);
   Tensor out, x2d;

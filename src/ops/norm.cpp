@@ -3,12 +3,13 @@
 //   dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat))     LayerNorm, GroupNorm
 //   dx = rstd * (gy - xhat * mean(gy * xhat)), xhat = x rstd  RMSNorm (no centring)
 //   dweight = sum(dL/dy * xhat), dbias = sum(dL/dy) over everything but the channel
+#include "mixprec/kernels/norm.h"
+
 #include <cmath>
 
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/parallel.h"
-#include "mixprec/kernels/norm.h"
 #include "mixprec/ops/functional.h"
 #include "op_util.h"
 
@@ -29,7 +30,9 @@ struct NormBackward final : autograd::Node {
   double eps = 1e-5;
   Activation activation = Activation::None;
   std::string_view name() const override {
-    return kind == NormKind::Layer ? "LayerNormBackward" : kind == NormKind::Rms ? "RMSNormBackward" : "GroupNormBackward";
+    return kind == NormKind::Layer ? "LayerNormBackward"
+           : kind == NormKind::Rms ? "RMSNormBackward"
+                                   : "GroupNormBackward";
   }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
@@ -56,7 +59,8 @@ struct NormBackward final : autograd::Node {
     }
     const int64_t params = kind == NormKind::Group ? x.size(1) : m;
     Tensor dx = Tensor::empty(xs.shape(), acc);
-    std::vector<T> dw(static_cast<std::size_t>(params), T(0)), db(static_cast<std::size_t>(params), T(0));
+    std::vector<T> dw(static_cast<std::size_t>(params), T(0)),
+        db(static_cast<std::size_t>(params), T(0));
     const T* xp = xs.data<T>();
     const T* gp = gs.data<T>();
     const T* wp = ws.defined() ? ws.data<T>() : nullptr;
@@ -97,19 +101,22 @@ struct NormBackward final : autograd::Node {
       mean_gy = kind == NormKind::Rms ? T(0) : mean_gy / T(m);
       mean_gyx /= T(m);
       for (int64_t j = 0; j < m; ++j)
-        dxp[r * m + j] = rstd * (gy[static_cast<std::size_t>(j)] - mean_gy - xhat[static_cast<std::size_t>(j)] * mean_gyx);
+        dxp[r * m + j] = rstd * (gy[static_cast<std::size_t>(j)] - mean_gy -
+                                 xhat[static_cast<std::size_t>(j)] * mean_gyx);
     }
     Tensor dx_out = Tensor::empty_like(x, MemoryFormat::Preserve);
     dx_out.copy_(dx);
     Tensor dw_out, db_out;
-    if (weight.defined()) dw_out = Tensor::from_buffer(dw.data(), weight.shape(), acc).to(weight.dtype());
+    if (weight.defined())
+      dw_out = Tensor::from_buffer(dw.data(), weight.shape(), acc).to(weight.dtype());
     if (bias.defined()) db_out = Tensor::from_buffer(db.data(), bias.shape(), acc).to(bias.dtype());
     return {dx_out, dw_out, db_out};
   }
   void release_saved() override { x = weight = bias = Tensor(); }
 };
 
-Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor& x, const Tensor& w,
+                   const Tensor& b) {
   if (autograd::needs_grad({&x, &w, &b})) {
     node->x = x.detach();
     node->weight = w.detach();
@@ -121,7 +128,8 @@ Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor&
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
   ops_detail::check_float("layer_norm", x);
   Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
   {
@@ -149,8 +157,8 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   return record_norm(out, node, x, weight, Tensor());
 }
 
-Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, double eps,
-                  Activation activation) {
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                  double eps, Activation activation) {
   ops_detail::check_float("group_norm", x);
   MIXPREC_CHECK(activation == Activation::None || activation == Activation::SiLU,
                 "[group_norm] the fused activation must be None or SiLU");

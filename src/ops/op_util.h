@@ -16,7 +16,8 @@ inline Tensor sum_to(const Tensor& g, const Shape& shape, DType dtype) {
     const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
     std::vector<int64_t> dims;
     for (int64_t d = 0; d < g.dim(); ++d)
-      if (d < lead || (shape[static_cast<std::size_t>(d - lead)] == 1 && g.size(d) != 1)) dims.push_back(d);
+      if (d < lead || (shape[static_cast<std::size_t>(d - lead)] == 1 && g.size(d) != 1))
+        dims.push_back(d);
     if (!dims.empty()) {
       out = Tensor::empty(kernels::reduced_shape(g.shape(), dims, true, "sum_to"), g.dtype());
       kernels::sum(g, dims, true, out);
@@ -28,7 +29,8 @@ inline Tensor sum_to(const Tensor& g, const Shape& shape, DType dtype) {
 
 inline void check_float(const char* op, const Tensor& t) {
   MIXPREC_CHECK(t.defined(), "[", op, "] got an undefined tensor");
-  MIXPREC_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating tensor, got ", dtype_name(t.dtype()));
+  MIXPREC_CHECK(is_floating(t.dtype()), "[", op, "] expected a floating tensor, got ",
+                dtype_name(t.dtype()));
 }
 
 }  // namespace mixprec::ops_detail

@@ -40,8 +40,10 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim
   {
     NoGrad no_grad;
     out = Tensor::empty(kernels::reduced_shape(x.shape(), dims, keepdim, op), x.dtype());
-    if (average) kernels::mean(x, dims, keepdim, out);
-    else kernels::sum(x, dims, keepdim, out);
+    if (average)
+      kernels::mean(x, dims, keepdim, out);
+    else
+      kernels::sum(x, dims, keepdim, out);
     count = x.numel() / std::max<int64_t>(1, out.numel());
   }
   if (autograd::needs_grad({&x})) {
@@ -57,7 +59,11 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { return reduce(x, dims, keepdim, false); }
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) { return reduce(x, dims, keepdim, true); }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(x, dims, keepdim, false);
+}
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  return reduce(x, dims, keepdim, true);
+}
 
 }  // namespace mixprec

@@ -14,8 +14,9 @@ namespace {
 using kernels::UpsampleMode;
 
 MemoryFormat format_of(const Tensor& x) {
-  return x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous() ? MemoryFormat::ChannelsLast
-                                                                              : MemoryFormat::Contiguous;
+  return x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous()
+             ? MemoryFormat::ChannelsLast
+             : MemoryFormat::Contiguous;
 }
 
 enum class Resample { Nearest, Bilinear, AvgPool, MaxPool };
@@ -42,7 +43,8 @@ struct ResampleBackward final : autograd::Node {
 
   template <typename T>
   void run(const Tensor& g, Tensor& dx) {
-    const int64_t nc = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), oh = g.size(2), ow = g.size(3);
+    const int64_t nc = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), oh = g.size(2),
+                  ow = g.size(3);
     const T* gp = g.data<T>();
     T* dp = dx.data<T>();
     const int64_t* ip = indices.defined() ? indices.contiguous().data<int64_t>() : nullptr;
@@ -58,10 +60,12 @@ struct ResampleBackward final : autograd::Node {
             const T v = gin[oy * ow + ox];
             switch (kind) {
               case Resample::Nearest:
-                d[std::min(h - 1, int64_t(std::floor(oy * sy))) * w + std::min(w - 1, int64_t(std::floor(ox * sx)))] += v;
+                d[std::min(h - 1, int64_t(std::floor(oy * sy))) * w +
+                  std::min(w - 1, int64_t(std::floor(ox * sx)))] += v;
                 break;
               case Resample::Bilinear: {
-                const double fy = std::max(0.0, (oy + 0.5) * sy - 0.5), fx = std::max(0.0, (ox + 0.5) * sx - 0.5);
+                const double fy = std::max(0.0, (oy + 0.5) * sy - 0.5),
+                             fx = std::max(0.0, (ox + 0.5) * sx - 0.5);
                 const int64_t y0 = std::min(h - 1, int64_t(fy)), y1 = std::min(h - 1, y0 + 1);
                 const int64_t x0 = std::min(w - 1, int64_t(fx)), x1 = std::min(w - 1, x0 + 1);
                 const T ly = T(fy - double(y0)), lx = T(fx - double(x0));
@@ -76,7 +80,9 @@ struct ResampleBackward final : autograd::Node {
                   for (int64_t kx = 0; kx < kernel; ++kx)
                     d[(oy * kernel + ky) * w + ox * kernel + kx] += v / T(kernel * kernel);
                 break;
-              case Resample::MaxPool: d[ip[plane * oh * ow + oy * ow + ox]] += v; break;
+              case Resample::MaxPool:
+                d[ip[plane * oh * ow + oy * ow + ox]] += v;
+                break;
             }
           }
       }
@@ -85,7 +91,8 @@ struct ResampleBackward final : autograd::Node {
   void release_saved() override { x = indices = Tensor(); }
 };
 
-Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel, Tensor indices = Tensor()) {
+Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel,
+              Tensor indices = Tensor()) {
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<ResampleBackward>();
     node->kind = kind;
@@ -101,23 +108,28 @@ Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel, Tensor
 
 Tensor upsample(const Tensor& x, int64_t scale, UpsampleMode mode) {
   ops_detail::check_float("upsample", x);
-  MIXPREC_CHECK(x.dim() == 4 && scale >= 1, "[upsample] expected x [N, C, H, W] and scale >= 1, got ",
+  MIXPREC_CHECK(x.dim() == 4 && scale >= 1,
+                "[upsample] expected x [N, C, H, W] and scale >= 1, got ",
                 shape_to_string(x.shape()), " and ", scale);
-  Tensor out = Tensor::empty({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale}, x.dtype(), format_of(x));
+  Tensor out = Tensor::empty({x.size(0), x.size(1), x.size(2) * scale, x.size(3) * scale},
+                             x.dtype(), format_of(x));
   {
     NoGrad no_grad;
     kernels::upsample2d(x, out, mode);
   }
-  return finish(out, x, mode == UpsampleMode::Nearest ? Resample::Nearest : Resample::Bilinear, scale);
+  return finish(out, x, mode == UpsampleMode::Nearest ? Resample::Nearest : Resample::Bilinear,
+                scale);
 }
 
 Tensor avg_pool2d(const Tensor& x, int64_t kernel) {
   ops_detail::check_float("avg_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
+                "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
-  Tensor out = Tensor::empty({x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
-                              kernels::pool_output_size(x.size(3), kernel, kernel, 0)},
-                             x.dtype(), format_of(x));
+  Tensor out =
+      Tensor::empty({x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
+                     kernels::pool_output_size(x.size(3), kernel, kernel, 0)},
+                    x.dtype(), format_of(x));
   {
     NoGrad no_grad;
     kernels::avg_pool2d(x, out, o);
@@ -127,7 +139,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel) {
 
 Tensor max_pool2d(const Tensor& x, int64_t kernel) {
   ops_detail::check_float("max_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
+                "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
   const Shape shape{x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
                     kernels::pool_output_size(x.size(3), kernel, kernel, 0)};

@@ -30,8 +30,10 @@ void SGD::step() {
       } else {
         axpby(options_.momentum, buf, 1.0, d, buf);  // buf = momentum buf + d
       }
-      if (options_.nesterov) axpby(1.0, d, options_.momentum, buf, d);  // d = d + momentum buf
-      else d = buf;
+      if (options_.nesterov)
+        axpby(1.0, d, options_.momentum, buf, d);  // d = d + momentum buf
+      else
+        d = buf;
     }
     axpby(1.0, p, -options_.lr, d, p);  // p -= lr d, rounded once into p's dtype
   }

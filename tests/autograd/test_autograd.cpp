@@ -30,14 +30,16 @@ Tensor leaf(const Shape& shape, uint64_t seed, DType dtype = DType::F64) {
   return t;
 }
 
-void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs) {
+void expect_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                      const std::vector<Tensor>& inputs) {
   const autograd::GradcheckResult r = gradcheck(fn, inputs);
   EXPECT_TRUE(r.ok) << r.message << " (max error " << r.max_abs_error << ")";
 }
 
 TEST(Autograd, ChainRuleOnASmallGraph) {
   // y = sum((a * b + a) / b): dy/da = (b + 1) / b, dy/db = -a / b^2.
-  const Tensor a = Tensor::from_vector<double>({1, 2, 3}), b = Tensor::from_vector<double>({2, 4, 8});
+  const Tensor a = Tensor::from_vector<double>({1, 2, 3}),
+               b = Tensor::from_vector<double>({2, 4, 8});
   a.requires_grad_();
   b.requires_grad_();
   const Tensor y = sum((a * b + a) / b);
@@ -122,14 +124,26 @@ TEST(Autograd, RequiresGradOnlyOnFloatLeaves) {
 }
 
 TEST(Autograd, ViewsAndCopiesCarryGradients) {
-  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].slice(1, 1, 4).transpose(0, 1) * 2.0; },
-                   {leaf({3, 5}, 6)});
-  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].view({6, 2}).select(1, 1); }, {leaf({3, 4}, 7)});
-  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].unsqueeze(0).expand({4, 3, 2}) * 1.5; },
-                   {leaf({3, 2}, 8)});
-  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].permute({2, 0, 1}).reshape({-1}); },
-                   {leaf({2, 3, 4}, 9)});
-  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].t().contiguous().clone(); }, {leaf({3, 4}, 10)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) { return x[0].slice(1, 1, 4).transpose(0, 1) * 2.0; },
+      {leaf({3, 5}, 6)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) {
+        return x[0].view({6, 2}).select(1, 1);
+      },
+      {leaf({3, 4}, 7)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) {
+        return x[0].unsqueeze(0).expand({4, 3, 2}) * 1.5;
+      },
+      {leaf({3, 2}, 8)});
+  expect_gradcheck(
+      [](const std::vector<Tensor>& x) {
+        return x[0].permute({2, 0, 1}).reshape({-1});
+      },
+      {leaf({2, 3, 4}, 9)});
+  expect_gradcheck([](const std::vector<Tensor>& x) { return x[0].t().contiguous().clone(); },
+                   {leaf({3, 4}, 10)});
 }
 
 TEST(Autograd, DtypeCastsSendGradientsBackInTheSourceDtype) {
@@ -160,7 +174,8 @@ TEST(OpsGradcheck, GradcheckCatchesAWrongBackward) {
 TEST(OpsConv, Bf16GradientsMatchF64InChannelsLast) {
   // The f32-accumulated backward of a bf16 channels_last conv against the f64 gradients.
   Generator gen(90);
-  const Tensor x64 = Tensor::randn({2, 16, 8, 8}, gen, DType::F64), w64 = Tensor::randn({8, 16, 3, 3}, gen, DType::F64);
+  const Tensor x64 = Tensor::randn({2, 16, 8, 8}, gen, DType::F64),
+               w64 = Tensor::randn({8, 16, 3, 3}, gen, DType::F64);
   const Tensor xb = x64.to(DType::BF16).to(MemoryFormat::ChannelsLast), wb = w64.to(DType::BF16);
   xb.requires_grad_();
   wb.requires_grad_();
@@ -171,27 +186,32 @@ TEST(OpsConv, Bf16GradientsMatchF64InChannelsLast) {
   sum(conv2d(x_ref, w_ref, Tensor(), {1, 1, 1, 1})).backward();
   EXPECT_EQ(xb.grad().dtype(), DType::BF16);
   for (int64_t i = 0; i < 16; ++i) {
-    EXPECT_NEAR(xb.grad().value({1, i, 3, 4}), x_ref.grad().value({1, i, 3, 4}), 0.02 * (1 + std::fabs(x_ref.grad().value({1, i, 3, 4}))));
-    EXPECT_NEAR(wb.grad().value({i % 8, i, 1, 2}), w_ref.grad().value({i % 8, i, 1, 2}), 0.02 * (1 + std::fabs(w_ref.grad().value({i % 8, i, 1, 2}))));
+    EXPECT_NEAR(xb.grad().value({1, i, 3, 4}), x_ref.grad().value({1, i, 3, 4}),
+                0.02 * (1 + std::fabs(x_ref.grad().value({1, i, 3, 4}))));
+    EXPECT_NEAR(wb.grad().value({i % 8, i, 1, 2}), w_ref.grad().value({i % 8, i, 1, 2}),
+                0.02 * (1 + std::fabs(w_ref.grad().value({i % 8, i, 1, 2}))));
   }
 }
 
 TEST(OpsAttention, F32BackwardMatchesF64AcrossBlocks) {
   // Sequences longer than one backward block (64 x 128), causal.
   Generator gen(110);
-  const Tensor q64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64), k64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64),
+  const Tensor q64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64),
+               k64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64),
                v64 = Tensor::randn({1, 2, 150, 16}, gen, DType::F64);
   std::vector<Tensor> grads32, grads64;
   for (DType t : {DType::F32, DType::F64}) {
     const Tensor q = q64.to(t), k = k64.to(t), v = v64.to(t);
     for (const Tensor* x : {&q, &k, &v}) x->requires_grad_();
     sum(scaled_dot_product_attention(q, k, v, {.causal = true}) * q64.to(t).detach()).backward();
-    for (const Tensor* x : {&q, &k, &v}) (t == DType::F32 ? grads32 : grads64).push_back(x->grad().to(DType::F64));
+    for (const Tensor* x : {&q, &k, &v})
+      (t == DType::F32 ? grads32 : grads64).push_back(x->grad().to(DType::F64));
   }
   for (int which = 0; which < 3; ++which)
     for (int64_t i : {0, 63, 64, 149})
       for (int64_t j : {0, 15})
-        EXPECT_NEAR(grads32[which].value({0, 1, i, j}), grads64[which].value({0, 1, i, j}), 1e-4) << which << " " << i;
+        EXPECT_NEAR(grads32[which].value({0, 1, i, j}), grads64[which].value({0, 1, i, j}), 1e-4)
+            << which << " " << i;
 }
 
 TEST(OpsResample, ChannelsLastGradientKeepsLayout) {

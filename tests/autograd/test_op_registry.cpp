@@ -67,35 +67,78 @@ const std::vector<OpCase>& registry() {
       {"gelu_tanh", {{{11}}}, [](auto& x) { return gelu(x[0], GeluApproximation::Tanh); }},
       {"sum_all", {{{3, 4}}}, [](auto& x) { return sum(x[0]); }, 12},
       {"sum_dim", {{{3, 4, 2}}}, [](auto& x) { return sum(x[0], {1}); }, 4},
-      {"mean_keepdim", {{{3, 4, 2}}}, [](auto& x) { return mean(x[0], {0, 2}, true); }, 6},
+      {"mean_keepdim",
+       {{{3, 4, 2}}},
+       [](auto& x) {
+         return mean(x[0], {0, 2}, true);
+       },
+       6},
       {"matmul", {{{5, 7}}, {{7, 3}}}, [](auto& x) { return matmul(x[0], x[1]); }, 7},
       {"matmul_batched", {{{2, 4, 6}}, {{2, 6, 3}}}, [](auto& x) { return matmul(x[0], x[1]); }, 6},
       {"matmul_shared_b", {{{2, 4, 6}}, {{6, 3}}}, [](auto& x) { return matmul(x[0], x[1]); }, 6},
-      {"linear_bias", {{{2, 3, 5}}, {{4, 5}}, {{4}}}, [](auto& x) { return linear(x[0], x[1], x[2]); }, 5},
-      {"conv2d_3x3", {{{2, 3, 5, 4}}, {{4, 3, 3, 3}}, {{4}}},
-       [](auto& x) { return conv2d(x[0], x[1], x[2], {1, 1, 1, 1}); }, 27},
-      {"conv2d_strided_dilated_grouped", {{{1, 4, 7, 7}}, {{4, 2, 3, 3}}, {{4}}},
-       [](auto& x) { return conv2d(x[0], x[1], x[2], {2, 2, 2, 2}); }, 18},
-      {"conv2d_depthwise", {{{1, 3, 4, 5}}, {{3, 1, 3, 3}}, {{3}}},
-       [](auto& x) { return conv2d(x[0], x[1], x[2], {1, 1, 1, 3}); }, 9},
-      {"upsample_nearest", {{{1, 2, 3, 4}}}, [](auto& x) { return upsample(x[0], 2, UpsampleMode::Nearest); }},
-      {"upsample_bilinear", {{{2, 1, 3, 3}}}, [](auto& x) { return upsample(x[0], 2, UpsampleMode::Bilinear); }, 4},
+      {"linear_bias",
+       {{{2, 3, 5}}, {{4, 5}}, {{4}}},
+       [](auto& x) { return linear(x[0], x[1], x[2]); },
+       5},
+      {"conv2d_3x3",
+       {{{2, 3, 5, 4}}, {{4, 3, 3, 3}}, {{4}}},
+       [](auto& x) {
+         return conv2d(x[0], x[1], x[2], {1, 1, 1, 1});
+       },
+       27},
+      {"conv2d_strided_dilated_grouped",
+       {{{1, 4, 7, 7}}, {{4, 2, 3, 3}}, {{4}}},
+       [](auto& x) {
+         return conv2d(x[0], x[1], x[2], {2, 2, 2, 2});
+       },
+       18},
+      {"conv2d_depthwise",
+       {{{1, 3, 4, 5}}, {{3, 1, 3, 3}}, {{3}}},
+       [](auto& x) {
+         return conv2d(x[0], x[1], x[2], {1, 1, 1, 3});
+       },
+       9},
+      {"upsample_nearest",
+       {{{1, 2, 3, 4}}},
+       [](auto& x) { return upsample(x[0], 2, UpsampleMode::Nearest); }},
+      {"upsample_bilinear",
+       {{{2, 1, 3, 3}}},
+       [](auto& x) { return upsample(x[0], 2, UpsampleMode::Bilinear); },
+       4},
       {"avg_pool2d", {{{1, 3, 4, 6}}}, [](auto& x) { return avg_pool2d(x[0], 2); }, 4},
       {"max_pool2d", {{{1, 3, 4, 6}}}, [](auto& x) { return max_pool2d(x[0], 2); }},
-      {"attention", {{{1, 2, 5, 4}}, {{1, 2, 7, 4}}, {{1, 2, 7, 3}}},
-       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, 11},
-      {"attention_causal", {{{2, 1, 6, 4}}, {{2, 1, 6, 4}}, {{2, 1, 6, 4}}},
-       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true}); }, 10},
+      {"attention",
+       {{{1, 2, 5, 4}}, {{1, 2, 7, 4}}, {{1, 2, 7, 3}}},
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+       11},
+      {"attention_causal",
+       {{{2, 1, 6, 4}}, {{2, 1, 6, 4}}, {{2, 1, 6, 4}}},
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true}); },
+       10},
       {"softmax", {{{3, 5}}}, [](auto& x) { return softmax(x[0], 1); }, 5},
       {"log_softmax", {{{4, 3}}}, [](auto& x) { return log_softmax(x[0], 0); }, 4},
-      {"layer_norm", {{{3, 6}}, {{6}}, {{6}}}, [](auto& x) { return layer_norm(x[0], {6}, x[1], x[2]); }, 6},
-      {"layer_norm_2d_no_affine", {{{2, 2, 3}}}, [](auto& x) { return layer_norm(x[0], {2, 3}); }, 6},
+      {"layer_norm",
+       {{{3, 6}}, {{6}}, {{6}}},
+       [](auto& x) { return layer_norm(x[0], {6}, x[1], x[2]); },
+       6},
+      {"layer_norm_2d_no_affine",
+       {{{2, 2, 3}}},
+       [](auto& x) {
+         return layer_norm(x[0], {2, 3});
+       },
+       6},
       {"rms_norm", {{{4, 5}}, {{5}}}, [](auto& x) { return rms_norm(x[0], {5}, x[1]); }, 5},
-      {"group_norm", {{{2, 4, 3, 2}}, {{4}}, {{4}}}, [](auto& x) { return group_norm(x[0], 2, x[1], x[2]); }, 12},
-      {"group_norm_silu", {{{1, 4, 2, 3}}, {{4}}, {{4}}},
-       [](auto& x) { return group_norm(x[0], 2, x[1], x[2], 1e-5, Activation::SiLU); }, 12},
+      {"group_norm",
+       {{{2, 4, 3, 2}}, {{4}}, {{4}}},
+       [](auto& x) { return group_norm(x[0], 2, x[1], x[2]); },
+       12},
+      {"group_norm_silu",
+       {{{1, 4, 2, 3}}, {{4}}, {{4}}},
+       [](auto& x) { return group_norm(x[0], 2, x[1], x[2], 1e-5, Activation::SiLU); },
+       12},
       {"cross_entropy", {{{4, 3}}}, [](auto& x) { return cross_entropy(x[0], targets); }, 12},
-      {"cross_entropy_sum_smoothed_ignored", {{{4, 3}}},
+      {"cross_entropy_sum_smoothed_ignored",
+       {{{4, 3}}},
        [](auto& x) {
          kernels::CrossEntropyOptions o;
          o.label_smoothing = 0.1;
@@ -104,14 +147,25 @@ const std::vector<OpCase>& registry() {
        12},
       {"mse_loss", {{{3, 4}}, {{3, 4}}}, [](auto& x) { return mse_loss(x[0], x[1]); }, 12},
       {"embedding", {{{5, 3}}}, [](auto& x) { return embedding(x[0], indices); }},
-      {"dropout", {{{20}}},
+      {"dropout",
+       {{{20}}},
        [](auto& x) {
          Generator gen(9);  // the same mask on every evaluation
          return dropout(x[0], 0.3, true, gen);
        }},
-      {"cat", {{{2, 3}}, {{2, 2}}}, [](auto& x) { return cat({x[0], x[1]}, 1); }},
-      {"views", {{{3, 5}}}, [](auto& x) { return x[0].slice(1, 1, 4).transpose(0, 1).contiguous() * 2.0; }},
-      {"expand", {{{3, 2}}}, [](auto& x) { return x[0].unsqueeze(0).expand({4, 3, 2}) * 1.5; }},
+      {"cat",
+       {{{2, 3}}, {{2, 2}}},
+       [](auto& x) {
+         return cat({x[0], x[1]}, 1);
+       }},
+      {"views",
+       {{{3, 5}}},
+       [](auto& x) { return x[0].slice(1, 1, 4).transpose(0, 1).contiguous() * 2.0; }},
+      {"expand",
+       {{{3, 2}}},
+       [](auto& x) {
+         return x[0].unsqueeze(0).expand({4, 3, 2}) * 1.5;
+       }},
   };
   return cases;
 }
@@ -134,7 +188,8 @@ TEST_P(OpRegistry, ForwardF32MatchesF64) {
   const std::vector<Tensor> x64 = make_inputs(c, DType::F64, GetParam() + 1, false);
   std::vector<Tensor> x32;
   for (const Tensor& t : x64) x32.push_back(t.to(DType::F32));
-  const Tensor want = c.fn(x64).to(DType::F64).contiguous(), got = c.fn(x32).to(DType::F64).contiguous();
+  const Tensor want = c.fn(x64).to(DType::F64).contiguous(),
+               got = c.fn(x32).to(DType::F64).contiguous();
   ASSERT_EQ(want.shape(), got.shape());
   const double tol = 4e-6 * (1.0 + c.forward_terms);
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -145,21 +200,27 @@ TEST_P(OpRegistry, ForwardF32MatchesF64) {
 
 TEST_P(OpRegistry, GradientMatchesFiniteDifferences) {
   const OpCase& c = registry()[GetParam()];
-  const autograd::GradcheckResult r = autograd::gradcheck(c.fn, make_inputs(c, DType::F64, GetParam() + 100, true));
+  const autograd::GradcheckResult r =
+      autograd::gradcheck(c.fn, make_inputs(c, DType::F64, GetParam() + 100, true));
   EXPECT_TRUE(r.ok) << r.message << " (max error " << r.max_abs_error << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpRegistry, ::testing::Range<std::size_t>(0, registry().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) { return registry()[info.param].name; });
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return registry()[info.param].name;
+                         });
 
 // One line per op: forward + backward time at the registry's sizes (dispatch overhead shows).
 TEST(OpRegistryPerf, EveryOpWhenAsked) {
-  if (std::getenv("MIXPREC_OP_PERF") == nullptr) GTEST_SKIP() << "set MIXPREC_OP_PERF=1 to time every op";
+  if (std::getenv("MIXPREC_OP_PERF") == nullptr)
+    GTEST_SKIP() << "set MIXPREC_OP_PERF=1 to time every op";
   for (const OpCase& c : registry()) {
     const std::vector<Tensor> x = make_inputs(c, DType::F32, 7, true);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 100; ++i) sum(c.fn(x).to(DType::F32)).backward();
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        100;
     std::printf("[ perf ] %-36s forward+backward %.1f us\n", c.name.c_str(), us);
   }
 }

@@ -1,11 +1,10 @@
-#include "mixprec/core/allocator.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <thread>
 #include <vector>
 
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -44,8 +43,8 @@ TEST(Allocator, BlocksAre64ByteAlignedAndZeroIsNull) {
 
 TEST(Allocator, StatisticsForAKnownSequence) {
   CachingAllocator a;
-  void* p1 = a.allocate(100);    // class 128
-  void* p2 = a.allocate(5000);   // class 5120
+  void* p1 = a.allocate(100);   // class 128
+  void* p2 = a.allocate(5000);  // class 5120
   MemoryStats s = a.stats();
   EXPECT_EQ(s.allocated_bytes, 128u + 5120u);
   EXPECT_EQ(s.reserved_bytes, 128u + 5120u);
@@ -105,7 +104,8 @@ TEST(Allocator, SteadyStateLoopStopsAskingTheOs) {
   CachingAllocator a;
   for (int step = 0; step < 100; ++step) {
     std::vector<void*> activations;
-    for (std::size_t bytes : {1000, 50000, 50000, 1 << 20}) activations.push_back(a.allocate(bytes));
+    for (std::size_t bytes : {1000, 50000, 50000, 1 << 20})
+      activations.push_back(a.allocate(bytes));
     for (void* p : activations) a.deallocate(p);
   }
   const MemoryStats s = a.stats();

@@ -1,7 +1,6 @@
-#include "mixprec/core/cpu_features.h"
-
 #include <gtest/gtest.h>
 
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/precision.h"
 

@@ -1,7 +1,6 @@
-#include "mixprec/core/dtype.h"
-
 #include <gtest/gtest.h>
 
+#include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {

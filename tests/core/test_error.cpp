@@ -1,6 +1,6 @@
-#include "mixprec/core/error.h"
-
 #include <gtest/gtest.h>
+
+#include "mixprec/core/error.h"
 
 namespace mixprec {
 namespace {

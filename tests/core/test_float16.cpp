@@ -2,8 +2,6 @@
 // checked against the independent reference in tests/support/fp_reference.h, and the single
 // rounding of f64 and integers to 16 bits (kernels/convert.h), with the hard cases that double
 // rounding through f32 gets wrong as separate tests.
-#include "mixprec/core/float16.h"
-
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/core/float16.h"
 #include "mixprec/kernels/convert.h"
 #include "support/fp_reference.h"
 
@@ -65,8 +64,8 @@ class Mismatches {
 
 // ---- 16 bits -> f32 -> 16 bits --------------------------------------------------------------
 
-void check_round_trip(const Format16& format, float (*widen)(uint16_t),
-                      uint16_t (*narrow)(float), const char* what) {
+void check_round_trip(const Format16& format, float (*widen)(uint16_t), uint16_t (*narrow)(float),
+                      const char* what) {
   Mismatches widening(what), round_trip(what);
   for (uint32_t b = 0; b <= 0xFFFF; ++b) {
     const auto h = static_cast<uint16_t>(b);
@@ -173,7 +172,7 @@ TEST(F32ToHalf, SmallestSubnormalsAndBelow) {
   EXPECT_EQ(fp16_bits::f32_to_f16(1.5f * denorm_min), 0x0002);  // tie, to even 2
   EXPECT_EQ(fp16_bits::f32_to_f16(2.5f * denorm_min), 0x0002);  // tie, to even 2
   EXPECT_EQ(fp16_bits::f32_to_f16(-denorm_min), 0x8001);
-  EXPECT_EQ(fp16_bits::f32_to_f16(-0x1p-26f), 0x8000);  // underflow keeps the sign
+  EXPECT_EQ(fp16_bits::f32_to_f16(-0x1p-26f), 0x8000);        // underflow keeps the sign
   EXPECT_EQ(fp16_bits::f32_to_f16(f32(0x00000001)), 0x0000);  // an f32 subnormal
   EXPECT_EQ(fp16_bits::f32_to_f16(0x1p-14f), 0x0400);         // min normal
   EXPECT_EQ(fp16_bits::f32_to_f16(std::nextafter(0x1p-14f, 0.0f)), 0x0400);  // rounds up to it
@@ -240,8 +239,8 @@ void expect_single_rounding(DType to, From value, uint16_t want) {
   else
     ASSERT_EQ(format.from_i64(value), want) << "reference disagrees with the stated answer";
   const float through_f32 = static_cast<float>(value);
-  const uint16_t naive = to == DType::F16 ? fp16_bits::f32_to_f16(through_f32)
-                                          : fp16_bits::f32_to_bf16(through_f32);
+  const uint16_t naive =
+      to == DType::F16 ? fp16_bits::f32_to_f16(through_f32) : fp16_bits::f32_to_bf16(through_f32);
   EXPECT_NE(naive, want) << "not a hard case: double rounding gets it right too";
   EXPECT_EQ(convert_to(to, value), want);
   EXPECT_EQ(convert_to(to, -value), static_cast<uint16_t>(want | 0x8000u));
@@ -278,8 +277,7 @@ TEST(F64ToBFloat16, JustBelowMidpointRoundsDownNotToEven) {
 
 TEST(F64ToBFloat16, JustBelowOverflowThresholdStaysFinite) {
   // 2^128 - 2^119 is bf16's overflow threshold and an f32 value; f32 rounds onto it.
-  expect_single_rounding(DType::BF16, std::ldexp(1.0, 128) - std::ldexp(1.0, 119) - 0x1p80,
-                         0x7F7F);
+  expect_single_rounding(DType::BF16, std::ldexp(1.0, 128) - std::ldexp(1.0, 119) - 0x1p80, 0x7F7F);
 }
 
 TEST(F64ToBFloat16, JustAboveHalfTheSmallestSubnormalRoundsUp) {

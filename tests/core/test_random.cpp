@@ -223,7 +223,8 @@ TEST(RandomTensor, NormalAndUniformStatistics) {
     EXPECT_NEAR(zmean, 0.0, 0.005);
     EXPECT_NEAR(zvar, 1.0, 0.01);
     // k / 2^bits for k uniform in [0, 2^bits): the mean sits half a step below 0.5.
-    const double step = dtype == DType::F64 ? 0.0 : std::ldexp(1.0, -(info(dtype).mantissa_bits + 1));
+    const double step =
+        dtype == DType::F64 ? 0.0 : std::ldexp(1.0, -(info(dtype).mantissa_bits + 1));
     EXPECT_NEAR(umean, 0.5 - step / 2, 0.0015);
     EXPECT_NEAR(uvar, 1.0 / 12.0, 0.0015);
     EXPECT_GE(umin, 0.0);

@@ -1,5 +1,3 @@
-#include "mixprec/kernels/attention.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/attention.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -25,7 +24,8 @@ std::vector<double> reference(const Tensor& q_in, const Tensor& k_in, const Tens
   const double* qd = q.data<double>();
   const double* kd = k.data<double>();
   const double* vd = v.data<double>();
-  const int64_t B = q.size(0), H = q.size(1), Sq = q.size(2), D = q.size(3), Sk = k.size(2), Dv = v.size(3);
+  const int64_t B = q.size(0), H = q.size(1), Sq = q.size(2), D = q.size(3), Sk = k.size(2),
+                Dv = v.size(3);
   const double scale = opt.scale != 0 ? opt.scale : 1.0 / std::sqrt(double(D));
   std::vector<double> out(static_cast<std::size_t>(B * H * Sq * Dv));
   std::vector<double> score(static_cast<std::size_t>(Sk));
@@ -35,7 +35,8 @@ std::vector<double> reference(const Tensor& q_in, const Tensor& k_in, const Tens
         double mx = -INFINITY;
         for (int64_t j = 0; j < Sk; ++j) {
           double s = 0;
-          for (int64_t x = 0; x < D; ++x) s += qd[((b * H + h) * Sq + i) * D + x] * kd[((b * H + h) * Sk + j) * D + x];
+          for (int64_t x = 0; x < D; ++x)
+            s += qd[((b * H + h) * Sq + i) * D + x] * kd[((b * H + h) * Sk + j) * D + x];
           s *= scale;
           if (mask.defined()) s += mask.data<double>()[((b * H + h) * Sq + i) * Sk + j];
           if (opt.causal && j > i) s = -INFINITY;
@@ -43,11 +44,13 @@ std::vector<double> reference(const Tensor& q_in, const Tensor& k_in, const Tens
           mx = std::max(mx, s);
         }
         double sum = 0;
-        for (int64_t j = 0; j < Sk; ++j) sum += score[j] = mx == -INFINITY ? 0.0 : std::exp(score[j] - mx);
+        for (int64_t j = 0; j < Sk; ++j)
+          sum += score[j] = mx == -INFINITY ? 0.0 : std::exp(score[j] - mx);
         for (int64_t y = 0; y < Dv; ++y) {
           double acc = 0;
           for (int64_t j = 0; j < Sk; ++j) acc += score[j] * vd[((b * H + h) * Sk + j) * Dv + y];
-          out[static_cast<std::size_t>(((b * H + h) * Sq + i) * Dv + y)] = sum > 0 ? acc / sum : 0.0;
+          out[static_cast<std::size_t>(((b * H + h) * Sq + i) * Dv + y)] =
+              sum > 0 ? acc / sum : 0.0;
         }
       }
   return out;
@@ -62,10 +65,10 @@ struct Case {
 };
 
 void check(const Case& c, uint64_t seed) {
-  SCOPED_TRACE("B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) + " Sq=" + std::to_string(c.sq) +
-               " Sk=" + std::to_string(c.sk) + " D=" + std::to_string(c.d) + " dtype=" +
-               std::string(dtype_name(c.dtype)) + (c.causal ? " causal" : "") + (c.with_mask ? " mask" : "") +
-               (c.transposed_layout ? " bshd" : ""));
+  SCOPED_TRACE("B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) + " Sq=" +
+               std::to_string(c.sq) + " Sk=" + std::to_string(c.sk) + " D=" + std::to_string(c.d) +
+               " dtype=" + std::string(dtype_name(c.dtype)) + (c.causal ? " causal" : "") +
+               (c.with_mask ? " mask" : "") + (c.transposed_layout ? " bshd" : ""));
   Generator gen(seed);
   auto make = [&](int64_t s, int64_t d) {
     if (!c.transposed_layout) return Tensor::randn({c.b, c.h, s, d}, gen, c.dtype);
@@ -98,8 +101,8 @@ void check(const Case& c, uint64_t seed) {
           const double bound = tol.bound(w, c.sk + c.d, 4.0) + p_rounding * 4.0;
           if (!(std::fabs(g - w) <= bound)) {
             ++failures;
-            ADD_FAILURE() << "out[" << b << ", " << h << ", " << i << ", " << y << "] = " << g << ", reference " << w
-                          << ", bound " << bound;
+            ADD_FAILURE() << "out[" << b << ", " << h << ", " << i << ", " << y << "] = " << g
+                          << ", reference " << w << ", bound " << bound;
           }
         }
 }
@@ -166,13 +169,15 @@ TEST(Attention, Seq4096UsesLessThan64MiBExtra) {
 }
 
 TEST(Attention, ShapeErrorsNameTheOperands) {
-  const Tensor q = Tensor::zeros({1, 2, 3, 8}), k = Tensor::zeros({1, 2, 5, 4}), v = Tensor::zeros({1, 2, 5, 8});
+  const Tensor q = Tensor::zeros({1, 2, 3, 8}), k = Tensor::zeros({1, 2, 5, 4}),
+               v = Tensor::zeros({1, 2, 5, 8});
   const Tensor out = Tensor::empty({1, 2, 3, 8});
   try {
     scaled_dot_product_attention(q, k, v, out);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[scaled_dot_product_attention] k [1, 2, 5, 4]"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("[scaled_dot_product_attention] k [1, 2, 5, 4]"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -1,5 +1,3 @@
-#include "mixprec/kernels/conv.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/conv.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -23,14 +22,16 @@ struct Case {
 };
 
 std::string describe(const Case& c) {
-  return "x [" + std::to_string(c.n) + ", " + std::to_string(c.c) + ", " + std::to_string(c.h) + ", " +
-         std::to_string(c.w) + "] " + std::string(dtype_name(c.x_dtype)) + " " +
+  return "x [" + std::to_string(c.n) + ", " + std::to_string(c.c) + ", " + std::to_string(c.h) +
+         ", " + std::to_string(c.w) + "] " + std::string(dtype_name(c.x_dtype)) + " " +
          std::string(memory_format_name(c.x_format)) + ", w [" + std::to_string(c.o) + ", " +
-         std::to_string(c.c / c.opt.groups) + ", " + std::to_string(c.kh) + ", " + std::to_string(c.kw) + "] " +
-         std::string(dtype_name(c.w_dtype)) + ", out " + std::string(dtype_name(c.out_dtype)) + " " +
-         std::string(memory_format_name(c.out_format)) + ", stride " + std::to_string(c.opt.stride_h) + "x" +
-         std::to_string(c.opt.stride_w) + " pad " + std::to_string(c.opt.pad_h) + "x" + std::to_string(c.opt.pad_w) +
-         " dil " + std::to_string(c.opt.dilation_h) + " groups " + std::to_string(c.opt.groups) + " act " +
+         std::to_string(c.c / c.opt.groups) + ", " + std::to_string(c.kh) + ", " +
+         std::to_string(c.kw) + "] " + std::string(dtype_name(c.w_dtype)) + ", out " +
+         std::string(dtype_name(c.out_dtype)) + " " +
+         std::string(memory_format_name(c.out_format)) + ", stride " +
+         std::to_string(c.opt.stride_h) + "x" + std::to_string(c.opt.stride_w) + " pad " +
+         std::to_string(c.opt.pad_h) + "x" + std::to_string(c.opt.pad_w) + " dil " +
+         std::to_string(c.opt.dilation_h) + " groups " + std::to_string(c.opt.groups) + " act " +
          std::to_string(static_cast<int>(c.opt.activation)) + (c.with_residual ? " residual" : "");
 }
 
@@ -38,11 +39,14 @@ void check(Case cs, uint64_t seed) {
   SCOPED_TRACE(describe(cs));
   Generator gen(seed);
   const int64_t cg = cs.c / cs.opt.groups, og = cs.o / cs.opt.groups;
-  const Tensor x = Tensor::uniform({cs.n, cs.c, cs.h, cs.w}, -1, 1, gen, cs.x_dtype).to(cs.x_format);
+  const Tensor x =
+      Tensor::uniform({cs.n, cs.c, cs.h, cs.w}, -1, 1, gen, cs.x_dtype).to(cs.x_format);
   const Tensor w = Tensor::uniform({cs.o, cg, cs.kh, cs.kw}, -1, 1, gen, cs.w_dtype);
   const Tensor b = Tensor::uniform({cs.o}, -1, 1, gen, DType::F32);
-  const int64_t oh = conv_output_size(cs.h, cs.kh, cs.opt.stride_h, cs.opt.pad_h, cs.opt.dilation_h);
-  const int64_t ow = conv_output_size(cs.w, cs.kw, cs.opt.stride_w, cs.opt.pad_w, cs.opt.dilation_w);
+  const int64_t oh =
+      conv_output_size(cs.h, cs.kh, cs.opt.stride_h, cs.opt.pad_h, cs.opt.dilation_h);
+  const int64_t ow =
+      conv_output_size(cs.w, cs.kw, cs.opt.stride_w, cs.opt.pad_w, cs.opt.dilation_w);
   const Tensor residual = Tensor::uniform({cs.n, cs.o, oh, ow}, -1, 1, gen, DType::BF16);
   if (cs.with_residual) cs.opt.residual = &residual;
   const Tensor out = Tensor::empty({cs.n, cs.o, oh, ow}, cs.out_dtype, cs.out_format);
@@ -78,8 +82,8 @@ void check(Case cs, uint64_t seed) {
           const double bound = tol.bound(want, cg * cs.kh * cs.kw, abs_sum + 1.0);
           if (!(std::fabs(g - want) <= bound)) {
             ++failures;
-            ADD_FAILURE() << "out[" << n << ", " << o << ", " << y << ", " << x_ << "] = " << g << ", reference "
-                          << want << ", bound " << bound;
+            ADD_FAILURE() << "out[" << n << ", " << o << ", " << y << ", " << x_ << "] = " << g
+                          << ", reference " << want << ", bound " << bound;
           }
         }
 }
@@ -100,7 +104,8 @@ TEST_P(ConvTest, ThreeByThreeAllDtypesAndLayouts) {
 
 TEST_P(ConvTest, StrideDilationPaddingAndOddSizes) {
   uint64_t seed = 20;
-  for (const auto& [stride, pad, dil] : {std::tuple{2, 1, 1}, std::tuple{1, 2, 2}, std::tuple{3, 0, 1}}) {
+  for (const auto& [stride, pad, dil] :
+       {std::tuple{2, 1, 1}, std::tuple{1, 2, 2}, std::tuple{3, 0, 1}}) {
     Case c{2, 7, 17, 13, 65, 3, 3};
     c.opt.stride_h = c.opt.stride_w = stride;
     c.opt.pad_h = c.opt.pad_w = pad;
@@ -162,11 +167,14 @@ TEST(Conv, ClearErrors) {
     conv2d(x, w, nullptr, out);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[conv2d] weight [8, 3, 3, 3] expects 3 input channels"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("[conv2d] weight [8, 3, 3, 3] expects 3 input channels"),
+              std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 2, 2}), w, nullptr, out), Error) << "kernel larger than input";
-  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, nullptr, Tensor::empty({1, 8, 5, 5})), Error) << "wrong out";
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 2, 2}), w, nullptr, out), Error)
+      << "kernel larger than input";
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, nullptr, Tensor::empty({1, 8, 5, 5})), Error)
+      << "wrong out";
 }
 
 }  // namespace

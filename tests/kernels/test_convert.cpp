@@ -3,9 +3,9 @@
 // core/float16.h bit for bit, for every input class, tail length, misalignment and stride; and
 // the whole dtype cross-product must follow convert.h's rules, checked against an independent
 // model built on tests/support/fp_reference.h.
-#include "mixprec/kernels/convert.h"
-
 #include <gtest/gtest.h>
+
+#include "mixprec/kernels/convert.h"
 
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own "undefined" operands
 // (GCC bug 105593); the state that counts is the one in force where <immintrin.h> is read.
@@ -83,13 +83,16 @@ void store_bits(unsigned char* base, DType t, int64_t index, uint32_t bits) {
 
 // The scalar rules (core/float16.h), the result every level must reproduce.
 uint32_t scalar_reference(Pair p, uint32_t src) {
-  const float x = p.from == DType::F32    ? f32(src)
+  const float x = p.from == DType::F32   ? f32(src)
                   : p.from == DType::F16 ? fp16_bits::f16_to_f32(static_cast<uint16_t>(src))
                                          : fp16_bits::bf16_to_f32(static_cast<uint16_t>(src));
   switch (p.to) {
-    case DType::F32: return bits_of(x);
-    case DType::F16: return fp16_bits::f32_to_f16(x);
-    default: return fp16_bits::f32_to_bf16(x);
+    case DType::F32:
+      return bits_of(x);
+    case DType::F16:
+      return fp16_bits::f32_to_f16(x);
+    default:
+      return fp16_bits::f32_to_bf16(x);
   }
 }
 
@@ -110,10 +113,10 @@ const std::vector<uint32_t>& f32_inputs() {
             v.push_back(u);
             v.push_back(u | 0x80000000u);
           }
-    for (uint32_t u : {0x00000001u, 0x00008000u, 0x00018000u, 0x00400000u, 0x007FFFFFu,
-                       0x7F800000u, 0x7F800001u, 0x7FBFFFFFu, 0x7FC00000u, 0x7FC00001u,
-                       0x7F812345u, 0x7FFFFFFFu, 0x477FF000u, 0x477FEFFFu, 0x7F7FFFFFu,
-                       0x7F7F8000u, 0x7F7F7FFFu, 0x33000000u, 0x33000001u})
+    for (uint32_t u :
+         {0x00000001u, 0x00008000u, 0x00018000u, 0x00400000u, 0x007FFFFFu, 0x7F800000u, 0x7F800001u,
+          0x7FBFFFFFu, 0x7FC00000u, 0x7FC00001u, 0x7F812345u, 0x7FFFFFFFu, 0x477FF000u, 0x477FEFFFu,
+          0x7F7FFFFFu, 0x7F7F8000u, 0x7F7F7FFFu, 0x33000000u, 0x33000001u})
       for (uint32_t sign : {0u, 0x80000000u}) v.push_back(u | sign);
     std::mt19937 rng(42);
     for (int i = 0; i < 200000; ++i) v.push_back(static_cast<uint32_t>(rng()));
@@ -150,9 +153,8 @@ Bytes make_source(DType from, std::size_t first, std::size_t count) {
 }
 
 // Reports the first few mismatching elements; returns how many there were.
-std::size_t compare(Pair p, const unsigned char* src, int64_t src_stride,
-                    const unsigned char* dst, int64_t dst_stride, std::size_t n,
-                    const std::string& where) {
+std::size_t compare(Pair p, const unsigned char* src, int64_t src_stride, const unsigned char* dst,
+                    int64_t dst_stride, std::size_t n, const std::string& where) {
   std::size_t bad = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto k = static_cast<int64_t>(i);
@@ -160,9 +162,8 @@ std::size_t compare(Pair p, const unsigned char* src, int64_t src_stride,
     const uint32_t got = load_bits(dst, p.to, k * dst_stride);
     const uint32_t want = scalar_reference(p, in);
     if (got != want && ++bad <= 5)
-      ADD_FAILURE() << pair_name(p) << " " << where << " element " << i << ": input 0x"
-                    << std::hex << in << " gave 0x" << got << ", scalar gives 0x" << want
-                    << std::dec;
+      ADD_FAILURE() << pair_name(p) << " " << where << " element " << i << ": input 0x" << std::hex
+                    << in << " gave 0x" << got << ", scalar gives 0x" << want << std::dec;
   }
   return bad;
 }
@@ -203,7 +204,7 @@ TEST_P(ConvertFastPath, TailsAndMisalignedPointers) {
           for (unsigned char* b = dst; b < dst + sizeof dst; ++b) {
             if (b < out || b >= out + n * ds) {
               ASSERT_EQ(*b, kSentinel) << pair_name(p) << " " << where << " wrote byte "
-                                        << (b - out) << " outside the destination";
+                                       << (b - out) << " outside the destination";
             }
           }
         }
@@ -213,15 +214,18 @@ TEST_P(ConvertFastPath, TailsAndMisalignedPointers) {
 // Element strides, negative and zero source strides included; the skipped destination
 // elements keep their old contents.
 TEST_P(ConvertFastPath, StridedMatchesScalar) {
-  const int64_t kStrides[][2] = {{2, 1}, {1, 2}, {3, 3}, {-1, 1}, {-2, 3}, {0, 1}, {1, -1}, {5, -2}};
+  const int64_t kStrides[][2] = {{2, 1},  {1, 2}, {3, 3},  {-1, 1},
+                                 {-2, 3}, {0, 1}, {1, -1}, {5, -2}};
   for (const Pair p : kFastPairs) {
     const auto ss = static_cast<int64_t>(dtype_size(p.from));
     const auto ds = static_cast<int64_t>(dtype_size(p.to));
     for (std::size_t n = 0; n <= 257; ++n)
       for (const auto& strides : kStrides) {
         const int64_t src_stride = strides[0], dst_stride = strides[1];
-        const int64_t src_span = std::max<int64_t>(1, std::abs(src_stride) * static_cast<int64_t>(n));
-        const int64_t dst_span = std::max<int64_t>(1, std::abs(dst_stride) * static_cast<int64_t>(n));
+        const int64_t src_span =
+            std::max<int64_t>(1, std::abs(src_stride) * static_cast<int64_t>(n));
+        const int64_t dst_span =
+            std::max<int64_t>(1, std::abs(dst_stride) * static_cast<int64_t>(n));
         Bytes src = make_source(p.from, n * 13 + static_cast<std::size_t>(src_stride + 5),
                                 static_cast<std::size_t>(src_span));
         Bytes dst(static_cast<std::size_t>(dst_span * ds), kSentinel);
@@ -236,7 +240,8 @@ TEST_P(ConvertFastPath, StridedMatchesScalar) {
         ASSERT_EQ(compare(p, s, src_stride, d, dst_stride, n, where), 0u);
         std::vector<bool> written(static_cast<std::size_t>(dst_span), false);
         for (std::size_t i = 0; i < n; ++i)
-          written[static_cast<std::size_t>(dst_first + static_cast<int64_t>(i) * dst_stride)] = true;
+          written[static_cast<std::size_t>(dst_first + static_cast<int64_t>(i) * dst_stride)] =
+              true;
         for (int64_t e = 0; e < dst_span; ++e) {
           if (written[static_cast<std::size_t>(e)]) continue;
           for (int64_t b = 0; b < ds; ++b) {
@@ -260,8 +265,9 @@ TEST_P(ConvertFastPath, LargeArraysOnOneAndTwoThreads) {
     const Bytes one_period = make_source(p.from, 0, period);
     Bytes want(period * ds);
     for (std::size_t i = 0; i < period; ++i)
-      store_bits(want.data(), p.to, static_cast<int64_t>(i),
-                 scalar_reference(p, load_bits(one_period.data(), p.from, static_cast<int64_t>(i))));
+      store_bits(
+          want.data(), p.to, static_cast<int64_t>(i),
+          scalar_reference(p, load_bits(one_period.data(), p.from, static_cast<int64_t>(i))));
     Bytes src(n * ss);
     for (std::size_t at = 0; at < n; at += period)
       std::memcpy(src.data() + at * ss, one_period.data(), std::min(period, n - at) * ss);
@@ -404,9 +410,9 @@ __attribute__((target("avx2,f16c"))) void raw_vcvtph2ps_ymm(const uint16_t* in, 
 __attribute__((target("avx512f"))) void raw_vcvtps2ph_zmm(const uint32_t* in, uint16_t* out,
                                                           std::size_t n) {  // n % 16 == 0
   for (std::size_t i = 0; i < n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(in + i),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out + i),
+        _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
 __attribute__((target("avx512f"))) void raw_vcvtph2ps_zmm(const uint16_t* in, uint32_t* out,
@@ -460,7 +466,8 @@ TEST(HardwareConversionInstructions, F16cMatchesScalarRulesExactly) {
 }
 
 TEST(HardwareConversionInstructions, Avx512HalfConversionsMatchScalarRulesExactly) {
-  if (!mixprec::isa_supported(IsaLevel::Avx512)) GTEST_SKIP() << "kernel level avx512 not supported";
+  if (!mixprec::isa_supported(IsaLevel::Avx512))
+    GTEST_SKIP() << "kernel level avx512 not supported";
   check_half_instructions(raw_vcvtps2ph_zmm, raw_vcvtph2ps_zmm);
 }
 
@@ -479,7 +486,8 @@ TEST(HardwareConversionInstructions, Vcvtneps2bf16MatchesScalarExceptSubnormalIn
     if (is_f32_subnormal(in[i])) {
       ++subnormals;
       const auto signed_zero = static_cast<uint16_t>((in[i] >> 16) & 0x8000u);
-      if (out[i] == signed_zero && want != signed_zero) ++flushed;
+      if (out[i] == signed_zero && want != signed_zero)
+        ++flushed;
       else if (out[i] != want && ++bad <= 5)
         ADD_FAILURE() << "subnormal 0x" << std::hex << in[i] << " -> 0x" << out[i];
     } else if (out[i] != want && ++bad <= 5) {
@@ -514,21 +522,46 @@ Exact decode(DType t, const unsigned char* p) {
     x.value = x.nan ? 0 : v;
   };
   switch (t) {
-    case DType::F64: { double v; std::memcpy(&v, p, 8); from_float(v); break; }
-    case DType::F32: { float v; std::memcpy(&v, p, 4); from_float(v); break; }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      from_float(v);
+      break;
+    }
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      from_float(v);
+      break;
+    }
     case DType::F16:
     case DType::BF16: {
       const Format16& f = t == DType::F16 ? Format16::f16() : Format16::bf16();
-      uint16_t b; std::memcpy(&b, p, 2);
+      uint16_t b;
+      std::memcpy(&b, p, 2);
       x.nan = f.is_nan(b);
       x.negative = (b & 0x8000u) != 0;
       x.value = x.nan ? 0 : f.value(b);
       break;
     }
-    case DType::I64: { int64_t v; std::memcpy(&v, p, 8); x.value = v; break; }
-    case DType::I32: { int32_t v; std::memcpy(&v, p, 4); x.value = v; break; }
-    case DType::U8: x.value = *p; break;
-    case DType::Bool: x.value = *p != 0; break;
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      x.value = v;
+      break;
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      x.value = v;
+      break;
+    }
+    case DType::U8:
+      x.value = *p;
+      break;
+    case DType::Bool:
+      x.value = *p != 0;
+      break;
   }
   return x;
 }
@@ -555,27 +588,36 @@ bool matches_model(DType from, DType to, const Exact& x, const unsigned char* go
   auto same = [&](const auto& want) { return std::memcmp(got, &want, sizeof want) == 0; };
   switch (to) {
     case DType::F64: {
-      double g; std::memcpy(&g, got, 8);
-      if (x.nan) return std::isnan(g) && std::signbit(g) == x.negative &&
-                        (std::bit_cast<uint64_t>(g) & (uint64_t{1} << 51));
+      double g;
+      std::memcpy(&g, got, 8);
+      if (x.nan)
+        return std::isnan(g) && std::signbit(g) == x.negative &&
+               (std::bit_cast<uint64_t>(g) & (uint64_t{1} << 51));
       return same(static_cast<double>(x.value));
     }
     case DType::F32: {
-      float g; std::memcpy(&g, got, 4);
-      if (x.nan) return std::isnan(g) && std::signbit(g) == x.negative && (bits_of(g) & 0x00400000u);
+      float g;
+      std::memcpy(&g, got, 4);
+      if (x.nan)
+        return std::isnan(g) && std::signbit(g) == x.negative && (bits_of(g) & 0x00400000u);
       return same(static_cast<float>(x.value));
     }
     case DType::F16:
     case DType::BF16: {
       const Format16& f = to == DType::F16 ? Format16::f16() : Format16::bf16();
-      uint16_t g; std::memcpy(&g, got, 2);
+      uint16_t g;
+      std::memcpy(&g, got, 2);
       if (x.nan) return f.is_nan(g) && ((g & 0x8000u) != 0) == x.negative && (g & f.quiet_bit());
       return g == f.round(x.value);
     }
-    case DType::I64: return same(expected_int<int64_t>(x, from_floating));
-    case DType::I32: return same(expected_int<int32_t>(x, from_floating));
-    case DType::U8: return same(expected_int<uint8_t>(x, from_floating));
-    case DType::Bool: return *got == ((x.nan || x.value != 0) ? 1 : 0);
+    case DType::I64:
+      return same(expected_int<int64_t>(x, from_floating));
+    case DType::I32:
+      return same(expected_int<int32_t>(x, from_floating));
+    case DType::U8:
+      return same(expected_int<uint8_t>(x, from_floating));
+    case DType::Bool:
+      return *got == ((x.nan || x.value != 0) ? 1 : 0);
   }
   return false;
 }
@@ -592,19 +634,80 @@ Bytes generic_inputs(DType t) {
   const double inf = INFINITY, nan = NAN;
   switch (t) {
     case DType::F64:
-      return as_bytes(std::vector<double>{
-          0.0, -0.0, 1.0, -1.5, 2.5, -2.5, 0.49999, -0.9, 255.9, 256.0, -1.0, -129.7, 127.5,
-          2147483647.9, 2147483648.0, -2147483648.9, -2147483649.0, 1e10, -1e10, 0x1p63,
-          -0x1p63, 0x1p63 - 1024, 1e19, -1e19, 1e300, -1e300, inf, -inf, nan, -nan,
-          std::bit_cast<double>(0x7FF0000000000001ull), 65519.99, 65520.0, 1.0 + 0x1p-11 + 0x1p-52,
-          0x1p-25 + 0x1p-60, std::numeric_limits<double>::denorm_min(), 1e-45, 3.5e38,
-          0x1p128 - 0x1p119 - 0x1p80, 0x1p-134 + 0x1p-160, 1.0 / 3});
+      return as_bytes(std::vector<double>{0.0,
+                                          -0.0,
+                                          1.0,
+                                          -1.5,
+                                          2.5,
+                                          -2.5,
+                                          0.49999,
+                                          -0.9,
+                                          255.9,
+                                          256.0,
+                                          -1.0,
+                                          -129.7,
+                                          127.5,
+                                          2147483647.9,
+                                          2147483648.0,
+                                          -2147483648.9,
+                                          -2147483649.0,
+                                          1e10,
+                                          -1e10,
+                                          0x1p63,
+                                          -0x1p63,
+                                          0x1p63 - 1024,
+                                          1e19,
+                                          -1e19,
+                                          1e300,
+                                          -1e300,
+                                          inf,
+                                          -inf,
+                                          nan,
+                                          -nan,
+                                          std::bit_cast<double>(0x7FF0000000000001ull),
+                                          65519.99,
+                                          65520.0,
+                                          1.0 + 0x1p-11 + 0x1p-52,
+                                          0x1p-25 + 0x1p-60,
+                                          std::numeric_limits<double>::denorm_min(),
+                                          1e-45,
+                                          3.5e38,
+                                          0x1p128 - 0x1p119 - 0x1p80,
+                                          0x1p-134 + 0x1p-160,
+                                          1.0 / 3});
     case DType::F32:
-      return as_bytes(std::vector<float>{
-          0.0f, -0.0f, 1.0f, -1.5f, 2.5f, -0.9f, 255.9f, 256.0f, -1.0f, 127.5f, 2147483520.0f,
-          2147483648.0f, -2147483648.0f, -2147483904.0f, 1e10f, 0x1p63f, -0x1p63f, 0x1p62f,
-          3e38f, -3e38f, INFINITY, -INFINITY, NAN, -NAN, f32(0x7F800001), f32(0x00000001),
-          f32(0x00018000), f32(0x007FFFFF), 65519.99f, 65520.0f, 1.0f + 0x1p-11f, 1.0f / 3});
+      return as_bytes(std::vector<float>{0.0f,
+                                         -0.0f,
+                                         1.0f,
+                                         -1.5f,
+                                         2.5f,
+                                         -0.9f,
+                                         255.9f,
+                                         256.0f,
+                                         -1.0f,
+                                         127.5f,
+                                         2147483520.0f,
+                                         2147483648.0f,
+                                         -2147483648.0f,
+                                         -2147483904.0f,
+                                         1e10f,
+                                         0x1p63f,
+                                         -0x1p63f,
+                                         0x1p62f,
+                                         3e38f,
+                                         -3e38f,
+                                         INFINITY,
+                                         -INFINITY,
+                                         NAN,
+                                         -NAN,
+                                         f32(0x7F800001),
+                                         f32(0x00000001),
+                                         f32(0x00018000),
+                                         f32(0x007FFFFF),
+                                         65519.99f,
+                                         65520.0f,
+                                         1.0f + 0x1p-11f,
+                                         1.0f / 3});
     case DType::F16:
     case DType::BF16: {
       std::vector<uint16_t> all(65536);
@@ -612,11 +715,27 @@ Bytes generic_inputs(DType t) {
       return as_bytes(all);
     }
     case DType::I64:
-      return as_bytes(std::vector<int64_t>{
-          0, 1, -1, 127, 128, 255, 256, -129, 65519, 65520, -65520, 2147483647, 2147483648LL,
-          -2147483649LL, (1LL << 24) + (1LL << 16) + 1, (1LL << 40) + (1LL << 32) + 1,
-          (1LL << 53) + 1, (1LL << 62) + (1LL << 38) + 1, -((1LL << 62) + (1LL << 38) + 1),
-          std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()});
+      return as_bytes(std::vector<int64_t>{0,
+                                           1,
+                                           -1,
+                                           127,
+                                           128,
+                                           255,
+                                           256,
+                                           -129,
+                                           65519,
+                                           65520,
+                                           -65520,
+                                           2147483647,
+                                           2147483648LL,
+                                           -2147483649LL,
+                                           (1LL << 24) + (1LL << 16) + 1,
+                                           (1LL << 40) + (1LL << 32) + 1,
+                                           (1LL << 53) + 1,
+                                           (1LL << 62) + (1LL << 38) + 1,
+                                           -((1LL << 62) + (1LL << 38) + 1),
+                                           std::numeric_limits<int64_t>::max(),
+                                           std::numeric_limits<int64_t>::min()});
     case DType::I32:
       return as_bytes(std::vector<int32_t>{0, 1, -1, 127, 128, 255, 256, -129, 2049, 2051, 65519,
                                            65520, -65520, (1 << 24) + 1, (1 << 24) + (1 << 16) + 1,
@@ -627,7 +746,8 @@ Bytes generic_inputs(DType t) {
       for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<uint8_t>(i);
       return as_bytes(all);
     }
-    case DType::Bool: return Bytes{0, 1};
+    case DType::Bool:
+      return Bytes{0, 1};
   }
   return {};
 }

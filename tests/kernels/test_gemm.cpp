@@ -1,5 +1,3 @@
-#include "mixprec/kernels/gemm.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/convert.h"
+#include "mixprec/kernels/gemm.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -21,7 +20,8 @@ using test_support::IsaTest;
 struct Buffer {
   DType dtype;
   std::vector<unsigned char> bytes;
-  Buffer(DType t, int64_t count, std::mt19937& rng) : dtype(t), bytes(static_cast<std::size_t>(count) * dtype_size(t)) {
+  Buffer(DType t, int64_t count, std::mt19937& rng)
+      : dtype(t), bytes(static_cast<std::size_t>(count) * dtype_size(t)) {
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> values(static_cast<std::size_t>(count));
     for (float& v : values) v = dist(rng);
@@ -45,10 +45,12 @@ struct Case {
 
 std::string describe(const Case& c) {
   return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-         " A=" + std::string(dtype_name(c.a)) + (c.trans_a ? "^T" : "") + " B=" +
-         std::string(dtype_name(c.b)) + (c.trans_b ? "^T" : "") + " C=" + std::string(dtype_name(c.c)) +
-         " act=" + std::to_string(static_cast<int>(c.ep.activation)) + " alpha=" + std::to_string(c.ep.alpha) +
-         " beta=" + std::to_string(c.ep.beta) + (c.with_bias ? " bias" : "") + (c.with_residual ? " residual" : "");
+         " A=" + std::string(dtype_name(c.a)) + (c.trans_a ? "^T" : "") +
+         " B=" + std::string(dtype_name(c.b)) + (c.trans_b ? "^T" : "") +
+         " C=" + std::string(dtype_name(c.c)) +
+         " act=" + std::to_string(static_cast<int>(c.ep.activation)) +
+         " alpha=" + std::to_string(c.ep.alpha) + " beta=" + std::to_string(c.ep.beta) +
+         (c.with_bias ? " bias" : "") + (c.with_residual ? " residual" : "");
 }
 
 // Runs one case through gemm() and gemm_reference() and compares element by element against
@@ -165,7 +167,8 @@ TEST_P(GemmTest, EmptyKGivesEpilogueOfZero) {
   std::vector<float> c(6, 9.0f), bias{1.0f, 2.0f, 3.0f};
   GemmEpilogue ep;
   ep.bias = bias.data();
-  gemm(MatrixView::row_major(nullptr, DType::F32, 2, 0, 0), MatrixView::row_major(nullptr, DType::F32, 0, 3, 3),
+  gemm(MatrixView::row_major(nullptr, DType::F32, 2, 0, 0),
+       MatrixView::row_major(nullptr, DType::F32, 0, 3, 3),
        MutableMatrixView::row_major(c.data(), DType::F32, 2, 3, 3), ep);
   EXPECT_EQ(c, (std::vector<float>{1, 2, 3, 1, 2, 3}));
 }
@@ -179,7 +182,8 @@ TEST_P(GemmTest, PrepackedWeightsMatchUnpacked) {
     const MatrixView wt = MatrixView::row_major(w.data(), t, 90, 80, 80).transposed();
     gemm(xv, wt, MutableMatrixView::row_major(direct.data(), DType::F32, 37, 90, 90));
     const PackedMatrix packed = pack_b(wt, t);
-    gemm_prepacked(xv, packed, MutableMatrixView::row_major(packed_out.data(), DType::F32, 37, 90, 90));
+    gemm_prepacked(xv, packed,
+                   MutableMatrixView::row_major(packed_out.data(), DType::F32, 37, 90, 90));
     EXPECT_EQ(direct, packed_out) << "same kernel, same packing: bit-identical";
   }
 }
@@ -192,19 +196,27 @@ TEST_P(GemmTest, PrepackedSubBlocksMatchSlicedProducts) {
     Buffer a(t, m * k, rng), b(t, k * n, rng);
     const PackedMatrix packed = pack_b(MatrixView::row_major(b.data(), t, k, n, n), t);
     const std::size_t es = dtype_size(t);
-    struct Slice { int64_t k0, k1, n0, n1; };
+    struct Slice {
+      int64_t k0, k1, n0, n1;
+    };
     for (const Slice sl : {Slice{0, 70, 32, 100}, Slice{6, 40, 0, 64}, Slice{2, 68, 64, 97}}) {
       const int64_t kk = sl.k1 - sl.k0, nn = sl.n1 - sl.n0;
       std::vector<float> got(static_cast<std::size_t>(m * nn)), want(got.size());
-      const MatrixView a_cols = MatrixView::row_major(static_cast<char*>(a.data()) + sl.k0 * es, t, m, kk, k);
-      gemm_prepacked(a_cols, packed, MutableMatrixView::row_major(got.data(), DType::F32, m, nn, nn), {},
+      const MatrixView a_cols =
+          MatrixView::row_major(static_cast<char*>(a.data()) + sl.k0 * es, t, m, kk, k);
+      gemm_prepacked(a_cols, packed,
+                     MutableMatrixView::row_major(got.data(), DType::F32, m, nn, nn), {},
                      {sl.k0, sl.k1, sl.n0, sl.n1});
-      gemm(a_cols, MatrixView::row_major(static_cast<char*>(b.data()) + (sl.k0 * n + sl.n0) * es, t, kk, nn, n),
+      gemm(a_cols,
+           MatrixView::row_major(static_cast<char*>(b.data()) + (sl.k0 * n + sl.n0) * es, t, kk, nn,
+                                 n),
            MutableMatrixView::row_major(want.data(), DType::F32, m, nn, nn));
-      EXPECT_EQ(got, want) << "rows [" << sl.k0 << ", " << sl.k1 << ") cols [" << sl.n0 << ", " << sl.n1 << ")";
+      EXPECT_EQ(got, want) << "rows [" << sl.k0 << ", " << sl.k1 << ") cols [" << sl.n0 << ", "
+                           << sl.n1 << ")";
     }
     EXPECT_THROW(gemm_prepacked(MatrixView::row_major(a.data(), t, m, k - 1, k), packed,
-                                MutableMatrixView::row_major(nullptr, DType::F32, m, n, n), {}, {1, 70, 0, -1}),
+                                MutableMatrixView::row_major(nullptr, DType::F32, m, n, n), {},
+                                {1, 70, 0, -1}),
                  Error)
         << "odd start row";
   }
@@ -231,15 +243,18 @@ MIXPREC_INSTANTIATE_ISA_TEST_SUITE(GemmTest);
 TEST(Gemm, ShapeMismatchIsAClearError) {
   float a[6] = {}, b[6] = {}, c[4] = {};
   try {
-    gemm(MatrixView::row_major(a, DType::F32, 2, 3, 3), MatrixView::row_major(b, DType::F32, 2, 3, 3),
+    gemm(MatrixView::row_major(a, DType::F32, 2, 3, 3),
+         MatrixView::row_major(b, DType::F32, 2, 3, 3),
          MutableMatrixView::row_major(c, DType::F32, 2, 3, 3));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[gemm] inner dimensions differ: A is [2, 3], B is [2, 3]"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("[gemm] inner dimensions differ: A is [2, 3], B is [2, 3]"),
+        std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(gemm(MatrixView::row_major(a, DType::I32, 2, 3, 3), MatrixView::row_major(b, DType::F32, 3, 2, 2),
+  EXPECT_THROW(gemm(MatrixView::row_major(a, DType::I32, 2, 3, 3),
+                    MatrixView::row_major(b, DType::F32, 3, 2, 2),
                     MutableMatrixView::row_major(c, DType::F32, 2, 2, 2)),
                Error);
 }

@@ -1,5 +1,3 @@
-#include "mixprec/kernels/resample.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +5,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/resample.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -19,7 +18,8 @@ TEST(Resample, AvgPoolMatchesHandValues) {
   EXPECT_EQ(out.value({0, 0, 1, 1}), (10 + 11 + 14 + 15) / 4.0);
   // Padding: count_include_pad divides by the full window, otherwise by the cells inside.
   const Tensor padded = Tensor::empty({1, 1, 3, 3});
-  Pool2dOptions o{.kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
+  Pool2dOptions o{
+      .kernel_h = 2, .kernel_w = 2, .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1};
   avg_pool2d(x, padded, o);
   EXPECT_EQ(padded.value({0, 0, 0, 0}), 0.0 / 4);
   o.count_include_pad = false;
@@ -47,7 +47,8 @@ TEST(Resample, LayoutsAndDtypesAgree) {
   const Tensor x = Tensor::randn({2, 5, 9, 7}, gen);
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
     const Tensor xt = x.to(t);
-    const Tensor a = Tensor::empty({2, 5, 18, 14}, t), b = Tensor::empty({2, 5, 18, 14}, t, MemoryFormat::ChannelsLast);
+    const Tensor a = Tensor::empty({2, 5, 18, 14}, t),
+                 b = Tensor::empty({2, 5, 18, 14}, t, MemoryFormat::ChannelsLast);
     upsample2d(xt, a, UpsampleMode::Bilinear);
     upsample2d(xt.to(MemoryFormat::ChannelsLast), b, UpsampleMode::Bilinear);
     for (int64_t i = 0; i < 18; ++i)
@@ -73,12 +74,16 @@ TEST(Resample, UpsampleTwoTimesMatchesPyTorchRules) {
 
 TEST(Resample, ClearErrors) {
   EXPECT_THROW(avg_pool2d(Tensor::zeros({1, 1, 4, 4}), Tensor::empty({1, 1, 3, 3})), Error);
-  EXPECT_THROW(upsample2d(Tensor::zeros({1, 2, 4, 4}), Tensor::empty({1, 3, 8, 8}), UpsampleMode::Nearest), Error);
+  EXPECT_THROW(
+      upsample2d(Tensor::zeros({1, 2, 4, 4}), Tensor::empty({1, 3, 8, 8}), UpsampleMode::Nearest),
+      Error);
   try {
     max_pool2d(Tensor::zeros({1, 1, 4, 4}, DType::I32), Tensor::empty({1, 1, 2, 2}, DType::I32));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[max_pool2d] expected f32, bf16, f16 or f64, got i32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[max_pool2d] expected f32, bf16, f16 or f64, got i32"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 std::shared_ptr<Sequential> mlp(Generator& gen) {
   return std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Linear>(4, 32, true, gen), std::make_shared<ReLU>(), std::make_shared<Linear>(32, 1, true, gen)});
+      std::make_shared<Linear>(4, 32, true, gen), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(32, 1, true, gen)});
 }
 
 TEST(Module, NamesParametersInRegistrationOrder) {
@@ -47,7 +48,8 @@ TEST(Module, StateDictRoundTripsAndNamesProblems) {
     b->load_state_dict(partial);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("missing keys: [2.bias]; unexpected keys: [extra.weight]"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("missing keys: [2.bias]; unexpected keys: [extra.weight]"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_NO_THROW(b->load_state_dict(partial, /*strict=*/false));
@@ -112,7 +114,8 @@ TEST(Layers, ShapesAndHalfPrecisionKeepsNormsF32) {
   auto net = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
       std::make_shared<Conv2d>(3, 16, 3, Conv2dParams{1, 1, 1, 1}, true, gen),
       std::make_shared<GroupNorm>(4, 16, 1e-5, kernels::Activation::SiLU),
-      std::make_shared<Conv2d>(16, 16, 3, Conv2dParams{2, 1, 1, 16}, true, gen),  // depthwise, stride 2
+      std::make_shared<Conv2d>(16, 16, 3, Conv2dParams{2, 1, 1, 16}, true,
+                               gen),  // depthwise, stride 2
       std::make_shared<Upsample>(2, kernels::UpsampleMode::Nearest)});
   const Tensor x = Tensor::randn({2, 3, 8, 8}, gen).to(MemoryFormat::ChannelsLast);
   const Tensor y = net->forward(x);
@@ -128,7 +131,8 @@ TEST(Layers, ShapesAndHalfPrecisionKeepsNormsF32) {
   EXPECT_EQ(mha.forward(seq, true).shape(), (Shape{2, 10, 32}));
   EXPECT_EQ(mha.named_parameters().size(), 8u);
   Embedding emb(100, 8, gen);
-  EXPECT_EQ(emb.forward(Tensor::from_vector<int64_t>({1, 5, 99}, {1, 3})).shape(), (Shape{1, 3, 8}));
+  EXPECT_EQ(emb.forward(Tensor::from_vector<int64_t>({1, 5, 99}, {1, 3})).shape(),
+            (Shape{1, 3, 8}));
 }
 
 TEST(Layers, DropoutOnlyWhileTraining) {
@@ -147,8 +151,11 @@ TEST(Layers, DropoutOnlyWhileTraining) {
 struct Block {
   Linear a, b;
   Generator& gen;
-  explicit Block(Generator& g, int64_t width) : a(width, 4 * width, true, g), b(4 * width, width, true, g), gen(g) {}
-  Tensor operator()(const Tensor& x) { return add(x, b.forward(dropout(gelu(a.forward(x)), 0.2, true, gen))); }
+  explicit Block(Generator& g, int64_t width)
+      : a(width, 4 * width, true, g), b(4 * width, width, true, g), gen(g) {}
+  Tensor operator()(const Tensor& x) {
+    return add(x, b.forward(dropout(gelu(a.forward(x)), 0.2, true, gen)));
+  }
 };
 
 TEST(Checkpoint, RecomputesBitIdenticallyWithTheSameRandomNumbers) {
@@ -163,8 +170,10 @@ TEST(Checkpoint, RecomputesBitIdenticallyWithTheSameRandomNumbers) {
     for (const Tensor& p : block.b.parameters()) p.zero_grad();
     const Tensor xi = x.clone();
     xi.requires_grad_();
-    const Tensor y = use_checkpoint ? checkpoint([&](const std::vector<Tensor>& in) { return block(in[0]); }, {xi}, block.gen)
-                                    : block(xi);
+    const Tensor y = use_checkpoint
+                         ? checkpoint([&](const std::vector<Tensor>& in) { return block(in[0]); },
+                                      {xi}, block.gen)
+                         : block(xi);
     sum(mul(y, y)).backward();
     auto& out = use_checkpoint ? ckpt_grads : plain_grads;
     out.push_back(xi.grad());
@@ -174,7 +183,8 @@ TEST(Checkpoint, RecomputesBitIdenticallyWithTheSameRandomNumbers) {
   ASSERT_EQ(plain_grads.size(), ckpt_grads.size());
   for (std::size_t i = 0; i < plain_grads.size(); ++i) {
     const Tensor a = plain_grads[i].flatten(), b = ckpt_grads[i].flatten();
-    for (int64_t j = 0; j < a.numel(); ++j) ASSERT_EQ(a.value({j}), b.value({j})) << "gradient " << i << " element " << j;
+    for (int64_t j = 0; j < a.numel(); ++j)
+      ASSERT_EQ(a.value({j}), b.value({j})) << "gradient " << i << " element " << j;
   }
 }
 
@@ -192,7 +202,8 @@ TEST(Checkpoint, LowersPeakMemory) {
     h.requires_grad_();
     Tensor y = h;
     for (auto& blk : blocks)
-      y = use_checkpoint ? checkpoint([&](const std::vector<Tensor>& in) { return (*blk)(in[0]); }, {y}, blk->gen)
+      y = use_checkpoint ? checkpoint([&](const std::vector<Tensor>& in) { return (*blk)(in[0]); },
+                                      {y}, blk->gen)
                          : (*blk)(y);
     sum(y).backward();
     peaks[use_checkpoint] = alloc.stats().peak_allocated_bytes - base;

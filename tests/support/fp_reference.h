@@ -62,7 +62,10 @@ class Format16 {
     uint32_t lo = 0, hi = static_cast<uint32_t>(inf_bits_);  // values_[inf_bits_ - 1] is max
     while (hi - lo > 1) {
       const uint32_t mid = (lo + hi) / 2;
-      if (static_cast<X>(values_[mid]) <= a) lo = mid; else hi = mid;
+      if (static_cast<X>(values_[mid]) <= a)
+        lo = mid;
+      else
+        hi = mid;
     }
     uint32_t k = lo;
     if (static_cast<X>(values_[k]) != a && k != max_finite_bits()) {
@@ -111,10 +114,9 @@ class Format16 {
     for (uint32_t bits = 0; bits < inf_bits_; ++bits) {
       const int exponent = static_cast<int>(bits >> mantissa_bits);
       const double fraction = static_cast<double>(bits & ((1u << mantissa_bits) - 1u));
-      values_[bits] = exponent == 0
-                          ? std::ldexp(fraction, 1 - bias - mantissa_bits)
-                          : std::ldexp(fraction + std::ldexp(1.0, mantissa_bits),
-                                       exponent - bias - mantissa_bits);
+      values_[bits] = exponent == 0 ? std::ldexp(fraction, 1 - bias - mantissa_bits)
+                                    : std::ldexp(fraction + std::ldexp(1.0, mantissa_bits),
+                                                 exponent - bias - mantissa_bits);
     }
     const double max = values_[inf_bits_ - 1u];
     overflow_ = max + (max - values_[inf_bits_ - 2u]) / 2;

@@ -45,6 +45,6 @@ inline std::string isa_test_name(const ::testing::TestParamInfo<IsaLevel>& info)
 
 }  // namespace mixprec::test_support
 
-#define MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Suite)                                    \
+#define MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Suite)                                     \
   INSTANTIATE_TEST_SUITE_P(Isa, Suite, ::testing::ValuesIn(::mixprec::kAllIsaLevels), \
                            ::mixprec::test_support::isa_test_name)

@@ -15,9 +15,9 @@
 namespace mixprec::test_support {
 
 struct Tolerance {
-  double rounding;   // relative, of |reference|
-  double per_term;   // times n * sum|terms|
-  double function;   // absolute, times (1 + |reference|)
+  double rounding;  // relative, of |reference|
+  double per_term;  // times n * sum|terms|
+  double function;  // absolute, times (1 + |reference|)
 
   double bound(double reference, int64_t n, double abs_sum) const {
     return 2.0 * (rounding * std::fabs(reference) + per_term * static_cast<double>(n) * abs_sum +
@@ -48,7 +48,8 @@ inline Tolerance tolerance_for(DType out, DType compute) {
 // (64 + log2 n) roundings rather than n. The 2 log2 n leaves room for the vector-lane and
 // thread-chunk combining steps.
 inline int64_t pairwise_terms(int64_t n) {
-  const int64_t tree = n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
+  const int64_t tree =
+      n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
   return n < 64 + 2 * tree ? n : 64 + 2 * tree;
 }
 

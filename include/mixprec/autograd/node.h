@@ -49,8 +49,8 @@ struct Node {
 struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
-  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
-  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  std::shared_ptr<autograd::Node> grad_fn;         // null for leaves
+  uint32_t output_nr = 0;                          // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the AccumulateGrad, while alive
 };
 

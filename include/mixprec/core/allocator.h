@@ -18,12 +18,12 @@ struct MemoryStats {
   std::size_t peak_allocated_bytes = 0;  // max of allocated_bytes since the last reset_peak()
   std::size_t reserved_bytes = 0;        // allocated + cached, i.e. held from the OS
   std::size_t peak_reserved_bytes = 0;
-  std::size_t requested_bytes = 0;       // what callers asked for, before rounding
-  uint64_t num_allocs = 0;               // allocate() calls that returned a block
-  uint64_t num_frees = 0;                // deallocate() calls that returned a block
-  uint64_t cache_hits = 0;               // allocations served from the cache
-  uint64_t os_allocs = 0;                // blocks obtained from the OS
-  uint64_t os_frees = 0;                 // blocks given back to the OS (empty_cache)
+  std::size_t requested_bytes = 0;  // what callers asked for, before rounding
+  uint64_t num_allocs = 0;          // allocate() calls that returned a block
+  uint64_t num_frees = 0;           // deallocate() calls that returned a block
+  uint64_t cache_hits = 0;          // allocations served from the cache
+  uint64_t os_allocs = 0;           // blocks obtained from the OS
+  uint64_t os_frees = 0;            // blocks given back to the OS (empty_cache)
 };
 
 class CachingAllocator {
@@ -44,7 +44,7 @@ class CachingAllocator {
   void deallocate(void* ptr);  // nullptr is a no-op; a pointer not from here aborts
 
   MemoryStats stats() const;
-  void reset_peak();  // peaks restart from the current values
+  void reset_peak();   // peaks restart from the current values
   void empty_cache();  // gives every cached block back to the OS
 
   // The class a request is rounded to: multiples of 64 bytes up to 4 KiB, then four classes
@@ -55,12 +55,12 @@ class CachingAllocator {
   void free_cached_locked();
 
   mutable std::mutex mutex_;
-  std::map<std::size_t, std::vector<void*>> cache_;      // class size -> free blocks
+  std::map<std::size_t, std::vector<void*>> cache_;  // class size -> free blocks
   struct LiveBlock {
     std::size_t class_bytes;
     std::size_t requested_bytes;
   };
-  std::unordered_map<void*, LiveBlock> live_;             // blocks handed out
+  std::unordered_map<void*, LiveBlock> live_;  // blocks handed out
   MemoryStats stats_;
 };
 

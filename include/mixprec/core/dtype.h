@@ -21,7 +21,7 @@ struct DTypeInfo {
   std::size_t size;       // bytes per element
   bool is_floating;
   bool is_signed;
-  int mantissa_bits;      // explicit fraction bits (0 for integers); epsilon = 2^-mantissa_bits
+  int mantissa_bits;  // explicit fraction bits (0 for integers); epsilon = 2^-mantissa_bits
 };
 
 inline constexpr std::array<DTypeInfo, kNumDTypes> kDTypeTable{{
@@ -35,11 +35,13 @@ inline constexpr std::array<DTypeInfo, kNumDTypes> kDTypeTable{{
     {DType::Bool, "bool", 1, false, false, 0},
 }};
 static_assert(kDTypeTable.size() == kNumDTypes);
-static_assert([] {
-  for (std::size_t i = 0; i < kNumDTypes; ++i)
-    if (static_cast<std::size_t>(kDTypeTable[i].dtype) != i) return false;
-  return true;
-}(), "kDTypeTable rows must follow the DType enum order");
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < kNumDTypes; ++i)
+        if (static_cast<std::size_t>(kDTypeTable[i].dtype) != i) return false;
+      return true;
+    }(),
+    "kDTypeTable rows must follow the DType enum order");
 
 constexpr const DTypeInfo& info(DType t) { return kDTypeTable[static_cast<std::size_t>(t)]; }
 constexpr std::size_t dtype_size(DType t) { return info(t).size; }
@@ -66,12 +68,14 @@ inline constexpr D kPromotion[kNumDTypes][kNumDTypes] = {
     /* Bool*/ {D::F64, D::F32, D::F16, D::BF16, D::I64, D::I32, D::U8, D::Bool},
 };
 static_assert(sizeof(kPromotion) / sizeof(kPromotion[0]) == kNumDTypes);
-static_assert([] {
-  for (std::size_t a = 0; a < kNumDTypes; ++a)
-    for (std::size_t b = 0; b < kNumDTypes; ++b)
-      if (kPromotion[a][b] != kPromotion[b][a]) return false;
-  return true;
-}(), "promotion must be symmetric");
+static_assert(
+    [] {
+      for (std::size_t a = 0; a < kNumDTypes; ++a)
+        for (std::size_t b = 0; b < kNumDTypes; ++b)
+          if (kPromotion[a][b] != kPromotion[b][a]) return false;
+      return true;
+    }(),
+    "promotion must be symmetric");
 }  // namespace detail
 
 constexpr DType promote(DType a, DType b) {
@@ -79,25 +83,59 @@ constexpr DType promote(DType a, DType b) {
 }
 
 // C++ element type <-> DType.
-template <DType D> struct dtype_traits;
-template <> struct dtype_traits<DType::F64> { using type = double; };
-template <> struct dtype_traits<DType::F32> { using type = float; };
-template <> struct dtype_traits<DType::F16> { using type = Half; };
-template <> struct dtype_traits<DType::BF16> { using type = BFloat16; };
-template <> struct dtype_traits<DType::I64> { using type = int64_t; };
-template <> struct dtype_traits<DType::I32> { using type = int32_t; };
-template <> struct dtype_traits<DType::U8> { using type = uint8_t; };
-template <> struct dtype_traits<DType::Bool> { using type = bool; };
-template <DType D> using dtype_t = typename dtype_traits<D>::type;
+template <DType D>
+struct dtype_traits;
+template <>
+struct dtype_traits<DType::F64> {
+  using type = double;
+};
+template <>
+struct dtype_traits<DType::F32> {
+  using type = float;
+};
+template <>
+struct dtype_traits<DType::F16> {
+  using type = Half;
+};
+template <>
+struct dtype_traits<DType::BF16> {
+  using type = BFloat16;
+};
+template <>
+struct dtype_traits<DType::I64> {
+  using type = int64_t;
+};
+template <>
+struct dtype_traits<DType::I32> {
+  using type = int32_t;
+};
+template <>
+struct dtype_traits<DType::U8> {
+  using type = uint8_t;
+};
+template <>
+struct dtype_traits<DType::Bool> {
+  using type = bool;
+};
+template <DType D>
+using dtype_t = typename dtype_traits<D>::type;
 
-template <typename T> inline constexpr DType dtype_of = [] {
-  if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, Half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
+template <typename T>
+inline constexpr DType dtype_of = [] {
+  if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::I64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::U8;
   else {
     static_assert(std::is_same_v<T, bool>, "not a mixprec element type");
     return DType::Bool;
@@ -106,25 +144,43 @@ template <typename T> inline constexpr DType dtype_of = [] {
 
 // The accumulator type, defined once: 16-bit floats and f32 accumulate in f32, f64 in f64,
 // integers in i64.
-template <typename T> struct accumulator { using type = std::conditional_t<std::is_integral_v<T>, int64_t, float>; };
-template <> struct accumulator<double> { using type = double; };
-template <typename T> using acc_t = typename accumulator<T>::type;
+template <typename T>
+struct accumulator {
+  using type = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+};
+template <>
+struct accumulator<double> {
+  using type = double;
+};
+template <typename T>
+using acc_t = typename accumulator<T>::type;
 static_assert(std::is_same_v<acc_t<BFloat16>, float> && std::is_same_v<acc_t<Half>, float>);
 
-template <typename T> struct TypeTag { using type = T; };
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
 
 // Switch on dtype once, at a kernel boundary: calls f(TypeTag<T>{}) with T the element type.
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::F64: return f(TypeTag<double>{});
-    case DType::F32: return f(TypeTag<float>{});
-    case DType::F16: return f(TypeTag<Half>{});
-    case DType::BF16: return f(TypeTag<BFloat16>{});
-    case DType::I64: return f(TypeTag<int64_t>{});
-    case DType::I32: return f(TypeTag<int32_t>{});
-    case DType::U8: return f(TypeTag<uint8_t>{});
-    case DType::Bool: return f(TypeTag<bool>{});
+    case DType::F64:
+      return f(TypeTag<double>{});
+    case DType::F32:
+      return f(TypeTag<float>{});
+    case DType::F16:
+      return f(TypeTag<Half>{});
+    case DType::BF16:
+      return f(TypeTag<BFloat16>{});
+    case DType::I64:
+      return f(TypeTag<int64_t>{});
+    case DType::I32:
+      return f(TypeTag<int32_t>{});
+    case DType::U8:
+      return f(TypeTag<uint8_t>{});
+    case DType::Bool:
+      return f(TypeTag<bool>{});
   }
   MIXPREC_ASSERT(false && "unknown DType");
   __builtin_unreachable();

@@ -29,17 +29,17 @@ std::string concat(const Parts&... parts) {
 }  // namespace mixprec
 
 // Throws mixprec::Error built from the streamed message parts when `cond` is false.
-#define MIXPREC_CHECK(cond, ...)                                        \
-  do {                                                                  \
-    if (!(cond)) [[unlikely]]                                           \
-      throw ::mixprec::Error(::mixprec::detail::concat(__VA_ARGS__));   \
+#define MIXPREC_CHECK(cond, ...)                                      \
+  do {                                                                \
+    if (!(cond)) [[unlikely]]                                         \
+      throw ::mixprec::Error(::mixprec::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // Aborts with file:line when an internal invariant is broken; never used for user input.
-#define MIXPREC_ASSERT(cond)                                                  \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]]                                                 \
-      ::mixprec::detail::assert_fail(#cond, __FILE__, __LINE__);              \
+#define MIXPREC_ASSERT(cond)                                     \
+  do {                                                           \
+    if (!(cond)) [[unlikely]]                                    \
+      ::mixprec::detail::assert_fail(#cond, __FILE__, __LINE__); \
   } while (0)
 
 // Checks that cost too much for hot loops: compiled only into debug builds.

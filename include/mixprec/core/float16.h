@@ -104,18 +104,18 @@ struct Float16Base {
 
 struct Half : Float16Base<Half, fp16_bits::f32_to_f16, fp16_bits::f16_to_f32> {
   using Float16Base::Float16Base;
-  static constexpr Half max() { return from_bits(0x7BFF); }             // 65504
-  static constexpr Half lowest() { return from_bits(0xFBFF); }          // -65504
-  static constexpr Half min_normal() { return from_bits(0x0400); }      // 2^-14
-  static constexpr Half denorm_min() { return from_bits(0x0001); }      // 2^-24
-  static constexpr Half epsilon() { return from_bits(0x1400); }         // 2^-10
+  static constexpr Half max() { return from_bits(0x7BFF); }         // 65504
+  static constexpr Half lowest() { return from_bits(0xFBFF); }      // -65504
+  static constexpr Half min_normal() { return from_bits(0x0400); }  // 2^-14
+  static constexpr Half denorm_min() { return from_bits(0x0001); }  // 2^-24
+  static constexpr Half epsilon() { return from_bits(0x1400); }     // 2^-10
   static constexpr Half infinity() { return from_bits(0x7C00); }
   static constexpr Half quiet_nan() { return from_bits(0x7E00); }
 };
 
 struct BFloat16 : Float16Base<BFloat16, fp16_bits::f32_to_bf16, fp16_bits::bf16_to_f32> {
   using Float16Base::Float16Base;
-  static constexpr BFloat16 max() { return from_bits(0x7F7F); }         // ~3.39e38
+  static constexpr BFloat16 max() { return from_bits(0x7F7F); }  // ~3.39e38
   static constexpr BFloat16 lowest() { return from_bits(0xFF7F); }
   static constexpr BFloat16 min_normal() { return from_bits(0x0080); }  // 2^-126
   static constexpr BFloat16 denorm_min() { return from_bits(0x0001); }  // 2^-133

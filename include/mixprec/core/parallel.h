@@ -6,7 +6,7 @@
 
 namespace mixprec {
 
-int num_threads();               // threads a parallel region uses
+int num_threads();                // threads a parallel region uses
 void set_num_threads(int count);  // >= 1; also what MIXPREC_NUM_THREADS sets at start-up
 
 // Calls body(lo, hi) on disjoint chunks covering [begin, end), each at least `grain` long

@@ -198,7 +198,7 @@ class Tensor {
   // record a graph while grad mode is on (see autograd/grad_mode.h).
   bool requires_grad() const;
   const Tensor& requires_grad_(bool on = true) const;  // leaves only
-  Tensor grad() const;  // undefined until a backward reaches this tensor
+  Tensor grad() const;     // undefined until a backward reaches this tensor
   void zero_grad() const;  // drops the gradient (PyTorch's set_to_none)
   bool is_leaf() const;
   std::shared_ptr<autograd::Node> grad_fn() const;
@@ -209,7 +209,9 @@ class Tensor {
   Tensor detach() const;  // same storage, no autograd history
   // The raw slot, for the autograd layer.
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_meta_; }
-  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) const { autograd_meta_ = std::move(meta); }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) const {
+    autograd_meta_ = std::move(meta);
+  }
 
   // ---- printing ----
   // Like PyTorch: "tensor([[1.0000, 2.0000], [3.0000, 4.0000]], dtype=bf16)". One line when it

@@ -14,8 +14,8 @@
 namespace mixprec::kernels {
 
 struct AttentionOptions {
-  float scale = 0.0f;    // 0: 1 / sqrt(D)
-  bool causal = false;   // key j is visible to query i only when j <= i (top-left aligned)
+  float scale = 0.0f;            // 0: 1 / sqrt(D)
+  bool causal = false;           // key j is visible to query i only when j <= i (top-left aligned)
   const Tensor* mask = nullptr;  // additive, broadcastable to [B, H, Sq, Sk]; -inf hides a key
 };
 

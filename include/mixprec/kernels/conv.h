@@ -24,7 +24,8 @@ struct Conv2dOptions {
 };
 
 // Output size of one spatial dim (PyTorch's formula); throws if it would be < 1.
-int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation);
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
+                         int64_t dilation);
 
 // x [N, C, H, W], weight [O, C / groups, KH, KW], bias [O] or null, out [N, O, OH, OW].
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,

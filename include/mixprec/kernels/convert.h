@@ -25,7 +25,7 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, std::si
 
 // n elements at element strides: src_stride may be negative or zero (a broadcast), dst_stride
 // negative. Same overlap rule as convert(), with equal strides for in place.
-void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst,
-                     DType dst_type, int64_t dst_stride, std::size_t n);
+void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
+                     int64_t dst_stride, std::size_t n);
 
 }  // namespace mixprec::kernels

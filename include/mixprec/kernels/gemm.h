@@ -26,7 +26,8 @@ struct MatrixView {
   int64_t row_stride = 0, col_stride = 1;
 
   // Row-major [rows, cols] with leading dimension ld (>= cols).
-  static MatrixView row_major(const void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+  static MatrixView row_major(const void* data, DType dtype, int64_t rows, int64_t cols,
+                              int64_t ld) {
     return {data, dtype, rows, cols, ld, 1};
   }
   MatrixView transposed() const { return {data, dtype, cols, rows, col_stride, row_stride}; }
@@ -38,7 +39,8 @@ struct MutableMatrixView {
   int64_t rows = 0, cols = 0;
   int64_t row_stride = 0;  // columns are contiguous
 
-  static MutableMatrixView row_major(void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+  static MutableMatrixView row_major(void* data, DType dtype, int64_t rows, int64_t cols,
+                                     int64_t ld) {
     return {data, dtype, rows, cols, ld};
   }
 };
@@ -47,7 +49,7 @@ struct MutableMatrixView {
 //   v = alpha * acc + beta * C_old + bias[n];  v = act(v);  v += residual[m, n];  C = round(v)
 struct GemmEpilogue {
   float alpha = 1.0f;
-  float beta = 0.0f;  // 0 means C's old contents are never read (may be uninitialised)
+  float beta = 0.0f;           // 0 means C's old contents are never read (may be uninitialised)
   const void* bias = nullptr;  // [N], any float dtype
   DType bias_dtype = DType::F32;
   Activation activation = Activation::None;

@@ -17,6 +17,7 @@ using CheckpointFn = std::function<Tensor(const std::vector<Tensor>&)>;
 // recording on, backpropagates through that, and puts `gen` back. The recomputation therefore
 // draws the same random numbers (dropout masks) as the forward, so the gradients equal those
 // of the plain call. fn must be deterministic given its inputs and `gen`.
-Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Generator& gen = default_generator());
+Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                  Generator& gen = default_generator());
 
 }  // namespace mixprec::nn

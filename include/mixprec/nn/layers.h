@@ -22,7 +22,8 @@ class Layer : public Module {
 // y = x W^T + b with W [out, in], initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
 class Linear final : public Layer {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, Generator& gen = default_generator());
+  Linear(int64_t in_features, int64_t out_features, bool bias = true,
+         Generator& gen = default_generator());
   std::string_view type_name() const override { return "Linear"; }
   Tensor forward(const Tensor& x) override;
   const Tensor& weight() const { return *weight_; }
@@ -59,8 +60,8 @@ class GELU final : public Layer {
 // (kaiming-uniform with a = sqrt(5): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias).
 class Conv2d final : public Layer {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params = {}, bool bias = true,
-         Generator& gen = default_generator());
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params = {},
+         bool bias = true, Generator& gen = default_generator());
   std::string_view type_name() const override { return "Conv2d"; }
   Tensor forward(const Tensor& x) override;
   const Tensor& weight() const { return *weight_; }

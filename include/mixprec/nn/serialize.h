@@ -8,7 +8,8 @@
 namespace mixprec::nn {
 
 // Writes parameters and buffers atomically (temporary file, then rename).
-void save(const Module& module, const std::string& path, const io::SafetensorsMetadata& metadata = {});
+void save(const Module& module, const std::string& path,
+          const io::SafetensorsMetadata& metadata = {});
 
 // Loads into the module's own tensors, converting dtypes (exact widening, round-to-nearest-even
 // narrowing); missing/unexpected names and shape mismatches are an Error naming them.

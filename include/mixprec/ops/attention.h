@@ -8,8 +8,8 @@ namespace mixprec {
 
 struct AttentionParams {
   bool causal = false;
-  Tensor mask;         // additive, broadcastable to [B, H, Sq, Sk] (no gradient flows into it)
-  float scale = 0.0f;  // 0: 1 / sqrt(head_dim)
+  Tensor mask = Tensor();  // additive, broadcastable to [B, H, Sq, Sk] (no gradient flows into it)
+  float scale = 0.0f;      // 0: 1 / sqrt(head_dim)
 };
 
 // q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] -> [B, H, Sq, Dv] in q's dtype.

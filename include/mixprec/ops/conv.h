@@ -13,7 +13,8 @@ struct Conv2dParams {
 
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] in x's
 // dtype. Gradients: dX by a transposed convolution (col2im), dW by patches^T x dY, db by a sum.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dParams& p = {});
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dParams& p = {});
 
 // x [N, C, H, W] -> [N, C, H * scale, W * scale] (nearest or bilinear, half-pixel centres).
 Tensor upsample(const Tensor& x, int64_t scale, kernels::UpsampleMode mode);

@@ -17,15 +17,19 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // Over the trailing dims `normalized_shape`; weight/bias of that shape or undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(), double eps = 1e-6);
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                double eps = 1e-6);
 // x [N, C, *], weight/bias [C]; `activation` (None or SiLU) fused after the affine step.
-Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
-                  double eps = 1e-5, kernels::Activation activation = kernels::Activation::None);
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5,
+                  kernels::Activation activation = kernels::Activation::None);
 
 // logits [N, C], targets [N] (i64/i32): f32 loss (f64 for f64 logits), [] or [N] for None.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, kernels::Reduction reduction = kernels::Reduction::Mean,
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
+                     kernels::Reduction reduction = kernels::Reduction::Mean,
                      const kernels::CrossEntropyOptions& options = {});
-Tensor mse_loss(const Tensor& a, const Tensor& b, kernels::Reduction reduction = kernels::Reduction::Mean);
+Tensor mse_loss(const Tensor& a, const Tensor& b,
+                kernels::Reduction reduction = kernels::Reduction::Mean);
 
 // weight [V, D], indices any shape (i64/i32) -> [..., D] in weight's dtype.
 Tensor embedding(const Tensor& weight, const Tensor& indices);

@@ -23,7 +23,8 @@ namespace {
 using attention_detail::BlockUpdateFn;
 
 constexpr int64_t kBr = 112;  // queries per block: a multiple of the AVX-512 tile height (14)
-constexpr int64_t kBc = 512;  // keys per block: a multiple of every panel width, and even (measured best)
+constexpr int64_t kBc =
+    512;  // keys per block: a multiple of every panel width, and even (measured best)
 
 const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scalar,
                                             attention_detail::block_update_avx2,
@@ -52,7 +53,7 @@ Scratch& thread_scratch() {
 }
 
 struct HeadProblem {
-  MatrixView q, k, v;   // [Sq, D], [Sk, D], [Sk, Dv]
+  MatrixView q, k, v;      // [Sq, D], [Sk, D], [Sk, Dv]
   const PackedMatrix* kt;  // packed K^T [D, Sk]
   const PackedMatrix* vp;  // packed V [Sk, Dv]
   DType p_dtype;
@@ -72,12 +73,14 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
   const int64_t rows = std::min(kBr, hp.q.rows - q0);
   const int64_t sk = hp.k.rows, dv = hp.v.cols;
   Scratch& sc = thread_scratch();
-  float* s = static_cast<float*>(Scratch::reserve(sc.scores, kBr * kBc * sizeof(float)));  // [kBr, kBc]
-  void* p = Scratch::reserve(sc.probs, kBr * kBc * dtype_size(hp.p_dtype));               // [kBr, kBc]
-  float* o = static_cast<float*>(Scratch::reserve(sc.acc, static_cast<std::size_t>(kBr * dv) * sizeof(float)));  // [kBr, dv]
+  float* s =
+      static_cast<float*>(Scratch::reserve(sc.scores, kBr * kBc * sizeof(float)));  // [kBr, kBc]
+  void* p = Scratch::reserve(sc.probs, kBr * kBc * dtype_size(hp.p_dtype));         // [kBr, kBc]
+  float* o = static_cast<float*>(
+      Scratch::reserve(sc.acc, static_cast<std::size_t>(kBr * dv) * sizeof(float)));  // [kBr, dv]
   float* stats = static_cast<float*>(Scratch::reserve(sc.stats, 2 * kBr * sizeof(float)));
-  float* m = stats;         // [kBr] running max
-  float* l = stats + kBr;   // [kBr] running sum
+  float* m = stats;        // [kBr] running max
+  float* l = stats + kBr;  // [kBr] running sum
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   std::fill(o, o + rows * dv, 0.0f);
@@ -85,7 +88,8 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
 
   const std::size_t q_elem = dtype_size(hp.q.dtype);
   MatrixView q_blk = hp.q;
-  q_blk.data = static_cast<const char*>(hp.q.data) + static_cast<std::size_t>(q0 * hp.q.row_stride) * q_elem;
+  q_blk.data =
+      static_cast<const char*>(hp.q.data) + static_cast<std::size_t>(q0 * hp.q.row_stride) * q_elem;
   q_blk.rows = rows;
   // Causal: keys past the block's last query are never visible; round up to even for the
   // packed-V row range (the extra key is masked below).
@@ -96,22 +100,25 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
     GemmEpilogue score_ep;
     score_ep.alpha = hp.scale;
     if (hp.mask != nullptr) {
-      score_ep.residual = hp.mask + static_cast<std::size_t>(q0 * hp.mask_ld + k0) * dtype_size(hp.mask_dtype);
+      score_ep.residual =
+          hp.mask + static_cast<std::size_t>(q0 * hp.mask_ld + k0) * dtype_size(hp.mask_dtype);
       score_ep.residual_dtype = hp.mask_dtype;
       score_ep.residual_ld = hp.mask_ld;
     }
-    gemm_prepacked(q_blk, *hp.kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc), score_ep,
-                   {0, -1, k0, k0 + cols});
+    gemm_prepacked(q_blk, *hp.kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
+                   score_ep, {0, -1, k0, k0 + cols});
     if (hp.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = std::max<int64_t>(0, q0 + r + 1 - k0); j < cols; ++j) s[r * kBc + j] = -INFINITY;
+        for (int64_t j = std::max<int64_t>(0, q0 + r + 1 - k0); j < cols; ++j)
+          s[r * kBc + j] = -INFINITY;
     }
     update(s, kBc, static_cast<int>(rows), static_cast<int>(cols), m, l, p, hp.p_dtype, kBc, o, dv,
            static_cast<int>(dv));
     GemmEpilogue accumulate;
     accumulate.beta = 1.0f;
     gemm_prepacked(MatrixView::row_major(p, hp.p_dtype, rows, cols, kBc), *hp.vp,
-                   MutableMatrixView::row_major(o, DType::F32, rows, dv, dv), accumulate, {k0, k0 + cols, 0, -1});
+                   MutableMatrixView::row_major(o, DType::F32, rows, dv, dv), accumulate,
+                   {k0, k0 + cols, 0, -1});
   }
 
   // out = O / l; a row that saw no key (l = 0) is 0.
@@ -120,9 +127,10 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     float* orow = o + r * dv;
     for (int64_t j = 0; j < dv; ++j) orow[j] *= inv;
-    convert(orow, DType::F32, hp.out + static_cast<std::size_t>((q0 + r) * hp.out_ld) * out_elem, hp.out_dtype,
-            static_cast<std::size_t>(dv));
-    if (hp.lse != nullptr) hp.lse[(q0 + r) * hp.lse_stride] = l[r] > 0.0f ? m[r] + std::log(l[r]) : -INFINITY;
+    convert(orow, DType::F32, hp.out + static_cast<std::size_t>((q0 + r) * hp.out_ld) * out_elem,
+            hp.out_dtype, static_cast<std::size_t>(dv));
+    if (hp.lse != nullptr)
+      hp.lse[(q0 + r) * hp.lse_stride] = l[r] > 0.0f ? m[r] + std::log(l[r]) : -INFINITY;
   }
 }
 
@@ -130,17 +138,18 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                   const AttentionOptions& opt, const Tensor* lse) {
   const char* op = "[scaled_dot_product_attention]";
   MIXPREC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, op,
-                " expected 4-D q, k, v, out [batch, heads, seq, dim], got q ", shape_to_string(q.shape()),
-                ", k ", shape_to_string(k.shape()), ", v ", shape_to_string(v.shape()), ", out ",
-                shape_to_string(out.shape()));
-  const int64_t b = q.size(0), h = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2), dv = v.size(3);
-  MIXPREC_CHECK(k.size(0) == b && k.size(1) == h && k.size(3) == d && v.size(0) == b && v.size(1) == h &&
-                    v.size(2) == sk,
+                " expected 4-D q, k, v, out [batch, heads, seq, dim], got q ",
+                shape_to_string(q.shape()), ", k ", shape_to_string(k.shape()), ", v ",
+                shape_to_string(v.shape()), ", out ", shape_to_string(out.shape()));
+  const int64_t b = q.size(0), h = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2),
+                dv = v.size(3);
+  MIXPREC_CHECK(k.size(0) == b && k.size(1) == h && k.size(3) == d && v.size(0) == b &&
+                    v.size(1) == h && v.size(2) == sk,
                 op, " k ", shape_to_string(k.shape()), " and v ", shape_to_string(v.shape()),
-                " do not match q ", shape_to_string(q.shape()), " (expected k [", b, ", ", h, ", Sk, ", d,
-                "] and v [", b, ", ", h, ", Sk, Dv])");
-  MIXPREC_CHECK(out.shape() == Shape({b, h, sq, dv}), op, " out has shape ", shape_to_string(out.shape()),
-                ", expected ", shape_to_string({b, h, sq, dv}));
+                " do not match q ", shape_to_string(q.shape()), " (expected k [", b, ", ", h,
+                ", Sk, ", d, "] and v [", b, ", ", h, ", Sk, Dv])");
+  MIXPREC_CHECK(out.shape() == Shape({b, h, sq, dv}), op, " out has shape ",
+                shape_to_string(out.shape()), ", expected ", shape_to_string({b, h, sq, dv}));
   for (const Tensor* t : {&q, &k, &v, &out})
     MIXPREC_CHECK(is_attention_float(t->dtype()), op, " expected f32, bf16 or f16 tensors, got ",
                   dtype_name(t->dtype()));
@@ -149,14 +158,15 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                   dtype_name(opt.mask->dtype()));
   if (lse != nullptr)
     MIXPREC_CHECK(lse->dtype() == DType::F32 && lse->shape() == Shape({b, h, sq}), op,
-                  " logsumexp must be f32 ", shape_to_string({b, h, sq}), ", got ", dtype_name(lse->dtype()), " ",
-                  shape_to_string(lse->shape()));
+                  " logsumexp must be f32 ", shape_to_string({b, h, sq}), ", got ",
+                  dtype_name(lse->dtype()), " ", shape_to_string(lse->shape()));
 }
 
 }  // namespace
 
-void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                  const AttentionOptions& opt, const Tensor* logsumexp) {
+void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const AttentionOptions& opt,
+                                  const Tensor* logsumexp) {
   check_inputs(q, k, v, out, opt, logsumexp);
   const int64_t batch = q.size(0), heads = q.size(1), sq = q.size(2), d = q.size(3);
   if (out.numel() == 0) return;
@@ -171,13 +181,30 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
   const int64_t q_blocks = (sq + kBr - 1) / kBr;
 
   auto head_problem = [&](int64_t b, int64_t h, const PackedMatrix& kt, const PackedMatrix& vp) {
-    HeadProblem hp{matrix_at(q, b, h), matrix_at(k, b, h), matrix_at(v, b, h), &kt, &vp, p_dtype, scale, opt.causal,
-                   nullptr, DType::F32, 0,
-                   static_cast<char*>(out.data_ptr()) + static_cast<std::size_t>(b * out.stride(0) + h * out.stride(1)) * out.element_size(),
-                   out.dtype(), out.stride(2), nullptr, 0};
-    MIXPREC_CHECK(out.stride(3) == 1 || out.size(3) == 1, "[scaled_dot_product_attention] out's last dim must be contiguous");
+    HeadProblem hp{
+        matrix_at(q, b, h),
+        matrix_at(k, b, h),
+        matrix_at(v, b, h),
+        &kt,
+        &vp,
+        p_dtype,
+        scale,
+        opt.causal,
+        nullptr,
+        DType::F32,
+        0,
+        static_cast<char*>(out.data_ptr()) +
+            static_cast<std::size_t>(b * out.stride(0) + h * out.stride(1)) * out.element_size(),
+        out.dtype(),
+        out.stride(2),
+        nullptr,
+        0};
+    MIXPREC_CHECK(out.stride(3) == 1 || out.size(3) == 1,
+                  "[scaled_dot_product_attention] out's last dim must be contiguous");
     if (mask.defined()) {
-      hp.mask = static_cast<const char*>(mask.data_ptr()) + static_cast<std::size_t>(b * mask.stride(0) + h * mask.stride(1)) * mask.element_size();
+      hp.mask =
+          static_cast<const char*>(mask.data_ptr()) +
+          static_cast<std::size_t>(b * mask.stride(0) + h * mask.stride(1)) * mask.element_size();
       hp.mask_dtype = mask.dtype();
       hp.mask_ld = mask.stride(2);
     }

@@ -4,7 +4,7 @@
 namespace mixprec::kernels::attention_detail {
 
 void block_update_avx2(float* s, int64_t ld_s, int rows, int cols, float* m, float* l, void* p,
-                      DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv) {
+                       DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv) {
   block_update<simd::Avx2>(s, ld_s, rows, cols, m, l, p, p_dtype, ld_p, o, ld_o, dv);
 }
 

@@ -52,7 +52,9 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l
     if (alpha != 1.0f) {
       float* orow = o + r * ld_o;
       const F va = S::set1(alpha);
-      for (int j = 0; j < dv; j += W) S::store_n(orow + j, DType::F32, S::mul(S::load_n(orow + j, DType::F32, dv - j), va), dv - j);
+      for (int j = 0; j < dv; j += W)
+        S::store_n(orow + j, DType::F32, S::mul(S::load_n(orow + j, DType::F32, dv - j), va),
+                   dv - j);
     }
     m[r] = m_new;
   }

@@ -21,44 +21,57 @@ bool is_conv_float(DType t) {
 }
 
 struct Geometry {
-  int64_t n, c, h, w;     // input
-  int64_t o, kh, kw;      // weight
-  int64_t oh, ow;         // output
-  int64_t groups, cg, og; // channels per group in and out
+  int64_t n, c, h, w;      // input
+  int64_t o, kh, kw;       // weight
+  int64_t oh, ow;          // output
+  int64_t groups, cg, og;  // channels per group in and out
 };
 
 Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                const Conv2dOptions& opt) {
-  MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4 && out.dim() == 4, "[conv2d] expected 4-D x [N, C, H, W], ",
-                "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ", shape_to_string(x.shape()),
-                ", weight ", shape_to_string(weight.shape()), ", out ", shape_to_string(out.shape()));
+  MIXPREC_CHECK(
+      x.dim() == 4 && weight.dim() == 4 && out.dim() == 4, "[conv2d] expected 4-D x [N, C, H, W], ",
+      "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ", shape_to_string(x.shape()),
+      ", weight ", shape_to_string(weight.shape()), ", out ", shape_to_string(out.shape()));
   for (const Tensor* t : {&x, &weight, &out})
-    MIXPREC_CHECK(is_conv_float(t->dtype()), "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
+    MIXPREC_CHECK(is_conv_float(t->dtype()),
+                  "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
                   dtype_name(t->dtype()));
   MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
                     opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
                 "[conv2d] groups, strides and dilations must be >= 1 and paddings >= 0");
-  Geometry g{x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3), 0, 0,
-             opt.groups, 0, 0};
-  MIXPREC_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "[conv2d] ", g.groups, " groups must divide the ",
-                g.c, " input and ", g.o, " output channels");
+  Geometry g{x.size(0),
+             x.size(1),
+             x.size(2),
+             x.size(3),
+             weight.size(0),
+             weight.size(2),
+             weight.size(3),
+             0,
+             0,
+             opt.groups,
+             0,
+             0};
+  MIXPREC_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "[conv2d] ", g.groups,
+                " groups must divide the ", g.c, " input and ", g.o, " output channels");
   g.cg = g.c / g.groups;
   g.og = g.o / g.groups;
-  MIXPREC_CHECK(weight.size(1) == g.cg, "[conv2d] weight ", shape_to_string(weight.shape()), " expects ",
-                weight.size(1) * g.groups, " input channels, x ", shape_to_string(x.shape()), " has ", g.c);
+  MIXPREC_CHECK(weight.size(1) == g.cg, "[conv2d] weight ", shape_to_string(weight.shape()),
+                " expects ", weight.size(1) * g.groups, " input channels, x ",
+                shape_to_string(x.shape()), " has ", g.c);
   g.oh = conv_output_size(g.h, g.kh, opt.stride_h, opt.pad_h, opt.dilation_h);
   g.ow = conv_output_size(g.w, g.kw, opt.stride_w, opt.pad_w, opt.dilation_w);
   const Shape expected{g.n, g.o, g.oh, g.ow};
-  MIXPREC_CHECK(out.shape() == expected, "[conv2d] out has shape ", shape_to_string(out.shape()), ", expected ",
-                shape_to_string(expected));
+  MIXPREC_CHECK(out.shape() == expected, "[conv2d] out has shape ", shape_to_string(out.shape()),
+                ", expected ", shape_to_string(expected));
   if (bias != nullptr)
-    MIXPREC_CHECK(bias->shape() == Shape{g.o} && is_conv_float(bias->dtype()), "[conv2d] bias has shape ",
-                  shape_to_string(bias->shape()), " and dtype ", dtype_name(bias->dtype()), ", expected [", g.o,
-                  "] of a float dtype");
+    MIXPREC_CHECK(bias->shape() == Shape{g.o} && is_conv_float(bias->dtype()),
+                  "[conv2d] bias has shape ", shape_to_string(bias->shape()), " and dtype ",
+                  dtype_name(bias->dtype()), ", expected [", g.o, "] of a float dtype");
   if (opt.residual != nullptr)
     MIXPREC_CHECK(opt.residual->shape() == expected && is_conv_float(opt.residual->dtype()),
-                  "[conv2d] residual has shape ", shape_to_string(opt.residual->shape()), ", expected ",
-                  shape_to_string(expected));
+                  "[conv2d] residual has shape ", shape_to_string(opt.residual->shape()),
+                  ", expected ", shape_to_string(expected));
   return g;
 }
 
@@ -84,10 +97,12 @@ void conv2d_f64(const Tensor& x, const Tensor& weight, const Tensor* bias, const
                 const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
                 const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
                 if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                acc += xp[((n * g.c + grp * g.cg + c) * g.h + iy) * g.w + ix] * wp[((o * g.cg + c) * g.kh + ky) * g.kw + kx];
+                acc += xp[((n * g.c + grp * g.cg + c) * g.h + iy) * g.w + ix] *
+                       wp[((o * g.cg + c) * g.kh + ky) * g.kw + kx];
               }
           const int64_t at = ((n * g.o + o) * g.oh + oy) * g.ow + ox;
-          yp[at] = reference_activation(opt.activation, acc) + (r64.defined() ? r64.data<double>()[at] : 0.0);
+          yp[at] = reference_activation(opt.activation, acc) +
+                   (r64.defined() ? r64.data<double>()[at] : 0.0);
         }
     }
   });
@@ -130,18 +145,30 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
         for (int64_t c = 0; c < g.c; ++c) {
           float v = acc[c];
           switch (opt.activation) {
-            case Activation::None: break;
-            case Activation::ReLU: v = simd::Scalar::max(0.0f, v); break;
-            case Activation::GeluTanh: v = simd::gelu_tanh<simd::Scalar>(v); break;
-            case Activation::GeluErf: v = simd::gelu_erf<simd::Scalar>(v); break;
-            case Activation::SiLU: v = simd::silu<simd::Scalar>(v); break;
+            case Activation::None:
+              break;
+            case Activation::ReLU:
+              v = simd::Scalar::max(0.0f, v);
+              break;
+            case Activation::GeluTanh:
+              v = simd::gelu_tanh<simd::Scalar>(v);
+              break;
+            case Activation::GeluErf:
+              v = simd::gelu_erf<simd::Scalar>(v);
+              break;
+            case Activation::SiLU:
+              v = simd::silu<simd::Scalar>(v);
+              break;
           }
           if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
           acc[c] = v;
         }
-        char* dst = static_cast<char*>(out.data_ptr()) +
-                    static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2) + ox * out.stride(3)) * out.element_size();
-        convert_strided(acc.data(), DType::F32, 1, dst, out.dtype(), out.stride(1), static_cast<std::size_t>(g.c));
+        char* dst =
+            static_cast<char*>(out.data_ptr()) +
+            static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2) + ox * out.stride(3)) *
+                out.element_size();
+        convert_strided(acc.data(), DType::F32, 1, dst, out.dtype(), out.stride(1),
+                        static_cast<std::size_t>(g.c));
       }
     }
   });
@@ -155,8 +182,8 @@ Allocation& thread_patches() {
 
 // Rows [r0, r0 + rows) of the patch matrix of group `grp`: row = output pixel (n, oy, ox),
 // columns (ky, kx, c) for c in the group's channels; zeros where the window leaves the image.
-void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp, int64_t r0,
-                    int64_t rows, char* dst) {
+void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp,
+                    int64_t r0, int64_t rows, char* dst) {
   const std::size_t es = xs.element_size();
   const int64_t k = g.kh * g.kw * g.cg;
   const char* xp = static_cast<const char*>(xs.data_ptr());
@@ -171,8 +198,10 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
         if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
           std::memset(cell, 0, static_cast<std::size_t>(g.cg) * es);
         } else {
-          const int64_t offset = n * xs.stride(0) + iy * xs.stride(2) + ix * xs.stride(3) + grp * g.cg;
-          std::memcpy(cell, xp + static_cast<std::size_t>(offset) * es, static_cast<std::size_t>(g.cg) * es);
+          const int64_t offset =
+              n * xs.stride(0) + iy * xs.stride(2) + ix * xs.stride(3) + grp * g.cg;
+          std::memcpy(cell, xp + static_cast<std::size_t>(offset) * es,
+                      static_cast<std::size_t>(g.cg) * es);
         }
       }
     }
@@ -181,11 +210,12 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
 
 }  // namespace
 
-int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
+                         int64_t dilation) {
   const int64_t span = dilation * (kernel - 1) + 1;
   const int64_t out = (input + 2 * pad - span) / stride + 1;
-  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ", dilation,
-                ") does not fit an input of ", input, " with padding ", pad);
+  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ",
+                dilation, ") does not fit an input of ", input, " with padding ", pad);
   return out;
 }
 
@@ -194,13 +224,15 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
   const Geometry g = check(x, weight, bias, out, opt);
   if (out.numel() == 0) return;
   if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || out.dtype() == DType::F64) {
-    MIXPREC_CHECK(x.dtype() == DType::F64 && weight.dtype() == DType::F64 && out.dtype() == DType::F64,
-                  "[conv2d] f64 runs only when x, weight and out are all f64");
+    MIXPREC_CHECK(
+        x.dtype() == DType::F64 && weight.dtype() == DType::F64 && out.dtype() == DType::F64,
+        "[conv2d] f64 runs only when x, weight and out are all f64");
     return conv2d_f64(x, weight, bias, out, opt, g);
   }
   const Tensor xs = channels_last(x);
   const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast);
-  const Tensor ys = out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);
+  const Tensor ys =
+      out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);
   Tensor residual;
   if (opt.residual != nullptr) residual = channels_last(*opt.residual);
 
@@ -213,19 +245,21 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
     // Weights as [O, KH, KW, Cg]: row o is output channel o's patch weights in gather order.
     const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();
     const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
-    const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
-                           opt.pad_w == 0 && g.groups == 1;
+    const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
+                           opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
     const std::size_t ys_es = ys.element_size();
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      const MatrixView wmat = MatrixView::row_major(
-          static_cast<const char*>(wr.data_ptr()) + static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
-          wr.dtype(), g.og, k, k);
+      const MatrixView wmat =
+          MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
+                                    static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
+                                wr.dtype(), g.og, k, k);
       const PackedMatrix packed = pack_b(wmat.transposed(), xs.dtype());  // B [K, Og]
       auto epilogue_at = [&](int64_t row0) {
         GemmEpilogue ep;
         ep.activation = opt.activation;
         if (bias_c.defined()) {
-          ep.bias = static_cast<const char*>(bias_c.data_ptr()) + static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
+          ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
+                    static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
           ep.bias_dtype = bias_c.dtype();
         }
         if (residual.defined()) {
@@ -238,12 +272,13 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
       };
       auto out_rows = [&](int64_t row0, int64_t rows) {
         return MutableMatrixView::row_major(
-            static_cast<char*>(ys.data_ptr()) + static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es, ys.dtype(),
-            rows, g.og, g.o);
+            static_cast<char*>(ys.data_ptr()) +
+                static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
+            ys.dtype(), rows, g.og, g.o);
       };
       if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
-        gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), packed, out_rows(0, m),
-                       epilogue_at(0));
+        gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), packed,
+                       out_rows(0, m), epilogue_at(0));
         continue;
       }
       const int64_t tiles = (m + kTileRows - 1) / kTileRows;
@@ -254,8 +289,8 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
         for (int64_t t = lo; t < hi; ++t) {
           const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
           gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
-          gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), packed, out_rows(r0, rows),
-                         epilogue_at(r0));
+          gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), packed,
+                         out_rows(r0, rows), epilogue_at(r0));
         }
       });
     }

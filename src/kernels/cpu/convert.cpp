@@ -156,14 +156,14 @@ char* byte_ptr(void* p) { return static_cast<char*>(p); }
 // functions, not inline, so the ISA units can call them without instantiating anything.
 namespace convert_detail {
 
-#define MIXPREC_CONVERT_SCALAR(pair, From, To)                                               \
-  void pair##_scalar(const void* src, void* dst, std::size_t n, bool /*stream*/) {           \
-    convert_contiguous(static_cast<const From*>(src), static_cast<To*>(dst), n);             \
-  }                                                                                          \
-  void pair##_strided_scalar(const void* src, int64_t src_stride, void* dst,                 \
-                             int64_t dst_stride, std::size_t n) {                            \
-    convert_strided_typed(static_cast<const From*>(src), src_stride, static_cast<To*>(dst),  \
-                          dst_stride, n);                                                    \
+#define MIXPREC_CONVERT_SCALAR(pair, From, To)                                                   \
+  void pair##_scalar(const void* src, void* dst, std::size_t n, bool /*stream*/) {               \
+    convert_contiguous(static_cast<const From*>(src), static_cast<To*>(dst), n);                 \
+  }                                                                                              \
+  void pair##_strided_scalar(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, \
+                             std::size_t n) {                                                    \
+    convert_strided_typed(static_cast<const From*>(src), src_stride, static_cast<To*>(dst),      \
+                          dst_stride, n);                                                        \
   }
 
 MIXPREC_CONVERT_SCALAR(f32_to_f16, float, Half)
@@ -187,13 +187,13 @@ struct FastPath {
   IsaTable<StridedFn> strided;
 };
 
-#define MIXPREC_FAST_PATH(From, To, pair, bf16_contiguous, bf16_strided)                    \
-  FastPath {                                                                                \
-    DType::From, DType::To,                                                                 \
-        {{convert_detail::pair##_scalar, convert_detail::pair##_avx2,                       \
-          convert_detail::pair##_avx512, bf16_contiguous}},                                 \
-        {{convert_detail::pair##_strided_scalar, convert_detail::pair##_strided_avx2,       \
-          convert_detail::pair##_strided_avx512, bf16_strided}},                            \
+#define MIXPREC_FAST_PATH(From, To, pair, bf16_contiguous, bf16_strided)              \
+  FastPath {                                                                          \
+    DType::From, DType::To,                                                           \
+        {{convert_detail::pair##_scalar, convert_detail::pair##_avx2,                 \
+          convert_detail::pair##_avx512, bf16_contiguous}},                           \
+        {{convert_detail::pair##_strided_scalar, convert_detail::pair##_strided_avx2, \
+          convert_detail::pair##_strided_avx512, bf16_strided}},                      \
   }
 
 constexpr FastPath kFastPaths[] = {
@@ -215,8 +215,8 @@ const FastPath* find_fast_path(DType from, DType to) {
 }
 
 // Every pair without a fast path: switch on both dtypes once, then a typed loop.
-void convert_generic(const void* src, DType src_type, int64_t src_stride, void* dst,
-                     DType dst_type, int64_t dst_stride, std::size_t n) {
+void convert_generic(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
+                     int64_t dst_stride, std::size_t n) {
   visit_dtype(src_type, [&](auto src_tag) {
     using From = typename decltype(src_tag)::type;
     visit_dtype(dst_type, [&](auto dst_tag) {
@@ -230,8 +230,8 @@ void convert_generic(const void* src, DType src_type, int64_t src_stride, void* 
         if (src_stride == 1 && dst_stride == 1)
           convert_contiguous(s + lo, d + lo, count);
         else
-          convert_strided_typed(s + lo * src_stride, src_stride, d + lo * dst_stride,
-                                dst_stride, count);
+          convert_strided_typed(s + lo * src_stride, src_stride, d + lo * dst_stride, dst_stride,
+                                count);
       });
     });
   });
@@ -260,8 +260,8 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, std::si
   });
 }
 
-void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst,
-                     DType dst_type, int64_t dst_stride, std::size_t n) {
+void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
+                     int64_t dst_stride, std::size_t n) {
   if (n == 0) return;
   if (src_stride == 1 && dst_stride == 1) {
     convert(src, src_type, dst, dst_type, n);

@@ -71,7 +71,8 @@ template <typename Narrow>
 struct Store16 {
   using T = uint16_t;
   static __m256i line(__m256 lo, __m256 hi) {
-    return _mm256_inserti128_si256(_mm256_zextsi128_si256(Narrow::narrow(lo)), Narrow::narrow(hi), 1);
+    return _mm256_inserti128_si256(_mm256_zextsi128_si256(Narrow::narrow(lo)), Narrow::narrow(hi),
+                                   1);
   }
   static void store16(uint16_t* p, __m256 lo, __m256 hi) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), line(lo, hi));
@@ -104,7 +105,8 @@ void convert_contiguous(const void* src, void* dst, std::size_t n, bool stream) 
     std::size_t head = ((32 - address % 32) % 32) / sizeof(D);  // to a 32-byte boundary
     if (head > n) head = n;
     Scalar(s, d, head, false);
-    for (i = head; i + 16 <= n; i += 16) Store::stream16(d + i, Load::load(s + i), Load::load(s + i + 8));
+    for (i = head; i + 16 <= n; i += 16)
+      Store::stream16(d + i, Load::load(s + i), Load::load(s + i + 8));
     _mm_sfence();
   } else {
     for (; i + 16 <= n; i += 16) Store::store16(d + i, Load::load(s + i), Load::load(s + i + 8));
@@ -137,13 +139,13 @@ void convert_strided(const void* src, int64_t src_stride, void* dst, int64_t dst
 
 }  // namespace
 
-#define MIXPREC_CONVERT_DEFINE_AVX2(pair, Load, Store)                                      \
-  void pair##_avx2(const void* src, void* dst, std::size_t n, bool stream) {              \
-    convert_contiguous<Load, Store, pair##_scalar>(src, dst, n, stream);                    \
-  }                                                                                         \
-  void pair##_strided_avx2(const void* src, int64_t src_stride, void* dst,                  \
-                           int64_t dst_stride, std::size_t n) {                             \
-    convert_strided<Load, Store, pair##_scalar>(src, src_stride, dst, dst_stride, n);       \
+#define MIXPREC_CONVERT_DEFINE_AVX2(pair, Load, Store)                                         \
+  void pair##_avx2(const void* src, void* dst, std::size_t n, bool stream) {                   \
+    convert_contiguous<Load, Store, pair##_scalar>(src, dst, n, stream);                       \
+  }                                                                                            \
+  void pair##_strided_avx2(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, \
+                           std::size_t n) {                                                    \
+    convert_strided<Load, Store, pair##_scalar>(src, src_stride, dst, dst_stride, n);          \
   }
 
 MIXPREC_CONVERT_DEFINE_AVX2(f32_to_f16, LoadF32, Store16<NarrowF16>)

@@ -190,11 +190,11 @@ void convert_strided(const void* src, int64_t src_stride, void* dst, int64_t dst
 }  // namespace mixprec::kernels::convert_detail
 
 // Defines the two exported kernels of one conversion at one level (see convert_kernels.h).
-#define MIXPREC_CONVERT_DEFINE_AVX512(pair, level, Load, Store)                             \
-  void pair##_##level(const void* src, void* dst, std::size_t n, bool stream) {           \
-    convert_contiguous<Load, Store>(src, dst, n, stream);                                   \
-  }                                                                                         \
-  void pair##_strided_##level(const void* src, int64_t src_stride, void* dst,               \
-                              int64_t dst_stride, std::size_t n) {                          \
-    convert_strided<Load, Store>(src, src_stride, dst, dst_stride, n);                      \
+#define MIXPREC_CONVERT_DEFINE_AVX512(pair, level, Load, Store)                                   \
+  void pair##_##level(const void* src, void* dst, std::size_t n, bool stream) {                   \
+    convert_contiguous<Load, Store>(src, dst, n, stream);                                         \
+  }                                                                                               \
+  void pair##_strided_##level(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, \
+                              std::size_t n) {                                                    \
+    convert_strided<Load, Store>(src, src_stride, dst, dst_stride, n);                            \
   }

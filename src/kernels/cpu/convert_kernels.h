@@ -29,17 +29,17 @@ using StridedFn = void(const void* src, int64_t src_stride, void* dst, int64_t d
 
 // One pair of kernels per (conversion, level), e.g. f32_to_bf16_avx512 and
 // f32_to_bf16_strided_avx512.
-#define MIXPREC_CONVERT_DECLARE(pair, level)                                            \
-  void pair##_##level(const void* src, void* dst, std::size_t n, bool stream);          \
-  void pair##_strided_##level(const void* src, int64_t src_stride, void* dst,           \
-                              int64_t dst_stride, std::size_t n)
+#define MIXPREC_CONVERT_DECLARE(pair, level)                                                      \
+  void pair##_##level(const void* src, void* dst, std::size_t n, bool stream);                    \
+  void pair##_strided_##level(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, \
+                              std::size_t n)
 
-#define MIXPREC_CONVERT_DECLARE_ALL_PAIRS(level)  \
-  MIXPREC_CONVERT_DECLARE(f32_to_f16, level);     \
-  MIXPREC_CONVERT_DECLARE(f16_to_f32, level);     \
-  MIXPREC_CONVERT_DECLARE(f32_to_bf16, level);    \
-  MIXPREC_CONVERT_DECLARE(bf16_to_f32, level);    \
-  MIXPREC_CONVERT_DECLARE(f16_to_bf16, level);    \
+#define MIXPREC_CONVERT_DECLARE_ALL_PAIRS(level) \
+  MIXPREC_CONVERT_DECLARE(f32_to_f16, level);    \
+  MIXPREC_CONVERT_DECLARE(f16_to_f32, level);    \
+  MIXPREC_CONVERT_DECLARE(f32_to_bf16, level);   \
+  MIXPREC_CONVERT_DECLARE(bf16_to_f32, level);   \
+  MIXPREC_CONVERT_DECLARE(f16_to_bf16, level);   \
   MIXPREC_CONVERT_DECLARE(bf16_to_f16, level)
 
 MIXPREC_CONVERT_DECLARE_ALL_PAIRS(scalar);  // convert.cpp: the references (float16.h rules)

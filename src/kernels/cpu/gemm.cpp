@@ -25,8 +25,8 @@ namespace {
 using gemm_detail::TileEpilogue;
 using gemm_detail::Ukernel;
 
-constexpr std::size_t kSlabBytes = 512 * 1024;     // packed B slab: about half of a 1 MiB L2
-constexpr std::size_t kAChunkBytes = 4 << 20;      // packed A rows per pass over B (in L3)
+constexpr std::size_t kSlabBytes = 512 * 1024;  // packed B slab: about half of a 1 MiB L2
+constexpr std::size_t kAChunkBytes = 4 << 20;   // packed A rows per pass over B (in L3)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -41,9 +41,9 @@ const Ukernel& choose_ukernel(IsaLevel level, DType a, DType b) {
 // Geometry of the packed operands for one micro-kernel and K.
 struct PackShape {
   int64_t k;
-  int64_t k_padded;      // k rounded up to the pair size for bf16 compute
+  int64_t k_padded;  // k rounded up to the pair size for bf16 compute
   int nr;
-  std::size_t elem;      // bytes per packed element
+  std::size_t elem;  // bytes per packed element
   std::size_t panel_bytes() const { return static_cast<std::size_t>(k_padded * nr) * elem; }
 };
 
@@ -89,24 +89,27 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
-  const int64_t panels_per_slab =
-      std::max<int64_t>(1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
+  const int64_t panels_per_slab = std::max<int64_t>(
+      1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
   const int64_t nc = panels_per_slab * uk.nr;
   const std::size_t a_panel_bytes = static_cast<std::size_t>(ps.k_padded * uk.mr) * ps.elem;
-  const int64_t mc = uk.mr * std::max<int64_t>(1, static_cast<int64_t>(kAChunkBytes / std::max<std::size_t>(1, a_panel_bytes)));
+  const int64_t mc =
+      uk.mr * std::max<int64_t>(
+                  1, static_cast<int64_t>(kAChunkBytes / std::max<std::size_t>(1, a_panel_bytes)));
   const std::size_t c_size = dtype_size(p.c.dtype);
   const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
 
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t ic_end = std::min(m1, ic + mc);
-    char* a_chunk = static_cast<char*>(
-        Workspace::reserve(ws.a_rows, static_cast<std::size_t>(round_up(ic_end - ic, uk.mr) / uk.mr) * a_panel_bytes));
+    char* a_chunk = static_cast<char*>(Workspace::reserve(
+        ws.a_rows, static_cast<std::size_t>(round_up(ic_end - ic, uk.mr) / uk.mr) * a_panel_bytes));
     uk.pack_a(p.a, ic, static_cast<int>(ic_end - ic), ps.k_padded, a_chunk);
     for (int64_t jc = n0; jc < n1; jc += nc) {
       const int64_t jc_end = std::min(n1, jc + nc);
       const char* slab;
       if (p.b.view != nullptr) {
-        const std::size_t bytes = static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
+        const std::size_t bytes =
+            static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
         void* buf = Workspace::reserve(ws.b_slab, bytes);
         uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
         slab = static_cast<const char*>(buf);
@@ -119,16 +122,27 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
         gemm_detail::TileFn* tile = uk.tiles[rows - 1];
         for (int64_t jr = jc; jr < jc_end; jr += uk.nr) {
           const int cols = static_cast<int>(std::min<int64_t>(uk.nr, jc_end - jr));
-          TileEpilogue tep{p.ep.alpha, p.ep.beta, nullptr, p.ep.bias_dtype, p.ep.activation,
-                           nullptr, p.ep.residual_dtype, p.ep.residual_ld,
-                           static_cast<char*>(p.c.data) + static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
-                           p.c.dtype, p.c.row_stride};
+          TileEpilogue tep{p.ep.alpha,
+                           p.ep.beta,
+                           nullptr,
+                           p.ep.bias_dtype,
+                           p.ep.activation,
+                           nullptr,
+                           p.ep.residual_dtype,
+                           p.ep.residual_ld,
+                           static_cast<char*>(p.c.data) +
+                               static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
+                           p.c.dtype,
+                           p.c.row_stride};
           if (p.ep.bias != nullptr)
-            tep.bias = static_cast<const char*>(p.ep.bias) + static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
+            tep.bias = static_cast<const char*>(p.ep.bias) +
+                       static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
           if (p.ep.residual != nullptr)
             tep.residual = static_cast<const char*>(p.ep.residual) +
-                           static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
-          tile(ps.k, a_panel, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride, cols, tep);
+                           static_cast<std::size_t>(ir * p.ep.residual_ld + jr) *
+                               dtype_size(p.ep.residual_dtype);
+          tile(ps.k, a_panel, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride,
+               cols, tep);
         }
       }
     }
@@ -176,26 +190,29 @@ void run_parallel(const Problem& p, int threads) {
 // Threads worth using: about 2 MFLOP of work per thread or it is not worth waking them.
 int threads_for(int64_t m, int64_t n, int64_t k) {
   if (omp_in_parallel()) return 1;  // called from a parallel region (attention, conv tiles)
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int by_work = static_cast<int>(std::max(1.0, flops / 2e6));
   return std::min(num_threads(), by_work);
 }
 
 bool is_gemm_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-void check_shapes(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, const MutableMatrixView& c) {
-  MIXPREC_CHECK(a.cols == b_rows, "[", op, "] inner dimensions differ: A is [", a.rows, ", ", a.cols,
-                "], B is [", b_rows, ", ", b_cols, "]");
+void check_shapes(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols,
+                  const MutableMatrixView& c) {
+  MIXPREC_CHECK(a.cols == b_rows, "[", op, "] inner dimensions differ: A is [", a.rows, ", ",
+                a.cols, "], B is [", b_rows, ", ", b_cols, "]");
   MIXPREC_CHECK(c.rows == a.rows && c.cols == b_cols, "[", op, "] C is [", c.rows, ", ", c.cols,
                 "], expected [", a.rows, ", ", b_cols, "]");
 }
 
-void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols, DType b_dtype,
-                    const MutableMatrixView& c, const GemmEpilogue& ep) {
+void check_operands(const char* op, const MatrixView& a, int64_t b_rows, int64_t b_cols,
+                    DType b_dtype, const MutableMatrixView& c, const GemmEpilogue& ep) {
   check_shapes(op, a, b_rows, b_cols, c);
-  MIXPREC_CHECK(is_gemm_float(a.dtype) && is_gemm_float(b_dtype) && is_gemm_float(c.dtype),
-                "[", op, "] expected f32, f16 or bf16 operands, got A ", dtype_name(a.dtype), ", B ",
-                dtype_name(b_dtype), ", C ", dtype_name(c.dtype), " (f64 runs only when all are f64)");
+  MIXPREC_CHECK(is_gemm_float(a.dtype) && is_gemm_float(b_dtype) && is_gemm_float(c.dtype), "[", op,
+                "] expected f32, f16 or bf16 operands, got A ", dtype_name(a.dtype), ", B ",
+                dtype_name(b_dtype), ", C ", dtype_name(c.dtype),
+                " (f64 runs only when all are f64)");
   MIXPREC_CHECK(ep.bias == nullptr || is_gemm_float(ep.bias_dtype), "[", op, "] bias dtype ",
                 dtype_name(ep.bias_dtype), " is not a float type");
   MIXPREC_CHECK(ep.residual == nullptr || is_gemm_float(ep.residual_dtype), "[", op,
@@ -233,12 +250,16 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
       MatrixView ai = a, bi = b;
       MutableMatrixView ci = c;
       GemmEpilogue ei = epilogue;
-      ai.data = static_cast<const char*>(a.data) + static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
-      bi.data = static_cast<const char*>(b.data) + static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
-      ci.data = static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
+      ai.data = static_cast<const char*>(a.data) +
+                static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
+      bi.data = static_cast<const char*>(b.data) +
+                static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
+      ci.data = static_cast<char*>(c.data) +
+                static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
       if (ei.residual != nullptr)
-        ei.residual = static_cast<const char*>(ei.residual) +
-                      static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
+        ei.residual =
+            static_cast<const char*>(ei.residual) +
+            static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
       gemm_reference(ai, bi, ci, ei);
     }
     return;
@@ -251,9 +272,12 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
     MatrixView ai = a, bi = b;
     MutableMatrixView ci = c;
     GemmEpilogue ei = epilogue;
-    ai.data = static_cast<const char*>(a.data) + static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
-    bi.data = static_cast<const char*>(b.data) + static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
-    ci.data = static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
+    ai.data = static_cast<const char*>(a.data) +
+              static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
+    bi.data = static_cast<const char*>(b.data) +
+              static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
+    ci.data =
+        static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
     if (ei.residual != nullptr)
       ei.residual = static_cast<const char*>(ei.residual) +
                     static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
@@ -299,24 +323,26 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
                 "; pack it again");
   const Ukernel& uk = choose_ukernel(b.level_, a.dtype, b.a_dtype_);
   MIXPREC_CHECK(uk.compute == b.compute_, "[gemm_prepacked] B was packed for ",
-                dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype),
-                " needs ", dtype_name(uk.compute), "; pack B for this A dtype");
+                dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype), " needs ",
+                dtype_name(uk.compute), "; pack B for this A dtype");
   MIXPREC_CHECK(0 <= range.k_begin && range.k_begin <= k1 && k1 <= b.rows() && 0 <= range.n_begin &&
                     range.n_begin <= n1 && n1 <= b.cols(),
-                "[gemm_prepacked] range rows [", range.k_begin, ", ", k1, ") x cols [", range.n_begin,
-                ", ", n1, ") is outside B [", b.rows(), ", ", b.cols(), "]");
-  MIXPREC_CHECK(range.n_begin % uk.nr == 0 && range.k_begin % 2 == 0 && (k1 % 2 == 0 || k1 == b.rows()),
-                "[gemm_prepacked] a range must start at a column multiple of ", uk.nr,
-                " and at an even row, and end at an even row or the last; got rows [", range.k_begin,
-                ", ", k1, ") cols [", range.n_begin, ", ", n1, ")");
-  check_operands("gemm_prepacked", a, k1 - range.k_begin, n1 - range.n_begin, b.compute_, c, epilogue);
+                "[gemm_prepacked] range rows [", range.k_begin, ", ", k1, ") x cols [",
+                range.n_begin, ", ", n1, ") is outside B [", b.rows(), ", ", b.cols(), "]");
+  MIXPREC_CHECK(
+      range.n_begin % uk.nr == 0 && range.k_begin % 2 == 0 && (k1 % 2 == 0 || k1 == b.rows()),
+      "[gemm_prepacked] a range must start at a column multiple of ", uk.nr,
+      " and at an even row, and end at an even row or the last; got rows [", range.k_begin, ", ",
+      k1, ") cols [", range.n_begin, ", ", n1, ")");
+  check_operands("gemm_prepacked", a, k1 - range.k_begin, n1 - range.n_begin, b.compute_, c,
+                 epilogue);
   if (c.rows == 0 || c.cols == 0) return;
   const PackShape whole = pack_shape(uk, b.rows());
   const char* base = static_cast<const char*>(b.storage_.data()) +
                      static_cast<std::size_t>(range.n_begin / uk.nr) * whole.panel_bytes() +
                      static_cast<std::size_t>(range.k_begin * uk.nr) * whole.elem;
-  const Problem p{a, BSource{nullptr, base, whole.panel_bytes()}, c, epilogue, &uk,
-                  pack_shape(uk, k1 - range.k_begin)};
+  const Problem p{a,   BSource{nullptr, base, whole.panel_bytes()}, c, epilogue,
+                  &uk, pack_shape(uk, k1 - range.k_begin)};
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 

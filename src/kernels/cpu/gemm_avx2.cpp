@@ -18,8 +18,12 @@ constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 }  // namespace
 
 const Ukernel& ukernel_avx2() {
-  static constexpr Ukernel kernel{kMr, kNv * simd::Avx2::kWidth, DType::F32, kTiles.data(), pack_b_f32<simd::Avx2, kNv * simd::Avx2::kWidth>,
-                                       pack_a_f32<simd::Avx2, kMr>};
+  static constexpr Ukernel kernel{kMr,
+                                  kNv * simd::Avx2::kWidth,
+                                  DType::F32,
+                                  kTiles.data(),
+                                  pack_b_f32<simd::Avx2, kNv * simd::Avx2::kWidth>,
+                                  pack_a_f32<simd::Avx2, kMr>};
   return kernel;
 }
 

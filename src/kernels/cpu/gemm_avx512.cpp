@@ -25,7 +25,8 @@ void pack_a(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* o
   for (int r0 = 0; r0 < rows; r0 += kMr) {
     uint32_t* panel = static_cast<uint32_t*>(out) + r0 / kMr * k_padded * kMr;
     const int height = rows - r0 < kMr ? rows - r0 : kMr;
-    const char* base = static_cast<const char*>(a.data) + static_cast<std::size_t>((m0 + r0) * a.row_stride) * elem;
+    const char* base = static_cast<const char*>(a.data) +
+                       static_cast<std::size_t>((m0 + r0) * a.row_stride) * elem;
     pack_panel_words(height, kMr, a.cols, panel, [&](int i, int64_t k0, int n) {
       const char* row = base + static_cast<std::size_t>(i * a.row_stride + k0) * elem;
       return _mm512_castps_si512(simd::Avx512::load_n(row, a.dtype, n));
@@ -36,8 +37,12 @@ void pack_a(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* o
 }  // namespace
 
 const Ukernel& ukernel_avx512() {
-  static constexpr Ukernel kernel{kMr, kNv * simd::Avx512::kWidth, DType::F32, kTiles.data(), pack_b_f32<simd::Avx512, kNv * simd::Avx512::kWidth>,
-                                       pack_a};
+  static constexpr Ukernel kernel{kMr,
+                                  kNv * simd::Avx512::kWidth,
+                                  DType::F32,
+                                  kTiles.data(),
+                                  pack_b_f32<simd::Avx512, kNv * simd::Avx512::kWidth>,
+                                  pack_a};
   return kernel;
 }
 

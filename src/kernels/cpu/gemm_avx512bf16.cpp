@@ -26,7 +26,8 @@ inline __m512bh broadcast_pair(const uint16_t* p) {
 }
 
 template <int MR>
-void tile_bf16(int64_t k, const void* a_panel, const void* b_panel, int nr_eff, const TileEpilogue& ep) {
+void tile_bf16(int64_t k, const void* a_panel, const void* b_panel, int nr_eff,
+               const TileEpilogue& ep) {
   const uint16_t* a = static_cast<const uint16_t*>(a_panel);  // [ceil(k/2)][kMr][2]
   const uint16_t* b = static_cast<const uint16_t*>(b_panel);  // [ceil(k/2)][kNr][2]
   __m512 acc[MR][kNv];
@@ -68,8 +69,11 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
         for (int v = 0; v < kNv; ++v) {
           const __mmask16 m = simd::Avx512::mask(width - 16 * v);
           const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row0 + 16 * v));
-          const __m512i hi = row1 == nullptr ? _mm512_setzero_si512()
-              : _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row1 + 16 * v)), 16);
+          const __m512i hi =
+              row1 == nullptr
+                  ? _mm512_setzero_si512()
+                  : _mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row1 + 16 * v)), 16);
           _mm512_storeu_si512(panel + p * kNr + 16 * v, _mm512_or_si512(lo, hi));
         }
       }
@@ -99,7 +103,8 @@ void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, vo
       const uint16_t* row = base + i * a.row_stride + 2 * w0;
       // 2n elements, but never past the row's k: the odd tail element's partner stays 0.
       const int64_t elements = 2 * w0 + 2 * n <= k ? 2 * n : k - 2 * w0;
-      return _mm512_maskz_loadu_epi16(elements >= 32 ? ~__mmask32{0} : (__mmask32{1} << elements) - 1u, row);
+      return _mm512_maskz_loadu_epi16(
+          elements >= 32 ? ~__mmask32{0} : (__mmask32{1} << elements) - 1u, row);
     });
   }
 }

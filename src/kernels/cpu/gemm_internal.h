@@ -42,8 +42,8 @@ using PackAFn = void(const MatrixView& a, int64_t m0, int rows, int64_t k_padded
 struct Ukernel {
   int mr;
   int nr;
-  DType compute;          // F32 or BF16
-  TileFn* const* tiles;   // tiles[m - 1] handles m rows, 1 <= m <= mr
+  DType compute;         // F32 or BF16
+  TileFn* const* tiles;  // tiles[m - 1] handles m rows, 1 <= m <= mr
   PackBFn* pack_b;
   PackAFn* pack_a;
 };

@@ -11,8 +11,10 @@ namespace {
 
 template <typename Dst, typename Src>
 Dst to_compute(Src v) {
-  if constexpr (std::is_same_v<Src, Dst>) return v;
-  else return static_cast<Dst>(static_cast<float>(v));
+  if constexpr (std::is_same_v<Src, Dst>)
+    return v;
+  else
+    return static_cast<Dst>(static_cast<float>(v));
 }
 
 // Element (k, j) of a panel sits at (k / kpack) * nr * kpack + j * kpack + k % kpack.
@@ -55,10 +57,14 @@ void visit_pack_types(DType src, DType compute, const F& f) {
     return f(TypeTag<BFloat16>{}, TypeTag<BFloat16>{});
   }
   switch (src) {
-    case DType::F32: return f(TypeTag<float>{}, TypeTag<float>{});
-    case DType::F16: return f(TypeTag<Half>{}, TypeTag<float>{});
-    case DType::BF16: return f(TypeTag<BFloat16>{}, TypeTag<float>{});
-    default: MIXPREC_ASSERT(false && "unsupported dtype reached GEMM packing");
+    case DType::F32:
+      return f(TypeTag<float>{}, TypeTag<float>{});
+    case DType::F16:
+      return f(TypeTag<Half>{}, TypeTag<float>{});
+    case DType::BF16:
+      return f(TypeTag<BFloat16>{}, TypeTag<float>{});
+    default:
+      MIXPREC_ASSERT(false && "unsupported dtype reached GEMM packing");
   }
 }
 
@@ -68,7 +74,8 @@ void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padde
                     DType compute, void* out) {
   visit_pack_types(b.dtype, compute, [&](auto src, auto dst) {
     using Dst = typename decltype(dst)::type;
-    pack_b_typed<typename decltype(src)::type, Dst>(b, n0, n1, k_padded, nr, static_cast<Dst*>(out));
+    pack_b_typed<typename decltype(src)::type, Dst>(b, n0, n1, k_padded, nr,
+                                                    static_cast<Dst*>(out));
   });
 }
 
@@ -76,7 +83,8 @@ void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded,
                     DType compute, void* out) {
   visit_pack_types(a.dtype, compute, [&](auto src, auto dst) {
     using Dst = typename decltype(dst)::type;
-    pack_a_typed<typename decltype(src)::type, Dst>(a, m0, rows, k_padded, mr, static_cast<Dst*>(out));
+    pack_a_typed<typename decltype(src)::type, Dst>(a, m0, rows, k_padded, mr,
+                                                    static_cast<Dst*>(out));
   });
 }
 

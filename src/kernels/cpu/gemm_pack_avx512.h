@@ -26,13 +26,15 @@ inline void transpose_store_16x16(const __m512i (&rows)[16], int mr, int cols, u
     u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
   }
   const __mmask16 keep = static_cast<__mmask16>((1u << mr) - 1u);
-  for (int j = 0; j < 4; ++j) {  // 4x4 transpose of 128-bit lanes across u[j], u[4+j], u[8+j], u[12+j]
+  for (int j = 0; j < 4;
+       ++j) {  // 4x4 transpose of 128-bit lanes across u[j], u[4+j], u[8+j], u[12+j]
     const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
     const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
     const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
     const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    const __m512i column[4] = {_mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xDD),
-                               _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xDD)};
+    const __m512i column[4] = {
+        _mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xDD),
+        _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xDD)};
     for (int lane = 0; lane < 4; ++lane) {
       const int c = 4 * lane + j;
       if (c < cols) _mm512_mask_storeu_epi32(out + c * mr, keep, column[lane]);

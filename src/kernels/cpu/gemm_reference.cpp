@@ -18,7 +18,8 @@ double load(const void* base, DType t, int64_t index) {
 }
 
 void store(void* base, DType t, int64_t index, double v) {
-  convert(&v, DType::F64, static_cast<char*>(base) + index * static_cast<int64_t>(dtype_size(t)), t, 1);
+  convert(&v, DType::F64, static_cast<char*>(base) + index * static_cast<int64_t>(dtype_size(t)), t,
+          1);
 }
 
 // The matrix as f64, row-major [rows][cols]; every float dtype widens exactly.
@@ -26,9 +27,10 @@ std::vector<double> widen(const MatrixView& x) {
   std::vector<double> out(static_cast<std::size_t>(x.rows * x.cols));
   const std::size_t elem = dtype_size(x.dtype);
   for (int64_t r = 0; r < x.rows; ++r)
-    convert_strided(static_cast<const char*>(x.data) + static_cast<std::size_t>(r * x.row_stride) * elem,
-                    x.dtype, x.col_stride, out.data() + r * x.cols, DType::F64, 1,
-                    static_cast<std::size_t>(x.cols));
+    convert_strided(
+        static_cast<const char*>(x.data) + static_cast<std::size_t>(r * x.row_stride) * elem,
+        x.dtype, x.col_stride, out.data() + r * x.cols, DType::F64, 1,
+        static_cast<std::size_t>(x.cols));
   return out;
 }
 
@@ -37,12 +39,16 @@ std::vector<double> widen(const MatrixView& x) {
 double reference_activation(Activation act, double x) {
   constexpr double kSqrt2OverPi = 0.79788456080286535588;
   switch (act) {
-    case Activation::None: return x;
-    case Activation::ReLU: return x > 0.0 || std::isnan(x) ? x : 0.0;
+    case Activation::None:
+      return x;
+    case Activation::ReLU:
+      return x > 0.0 || std::isnan(x) ? x : 0.0;
     case Activation::GeluTanh:
       return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
-    case Activation::GeluErf: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case Activation::SiLU: return x / (1.0 + std::exp(-x));
+    case Activation::GeluErf:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Activation::SiLU:
+      return x / (1.0 + std::exp(-x));
   }
   return x;
 }

@@ -18,8 +18,12 @@ constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 }  // namespace
 
 const Ukernel& ukernel_scalar() {
-  static constexpr Ukernel kernel{kMr, kNr, DType::F32, kTiles.data(), pack_b_f32<simd::Scalar, kNr>,
-                                       pack_a_f32<simd::Scalar, kMr>};
+  static constexpr Ukernel kernel{kMr,
+                                  kNr,
+                                  DType::F32,
+                                  kTiles.data(),
+                                  pack_b_f32<simd::Scalar, kNr>,
+                                  pack_a_f32<simd::Scalar, kMr>};
   return kernel;
 }
 

@@ -15,11 +15,16 @@ namespace {
 template <class S>
 typename S::F activate(Activation act, typename S::F v) {
   switch (act) {
-    case Activation::None: return v;
-    case Activation::ReLU: return S::max(S::zero(), v);  // max(0, NaN) = NaN: NaN passes
-    case Activation::GeluTanh: return simd::gelu_tanh<S>(v);
-    case Activation::GeluErf: return simd::gelu_erf<S>(v);
-    case Activation::SiLU: return simd::silu<S>(v);
+    case Activation::None:
+      return v;
+    case Activation::ReLU:
+      return S::max(S::zero(), v);  // max(0, NaN) = NaN: NaN passes
+    case Activation::GeluTanh:
+      return simd::gelu_tanh<S>(v);
+    case Activation::GeluErf:
+      return simd::gelu_erf<S>(v);
+    case Activation::SiLU:
+      return simd::silu<S>(v);
   }
   return v;
 }
@@ -39,8 +44,9 @@ inline void finish_tile(typename S::F (&acc)[MR][NV], int nr_eff, const TileEpil
       if (ep.beta != 0.0f)
         v = S::fmadd(S::load_n(c_row + j * W * c_size, ep.c_dtype, n), S::set1(ep.beta), v);
       if (ep.bias != nullptr)
-        v = S::add(v, S::load_n(static_cast<const char*>(ep.bias) + j * W * dtype_size(ep.bias_dtype),
-                                ep.bias_dtype, n));
+        v = S::add(v,
+                   S::load_n(static_cast<const char*>(ep.bias) + j * W * dtype_size(ep.bias_dtype),
+                             ep.bias_dtype, n));
       v = activate<S>(ep.activation, v);
       if (ep.residual != nullptr) {
         const std::size_t r_size = dtype_size(ep.residual_dtype);
@@ -59,7 +65,8 @@ constexpr int kPrefetchAhead = 8;
 // f32 compute: per k, NV vector loads of B and MR broadcasts of A feed MR * NV FMAs. The A
 // micro-panel holds MRP rows per k (the kernel's full height); this instance uses MR of them.
 template <class S, int MR, int NV, int MRP>
-void tile_f32(int64_t k, const void* a_panel, const void* b_panel, int nr_eff, const TileEpilogue& ep) {
+void tile_f32(int64_t k, const void* a_panel, const void* b_panel, int nr_eff,
+              const TileEpilogue& ep) {
   constexpr int W = S::kWidth;
   constexpr int NR = NV * W;
   const float* a = static_cast<const float*>(a_panel);
@@ -91,7 +98,8 @@ void pack_b_f32(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, v
     float* panel = static_cast<float*>(out) + (n - n0) / NR * k_padded * NR;
     const int width = static_cast<int>(n1 - n < NR ? n1 - n : NR);
     for (int64_t k = 0; k < b.rows; ++k) {
-      const char* row = static_cast<const char*>(b.data) + static_cast<std::size_t>(k * b.row_stride + n) * elem;
+      const char* row =
+          static_cast<const char*>(b.data) + static_cast<std::size_t>(k * b.row_stride + n) * elem;
       for (int v = 0; v < NR / W; ++v)
         S::store(panel + k * NR + v * W, S::load_n(row + v * W * elem, b.dtype, width - v * W));
     }
@@ -110,7 +118,8 @@ void pack_a_f32(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, voi
     for (int i = height; i < MR; ++i)
       for (int64_t k = 0; k < k_padded; ++k) panel[k * MR + i] = 0.0f;
     for (int i = 0; i < height; ++i) {
-      const char* row = static_cast<const char*>(a.data) + static_cast<std::size_t>((m0 + r0 + i) * a.row_stride) * elem;
+      const char* row = static_cast<const char*>(a.data) +
+                        static_cast<std::size_t>((m0 + r0 + i) * a.row_stride) * elem;
       for (int64_t k = 0; k < a.cols; k += W) {  // W values of row i, widened, then spread
         const int n = static_cast<int>(a.cols - k < W ? a.cols - k : W);
         float lanes[W];

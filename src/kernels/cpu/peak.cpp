@@ -32,7 +32,8 @@ double measure_peak_gflops(PeakKind kind, int threads, double seconds) {
     loop(iterations);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (dt > seconds / 4 || iterations > (int64_t{1} << 40)) {
-      iterations = static_cast<int64_t>(static_cast<double>(iterations) * seconds / std::max(dt, 1e-9));
+      iterations =
+          static_cast<int64_t>(static_cast<double>(iterations) * seconds / std::max(dt, 1e-9));
       break;
     }
     iterations *= 4;

@@ -19,24 +19,30 @@ acc_for<T> load(const T* p) {
 }
 template <typename T, typename V>
 void store(T* p, V v) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) *p = static_cast<T>(v);
-  else *p = T(static_cast<float>(v));  // Half / BFloat16: round to nearest even
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    *p = static_cast<T>(v);
+  else
+    *p = T(static_cast<float>(v));  // Half / BFloat16: round to nearest even
 }
 
 // [N, C, H, W] element (n, c, y, x) of a 4-D tensor whose data pointer is `base`.
 struct Indexer {
   int64_t s0, s1, s2, s3;
-  explicit Indexer(const Tensor& t) : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
-  int64_t operator()(int64_t n, int64_t c, int64_t y, int64_t x) const { return n * s0 + c * s1 + y * s2 + x * s3; }
+  explicit Indexer(const Tensor& t)
+      : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
+  int64_t operator()(int64_t n, int64_t c, int64_t y, int64_t x) const {
+    return n * s0 + c * s1 + y * s2 + x * s3;
+  }
 };
 
 void check_pair(const char* op, const Tensor& x, const Tensor& out) {
-  MIXPREC_CHECK(x.dim() == 4 && out.dim() == 4 && x.size(0) == out.size(0) && x.size(1) == out.size(1), "[", op,
-                "] expected x [N, C, H, W] and out [N, C, OH, OW], got x ", shape_to_string(x.shape()), " and out ",
-                shape_to_string(out.shape()));
+  MIXPREC_CHECK(
+      x.dim() == 4 && out.dim() == 4 && x.size(0) == out.size(0) && x.size(1) == out.size(1), "[",
+      op, "] expected x [N, C, H, W] and out [N, C, OH, OW], got x ", shape_to_string(x.shape()),
+      " and out ", shape_to_string(out.shape()));
   for (const Tensor* t : {&x, &out})
-    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16 ||
-                      t->dtype() == DType::F64,
+    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 ||
+                      t->dtype() == DType::F16 || t->dtype() == DType::F64,
                   "[", op, "] expected f32, bf16, f16 or f64, got ", dtype_name(t->dtype()));
 }
 
@@ -57,19 +63,22 @@ Pool2dOptions resolve(const Pool2dOptions& o) {
   Pool2dOptions r = o;
   if (r.stride_h == 0) r.stride_h = r.kernel_h;
   if (r.stride_w == 0) r.stride_w = r.kernel_w;
-  MIXPREC_CHECK(r.kernel_h >= 1 && r.kernel_w >= 1 && r.stride_h >= 1 && r.stride_w >= 1 && r.pad_h >= 0 &&
-                    r.pad_w >= 0 && 2 * r.pad_h <= r.kernel_h && 2 * r.pad_w <= r.kernel_w,
-                "[pool2d] kernel and stride must be >= 1 and padding at most half the kernel, got kernel ",
-                r.kernel_h, "x", r.kernel_w, " stride ", r.stride_h, "x", r.stride_w, " pad ", r.pad_h, "x", r.pad_w);
+  MIXPREC_CHECK(
+      r.kernel_h >= 1 && r.kernel_w >= 1 && r.stride_h >= 1 && r.stride_w >= 1 && r.pad_h >= 0 &&
+          r.pad_w >= 0 && 2 * r.pad_h <= r.kernel_h && 2 * r.pad_w <= r.kernel_w,
+      "[pool2d] kernel and stride must be >= 1 and padding at most half the kernel, got kernel ",
+      r.kernel_h, "x", r.kernel_w, " stride ", r.stride_h, "x", r.stride_w, " pad ", r.pad_h, "x",
+      r.pad_w);
   return r;
 }
 
 void check_pool_out(const char* op, const Tensor& x, const Tensor& out, const Pool2dOptions& o) {
   check_pair(op, x, out);
-  const Shape expected{x.size(0), x.size(1), pool_output_size(x.size(2), o.kernel_h, o.stride_h, o.pad_h),
+  const Shape expected{x.size(0), x.size(1),
+                       pool_output_size(x.size(2), o.kernel_h, o.stride_h, o.pad_h),
                        pool_output_size(x.size(3), o.kernel_w, o.stride_w, o.pad_w)};
-  MIXPREC_CHECK(out.shape() == expected, "[", op, "] out has shape ", shape_to_string(out.shape()), ", expected ",
-                shape_to_string(expected));
+  MIXPREC_CHECK(out.shape() == expected, "[", op, "] out has shape ", shape_to_string(out.shape()),
+                ", expected ", shape_to_string(expected));
 }
 
 // Runs body(n, c, oy) over all output rows in parallel.
@@ -85,8 +94,8 @@ void for_each_output_row(const Tensor& out, const Body& body) {
 
 int64_t pool_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad) {
   const int64_t out = (input + 2 * pad - kernel) / stride + 1;
-  MIXPREC_CHECK(input + 2 * pad >= kernel, "[pool2d] window ", kernel, " does not fit input ", input,
-                " with padding ", pad);
+  MIXPREC_CHECK(input + 2 * pad >= kernel, "[pool2d] window ", kernel, " does not fit input ",
+                input, " with padding ", pad);
   return out;
 }
 
@@ -116,7 +125,8 @@ void avg_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options
   });
 }
 
-void max_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options, const Tensor* indices) {
+void max_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options,
+                const Tensor* indices) {
   const Pool2dOptions o = resolve(options);
   check_pool_out("max_pool2d", x, out, o);
   if (indices != nullptr)
@@ -161,9 +171,11 @@ void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode) {
   visit_float_pair(x, out, [&](const auto* xp, auto* op) {
     for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
       if (mode == UpsampleMode::Nearest) {
-        const int64_t iy = std::min(h - 1, static_cast<int64_t>(std::floor(static_cast<double>(oy) * sy)));
+        const int64_t iy =
+            std::min(h - 1, static_cast<int64_t>(std::floor(static_cast<double>(oy) * sy)));
         for (int64_t ox = 0; ox < ow; ++ox) {
-          const int64_t ix = std::min(w - 1, static_cast<int64_t>(std::floor(static_cast<double>(ox) * sx)));
+          const int64_t ix =
+              std::min(w - 1, static_cast<int64_t>(std::floor(static_cast<double>(ox) * sx)));
           store(op + oi(n, c, oy, ox), load(xp + xi(n, c, iy, ix)));
         }
         return;

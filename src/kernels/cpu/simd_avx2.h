@@ -42,7 +42,8 @@ struct Avx2 {
   static __m128i narrow_bf16(F v) {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
     const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
     const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
     const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
@@ -57,23 +58,30 @@ struct Avx2 {
       case DType::F32:
         return n >= 8 ? _mm256_loadu_ps(static_cast<const float*>(p))
                       : _mm256_maskload_ps(static_cast<const float*>(p), mask(n));
-      case DType::F16: return _mm256_cvtph_ps(load_u16(p, n));
+      case DType::F16:
+        return _mm256_cvtph_ps(load_u16(p, n));
       case DType::BF16:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load_u16(p, n)), 16));
-      default: return zero();
+      default:
+        return zero();
     }
   }
   static void store_n(void* p, DType t, F v, int n) {
     switch (t) {
       case DType::F32:
-        if (n >= 8) _mm256_storeu_ps(static_cast<float*>(p), v);
-        else _mm256_maskstore_ps(static_cast<float*>(p), mask(n), v);
+        if (n >= 8)
+          _mm256_storeu_ps(static_cast<float*>(p), v);
+        else
+          _mm256_maskstore_ps(static_cast<float*>(p), mask(n), v);
         break;
       case DType::F16:
         store_u16(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), n);
         break;
-      case DType::BF16: store_u16(p, narrow_bf16(v), n); break;
-      default: break;
+      case DType::BF16:
+        store_u16(p, narrow_bf16(v), n);
+        break;
+      default:
+        break;
     }
   }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
@@ -86,7 +94,9 @@ struct Avx2 {
   static F select_negative(F x, F if_negative, F otherwise) {
     return _mm256_blendv_ps(otherwise, if_negative, _mm256_cmp_ps(x, zero(), _CMP_LT_OQ));
   }
-  static F round_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F round_int(F x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
   static F trunc_int(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
   static F abs(F x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
   static F sqrt(F x) { return _mm256_sqrt_ps(x); }
@@ -115,22 +125,25 @@ struct Avx2 {
   static __m256i normal_abs_bits(F x, F& subnormal) {
     const F ax = abs(x);
     subnormal = _mm256_cmp_ps(ax, _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
-    return _mm256_castps_si256(_mm256_blendv_ps(ax, _mm256_mul_ps(ax, _mm256_set1_ps(0x1p24f)), subnormal));
+    return _mm256_castps_si256(
+        _mm256_blendv_ps(ax, _mm256_mul_ps(ax, _mm256_set1_ps(0x1p24f)), subnormal));
   }
   static F get_exponent(F x) {
     F subnormal;
     const __m256i bits = normal_abs_bits(x, subnormal);
-    const F e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)));
+    const F e =
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127)));
     return _mm256_sub_ps(e, _mm256_and_ps(subnormal, _mm256_set1_ps(24.0f)));
   }
   static F get_mantissa(F x) {
     F subnormal;
     const __m256i bits = normal_abs_bits(x, subnormal);
-    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)),
-                                               _mm256_set1_epi32(0x3F800000)));
+    return _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)), _mm256_set1_epi32(0x3F800000)));
   }
   static F scale2(F x, F n) {
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(x, _mm256_castsi256_ps(bits));
   }
 };

@@ -33,7 +33,8 @@ struct Avx512 {
   static __m256i narrow_bf16(F v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
     const __mmask16 nan = _mm512_cmp_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                                 _mm512_set1_epi32(0x7F800000), _MM_CMPINT_NLE);
     const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
@@ -43,21 +44,31 @@ struct Avx512 {
   static F load_n(const void* p, DType t, int n) {
     const __mmask16 m = mask(n);
     switch (t) {
-      case DType::F32: return _mm512_maskz_loadu_ps(m, p);
-      case DType::F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-      case DType::BF16: return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
-      default: return zero();
+      case DType::F32:
+        return _mm512_maskz_loadu_ps(m, p);
+      case DType::F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+      case DType::BF16:
+        return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
+      default:
+        return zero();
     }
   }
   static void store_n(void* p, DType t, F v, int n) {
     const __mmask16 m = mask(n);
     switch (t) {
-      case DType::F32: _mm512_mask_storeu_ps(p, m, v); break;
-      case DType::F16:
-        _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      case DType::F32:
+        _mm512_mask_storeu_ps(p, m, v);
         break;
-      case DType::BF16: _mm256_mask_storeu_epi16(p, m, narrow_bf16(v)); break;
-      default: break;
+      case DType::F16:
+        _mm256_mask_storeu_epi16(p, m,
+                                 _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        break;
+      case DType::BF16:
+        _mm256_mask_storeu_epi16(p, m, narrow_bf16(v));
+        break;
+      default:
+        break;
     }
   }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
@@ -70,8 +81,12 @@ struct Avx512 {
   static F select_negative(F x, F if_negative, F otherwise) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero(), _CMP_LT_OQ), otherwise, if_negative);
   }
-  static F round_int(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static F trunc_int(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static F round_int(F x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static F trunc_int(F x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  }
   static F abs(F x) { return _mm512_abs_ps(x); }
   static F sqrt(F x) { return _mm512_sqrt_ps(x); }
   static F select_less(F a, F b, F if_less, F otherwise) {
@@ -80,7 +95,9 @@ struct Avx512 {
   static F select_nan(F x, F if_nan, F otherwise) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), otherwise, if_nan);
   }
-  static F fill_tail(F v, int n, float fill) { return _mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), v); }
+  static F fill_tail(F v, int n, float fill) {
+    return _mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), v);
+  }
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   static float reduce_max(F v) {
     if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0) return __builtin_nanf("");
@@ -89,7 +106,8 @@ struct Avx512 {
   static F get_exponent(F x) { return _mm512_getexp_ps(x); }
   static F get_mantissa(F x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero); }
   static F scale2(F x, F n) {
-    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __m512i bits =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(x, _mm512_castsi512_ps(bits));
   }
 };

@@ -73,7 +73,6 @@ typename S::F gelu_erf(typename S::F x) {
   return S::mul(x, S::select_negative(x, tail, upper));
 }
 
-
 // e^x over the whole f32 range, overflowing to +inf like expf (exp() above stops at e^88.7):
 // arguments above 88 are halved (exactly) and the result squared, a few ulp near the top.
 template <class S>
@@ -104,12 +103,12 @@ typename S::F log(typename S::F x) {
   p = S::fmadd(p, z, S::set1(1.0f / 3.0f));
   p = S::mul(p, z);
   const F two_s = S::add(s, s);
-  F r = S::fmadd(two_s, p, two_s);                             // log m
-  r = S::fmadd(e, S::set1(1.428606765330187e-06f), r);         // + e ln2, ln2 split in two
+  F r = S::fmadd(two_s, p, two_s);                      // log m
+  r = S::fmadd(e, S::set1(1.428606765330187e-06f), r);  // + e ln2, ln2 split in two
   r = S::fmadd(e, S::set1(0.693145751953125f), r);
   r = S::select_less(x, S::set1(0x1p-149f), S::set1(-__builtin_inff()), r);  // +-0
   r = S::select_less(x, S::zero(), S::set1(__builtin_nanf("")), r);
-  r = S::select_less(S::set1(3.40282347e38f), x, x, r);        // +inf
+  r = S::select_less(S::set1(3.40282347e38f), x, x, r);  // +inf
   return S::select_nan(x, x, r);
 }
 

@@ -9,12 +9,12 @@
 //   store_n(p, t, v, n) n lanes rounded to dtype t (round to nearest even, as core/float16.h)
 //   add sub mul div max min fmadd(a, b, c) = a * b + c
 //   select_negative(x, a, b) = x < 0 ? a : b, per lane
-//   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero;  scale2(x, n) = x * 2^n for integral n
-//   abs sqrt          (sqrt correctly rounded on every level)
-//   select_less(a, b, t, f) = a < b ? t : f, per lane (false when either is NaN)
-//   select_nan(x, t, f) = x is NaN ? t : f, per lane
-//   fill_tail(v, n, c) lanes n and above replaced by c (a tail vector's neutral element)
-//   reduce_add(v)     sum of the lanes (order depends on the width); reduce_max(v) their max,
+//   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero;  scale2(x, n) =
+//   x * 2^n for integral n abs sqrt          (sqrt correctly rounded on every level) select_less(a,
+//   b, t, f) = a < b ? t : f, per lane (false when either is NaN) select_nan(x, t, f) = x is NaN ?
+//   t : f, per lane fill_tail(v, n, c) lanes n and above replaced by c (a tail vector's neutral
+//   element) reduce_add(v)     sum of the lanes (order depends on the width); reduce_max(v) their
+//   max,
 //                     NaN if any lane is NaN
 //   get_exponent(x)   floor(log2 |x|) and get_mantissa(x) = |x| / 2^floor(log2 |x|) in [1, 2),
 //                     exact for finite nonzero x (subnormals included); other lanes unspecified
@@ -38,19 +38,30 @@ struct Scalar {
   static F load_n(const void* p, DType t, int n) {
     if (n <= 0) return 0.0f;
     switch (t) {
-      case DType::F32: return *static_cast<const float*>(p);
-      case DType::F16: return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
-      case DType::BF16: return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
-      default: return 0.0f;
+      case DType::F32:
+        return *static_cast<const float*>(p);
+      case DType::F16:
+        return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
+      case DType::BF16:
+        return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
+      default:
+        return 0.0f;
     }
   }
   static void store_n(void* p, DType t, F v, int n) {
     if (n <= 0) return;
     switch (t) {
-      case DType::F32: *static_cast<float*>(p) = v; break;
-      case DType::F16: *static_cast<uint16_t*>(p) = fp16_bits::f32_to_f16(v); break;
-      case DType::BF16: *static_cast<uint16_t*>(p) = fp16_bits::f32_to_bf16(v); break;
-      default: break;
+      case DType::F32:
+        *static_cast<float*>(p) = v;
+        break;
+      case DType::F16:
+        *static_cast<uint16_t*>(p) = fp16_bits::f32_to_f16(v);
+        break;
+      case DType::BF16:
+        *static_cast<uint16_t*>(p) = fp16_bits::f32_to_bf16(v);
+        break;
+      default:
+        break;
     }
   }
   static F add(F a, F b) { return a + b; }
@@ -60,7 +71,9 @@ struct Scalar {
   static F max(F a, F b) { return a > b ? a : b; }
   static F min(F a, F b) { return a < b ? a : b; }
   static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
-  static F select_negative(F x, F if_negative, F otherwise) { return x < 0.0f ? if_negative : otherwise; }
+  static F select_negative(F x, F if_negative, F otherwise) {
+    return x < 0.0f ? if_negative : otherwise;
+  }
   static F round_int(F x) { return std::nearbyint(x); }
   static F trunc_int(F x) { return std::trunc(x); }
   static F abs(F x) { return std::fabs(x); }
