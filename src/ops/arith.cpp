@@ -147,6 +147,21 @@ struct ClampBackward final : Node {
   void release_saved() override { x = Tensor(); }
 };
 
+// What a unary op's backward needs: nothing, its input, or its output.
+enum class Saved { Nothing, Input, Output };
+
+Tensor unary_op(UnaryOp op, const Tensor& x, Saved saved) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_unary(op, x);
+  }
+  const Tensor keep = saved == Saved::Input    ? x.detach()
+                      : saved == Saved::Output ? out.detach()
+                                               : Tensor();
+  return finish<UnaryBackward>(out, {&x}, op, keep);
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -195,59 +210,12 @@ Tensor mul(const Tensor& a, double s) {
   return mul(a, Tensor::scalar(s, a.dtype()));
 }
 
-Tensor neg(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Neg, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Neg, Tensor());
-}
-
-Tensor exp(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Exp, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Exp, out.detach());
-}
-
-Tensor log(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Log, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Log, x.detach());
-}
-
-Tensor relu(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Relu, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Relu, out.detach());
-}
-
-Tensor sqrt(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Sqrt, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Sqrt, out.detach());
-}
-
-Tensor rsqrt(const Tensor& x) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_unary(UnaryOp::Rsqrt, x);
-  }
-  return finish<UnaryBackward>(out, {&x}, UnaryOp::Rsqrt, out.detach());
-}
+Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x, Saved::Nothing); }
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x, Saved::Output); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x, Saved::Input); }
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x, Saved::Output); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x, Saved::Output); }
+Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, x, Saved::Output); }
 
 Tensor pow(const Tensor& x, double exponent) {
   ops_detail::check_float("pow", x);

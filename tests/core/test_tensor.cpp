@@ -7,23 +7,14 @@
 
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/tensor.h"
+#include "support/error_of.h"
 
 namespace mixprec {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Runs `body`, expecting mixprec::Error, and returns its message.
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected mixprec::Error";
-  return {};
-}
+using test_support::error_of;
 
 TEST(Tensor, DefaultIsUndefined) {
   Tensor t;

@@ -8,22 +8,14 @@
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/tensor.h"
+#include "support/error_of.h"
 
 namespace mixprec {
 namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected mixprec::Error";
-  return {};
-}
+using test_support::error_of;
 
 Tensor iota(const Shape& shape, DType dtype = DType::F32) {
   return Tensor::arange(static_cast<double>(shape_numel(shape)), dtype).view(shape);

@@ -3,22 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "mixprec/core/tensor.h"
+#include "support/error_of.h"
 
 namespace mixprec {
 namespace {
 
 using ::testing::HasSubstr;
 
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected mixprec::Error";
-  return {};
-}
+using test_support::error_of;
 
 // [0, 1, ..., n-1] in the given shape, f32.
 Tensor iota(const Shape& shape) {
