@@ -91,7 +91,10 @@ void record_copy(const Tensor& source, const Tensor& copy) {
 
 // Installs the hooks when this translation unit is linked, which any program that can make a
 // tensor require grad does (requires_grad_ lives here).
+std::shared_ptr<AutogradMeta> make_meta() { return std::make_shared<AutogradMeta>(); }
+
 const bool g_hooks_installed = [] {
+  detail::autograd_hooks().make_meta = make_meta;
   detail::autograd_hooks().record_view = record_view;
   detail::autograd_hooks().record_copy = record_copy;
   return true;
@@ -145,7 +148,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 Tensor Tensor::detach() const {
   Tensor out = *this;
-  out.autograd_meta_ = nullptr;
+  out.autograd_meta_ = std::make_shared<AutogradMeta>();  // a new leaf, shared by its copies
   return out;
 }
 

@@ -12,7 +12,10 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
       shape_(std::move(shape)),
       strides_(std::move(strides)),
       offset_(offset),
-      dtype_(dtype) {
+      dtype_(dtype),
+      autograd_meta_(detail::autograd_hooks().make_meta != nullptr
+                         ? detail::autograd_hooks().make_meta()
+                         : nullptr) {
   MIXPREC_ASSERT(storage_ != nullptr);
   MIXPREC_ASSERT(shape_.size() == strides_.size());
   MIXPREC_ASSERT(offset_ >= 0);

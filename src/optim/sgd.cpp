@@ -6,8 +6,12 @@
 
 namespace mixprec::optim {
 
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) p.zero_grad();
+}
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : params_(std::move(params)), momentum_(params_.size()), options_(options) {
+    : Optimizer(std::move(params)), momentum_(params_.size()), options_(options) {
   MIXPREC_CHECK(options.lr >= 0 && options.momentum >= 0 && options.weight_decay >= 0,
                 "[SGD] lr, momentum and weight decay must be >= 0");
   MIXPREC_CHECK(!options.nesterov || options.momentum > 0, "[SGD] Nesterov needs a momentum > 0");
@@ -37,10 +41,6 @@ void SGD::step() {
     }
     axpby(1.0, p, -options_.lr, d, p);  // p -= lr d, rounded once into p's dtype
   }
-}
-
-void SGD::zero_grad() {
-  for (const Tensor& p : params_) p.zero_grad();
 }
 
 }  // namespace mixprec::optim

@@ -101,6 +101,23 @@ TEST(Autograd, NoGradAndInferenceModeRecordNothing) {
   EXPECT_FALSE(inference_mode_enabled());
 }
 
+TEST(Autograd, CopiesShareRequiresGradEvenWhenSetLater) {
+  // PyTorch semantics: every handle of a tensor is the same tensor. An optimizer that copied
+  // the handle before requires_grad_() still sees the gradient.
+  const Tensor w = Tensor::from_vector<double>({2, 3});
+  const Tensor copy = w;
+  w.requires_grad_();
+  EXPECT_TRUE(copy.requires_grad());
+  sum(copy * copy).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().value({1}), 6.0);
+  const Tensor d = w.detach();
+  const Tensor d_copy = d;
+  d.requires_grad_();
+  EXPECT_TRUE(d_copy.requires_grad()) << "a detached tensor is a new leaf shared by its copies";
+  EXPECT_FALSE(w.slice(0, 0, 1).detach().requires_grad());
+}
+
 TEST(Autograd, DetachCutsTheGraph) {
   const Tensor w = leaf({3}, 3);
   const Tensor d = (w * w).detach();

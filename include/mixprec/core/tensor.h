@@ -43,8 +43,9 @@ class Storage {
   Allocation allocation_;
 };
 
-// Defined by the autograd layer. A Tensor only reserves the slot: copies of a Tensor share it
-// (so a parameter and its copies agree on requires_grad and grad), views start without one.
+// Defined by the autograd layer. A Tensor only holds the slot: copies of a Tensor share it
+// (so a parameter and its copies agree on requires_grad and grad); every new tensor and every
+// view gets its own (AutogradHooks::make_meta) once the autograd layer is linked in.
 struct AutogradMeta;
 class Tensor;
 namespace autograd {
@@ -57,6 +58,9 @@ namespace detail {
 // The autograd layer installs these when it is linked in; core calls them only for sources
 // that carry autograd state, so tensors outside autograd pay one pointer test.
 struct AutogradHooks {
+  // Every new tensor gets its own autograd state up front, so that all later copies of the
+  // handle share it: requires_grad_() on one copy is seen by the others (as in PyTorch).
+  std::shared_ptr<AutogradMeta> (*make_meta)() = nullptr;
   void (*record_view)(const Tensor& base, const Tensor& view) = nullptr;
   void (*record_copy)(const Tensor& source, const Tensor& copy) = nullptr;
 };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "mixprec/core/tensor.h"
+#include "mixprec/optim/optimizer.h"
 
 namespace mixprec::optim {
 
@@ -14,15 +15,13 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
-class SGD {
+class SGD final : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);
-  void step();       // parameters without a gradient are skipped
-  void zero_grad();  // drops every parameter's gradient
+  void step() override;
   const SGDOptions& options() const { return options_; }
 
  private:
-  std::vector<Tensor> params_;
   std::vector<Tensor> momentum_;  // f32 (f64 for f64 parameters), created on first use
   SGDOptions options_;
 };
