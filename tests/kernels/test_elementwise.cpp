@@ -8,6 +8,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/elementwise.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -401,14 +402,7 @@ TEST_P(ElementwiseTest, BiasActivationOverTheChannelDim) {
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ElementwiseTest);
 
 // The message of the Error `body` throws.
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Elementwise, BadArgumentsAreClearErrors) {
   const Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});

@@ -6,6 +6,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/embedding.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 
 namespace mixprec::kernels {
@@ -81,14 +82,7 @@ TEST_P(EmbeddingTest, StridedTableIndicesAndOutput) {
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(EmbeddingTest);
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Embedding, BadIndicesAndShapesAreClearErrors) {
   const Tensor weight = Tensor::zeros({5, 3});

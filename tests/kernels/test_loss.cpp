@@ -7,6 +7,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/loss.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -165,14 +166,7 @@ TEST_P(LossTest, MseMatchesReference) {
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(LossTest);
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Loss, BadArgumentsAreClearErrors) {
   const Tensor logits = Tensor::zeros({4, 5});

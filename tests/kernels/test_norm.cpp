@@ -7,6 +7,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/norm.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -279,14 +280,7 @@ TEST_P(NormTest, GroupNormSiluOnVideoUNetShapes) {
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(NormTest);
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Norm, BadArgumentsAreClearErrors) {
   const Tensor x = Tensor::zeros({2, 8});

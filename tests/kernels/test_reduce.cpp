@@ -7,6 +7,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/reduce.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -281,14 +282,7 @@ TEST_P(ReduceTest, NaNPropagatesAndEmptyReductions) {
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ReduceTest);
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Reduce, BadArgumentsAreClearErrors) {
   const Tensor x = Tensor::zeros({2, 3, 4});

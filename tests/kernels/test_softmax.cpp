@@ -8,6 +8,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/softmax.h"
+#include "support/error_of.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -166,14 +167,7 @@ TEST_P(SoftmaxTest, MaskedPositionsAndSpecialRows) {
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(SoftmaxTest);
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test_support::error_of;
 
 TEST(Softmax, BadArgumentsAreClearErrors) {
   const Tensor x = Tensor::zeros({2, 3});
