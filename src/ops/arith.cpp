@@ -40,8 +40,8 @@ struct BinaryNode : Node {
 };
 
 struct AddBackward final : BinaryNode {
-  using BinaryNode::BinaryNode;
-  bool negate_b = false;
+  bool negate_b;  // sub: b's gradient is -g
+  AddBackward(const Tensor& a, const Tensor& b, bool negate) : BinaryNode(a, b), negate_b(negate) {}
   std::string_view name() const override { return negate_b ? "SubBackward" : "AddBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     return {sum_to(g[0], a_shape, a_dtype), sum_to(negate_b ? neg(g[0]) : g[0], b_shape, b_dtype)};
@@ -162,48 +162,27 @@ Tensor unary_op(UnaryOp op, const Tensor& x, Saved saved) {
   return finish<UnaryBackward>(out, {&x}, op, keep);
 }
 
+// Runs a broadcasting binary kernel with autograd off, then records NodeT(a, b, extra...).
+template <typename NodeT, typename... Extra>
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, Extra... extra) {
+  Tensor out;
+  {
+    NoGrad no_grad;
+    out = run_binary(op, a, b);
+  }
+  return finish<NodeT>(out, {&a, &b}, a, b, extra...);
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_binary(BinaryOp::Add, a, b);
-  }
-  return finish<AddBackward>(out, {&a, &b}, a, b);
+  return binary_op<AddBackward>(BinaryOp::Add, a, b, false);
 }
-
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_binary(BinaryOp::Sub, a, b);
-  }
-  if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<AddBackward>(a, b);
-    node->negate_b = true;
-    autograd::record(node, {&a, &b}, {&out});
-  }
-  return out;
+  return binary_op<AddBackward>(BinaryOp::Sub, a, b, true);
 }
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_binary(BinaryOp::Mul, a, b);
-  }
-  return finish<MulBackward>(out, {&a, &b}, a, b);
-}
-
-Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out;
-  {
-    NoGrad no_grad;
-    out = run_binary(BinaryOp::Div, a, b);
-  }
-  return finish<DivBackward>(out, {&a, &b}, a, b);
-}
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op<MulBackward>(BinaryOp::Mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op<DivBackward>(BinaryOp::Div, a, b); }
 
 Tensor mul(const Tensor& a, double s) {
   // A scalar in a's dtype (not promoted): the scaling of losses and gradients.
