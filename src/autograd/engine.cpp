@@ -5,6 +5,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
@@ -24,6 +25,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   MIXPREC_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] got ", grads.size(),
                 " gradients for ", roots.size(), " tensors");
   NoGrad no_grad;  // backward itself records nothing
+  // Gradients run in the dtypes their forward chose, not in an enclosing autocast region's.
+  amp::Autocast autocast_off(DType::F32, false);
 
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (std::size_t i = 0; i < roots.size(); ++i) {

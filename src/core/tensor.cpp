@@ -171,6 +171,7 @@ void Tensor::set(std::initializer_list<int64_t> index, double value) const {
 
 void Tensor::set(std::span<const int64_t> index, double value) const {
   const int64_t offset = element_offset(index, "set");
+  storage_->bump_version();
   auto* p = static_cast<char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
   // One rounding from f64, as the conversion kernel's contract promises.
   kernels::convert(&value, DType::F64, p, dtype_, 1);

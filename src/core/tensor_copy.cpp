@@ -239,6 +239,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   MIXPREC_CHECK(broadcastable, "[copy_] source shape ", shape_to_string(src.shape_),
                 " cannot be broadcast to the destination shape ", shape_to_string(shape_));
   if (numel() == 0) return *this;
+  storage_->bump_version();
 
   Tensor source = src;
   if (may_overlap(*this, src)) {
@@ -263,6 +264,7 @@ const Tensor& Tensor::zero_() const {
   // Zero is all-zero bits in every dtype, and a dense tensor's elements form one block that
   // starts at data_ptr() (strides are never negative).
   if (is_non_overlapping_and_dense()) {
+    storage_->bump_version();
     if (numel() > 0) std::memset(data_ptr(), 0, nbytes());
     return *this;
   }

@@ -1,5 +1,6 @@
 #include "mixprec/nn/checkpoint.h"
 
+#include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/engine.h"
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
@@ -12,6 +13,9 @@ struct CheckpointBackward final : autograd::Node {
   std::vector<Tensor> inputs;  // detached; requires_grad as the originals
   Generator* gen;
   GeneratorState rng_at_forward;
+  bool autocast_at_forward;  // the recomputation runs under the forward's autocast state, so
+  DType autocast_dtype;      // it makes the same casts and the same dtypes
+
   std::string_view name() const override { return "CheckpointBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
@@ -26,6 +30,7 @@ struct CheckpointBackward final : autograd::Node {
     Tensor out;
     {
       EnableGrad recording;  // the engine runs nodes with grad mode off
+      amp::Autocast autocast(autocast_dtype, autocast_at_forward);
       out = fn(leaves);
     }
     gen->set_state(rng_now);
@@ -61,6 +66,8 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Gen
     if (inputs[i].defined() && inputs[i].requires_grad()) node->inputs[i].requires_grad_();
   node->gen = &gen;
   node->rng_at_forward = rng_at_forward;
+  node->autocast_at_forward = amp::autocast_enabled();
+  node->autocast_dtype = amp::autocast_enabled() ? amp::autocast_dtype() : DType::F32;
   autograd::record(node, pointers, {&out});
   return out;
 }

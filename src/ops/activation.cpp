@@ -71,7 +71,8 @@ struct ActivationBackward final : autograd::Node {
   void release_saved() override { x = Tensor(); }
 };
 
-Tensor activation(UnaryOp op, const Tensor& x) {
+Tensor activation(amp::AutocastOp policy, UnaryOp op, const Tensor& x_in) {
+  const Tensor x = amp::autocast_args(policy, x_in)[0];
   ops_detail::check_float(kernels::unary_op_name(op).data(), x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
@@ -86,10 +87,13 @@ Tensor activation(UnaryOp op, const Tensor& x) {
 }  // namespace
 
 Tensor gelu(const Tensor& x, GeluApproximation a) {
-  return activation(a == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+  return activation(amp::AutocastOp::Gelu,
+                    a == GeluApproximation::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
 }
-Tensor silu(const Tensor& x) { return activation(UnaryOp::Silu, x); }
-Tensor sigmoid(const Tensor& x) { return activation(UnaryOp::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return activation(UnaryOp::Tanh, x); }
+Tensor silu(const Tensor& x) { return activation(amp::AutocastOp::Silu, UnaryOp::Silu, x); }
+Tensor sigmoid(const Tensor& x) {
+  return activation(amp::AutocastOp::Sigmoid, UnaryOp::Sigmoid, x);
+}
+Tensor tanh(const Tensor& x) { return activation(amp::AutocastOp::Tanh, UnaryOp::Tanh, x); }
 
 }  // namespace mixprec

@@ -9,6 +9,8 @@
 namespace mixprec {
 namespace {
 
+using amp::autocast_args;
+using amp::AutocastOp;
 using autograd::Node;
 using kernels::BinaryOp;
 using kernels::UnaryOp;
@@ -150,7 +152,8 @@ struct ClampBackward final : Node {
 // What a unary op's backward needs: nothing, its input, or its output.
 enum class Saved { Nothing, Input, Output };
 
-Tensor unary_op(UnaryOp op, const Tensor& x, Saved saved) {
+Tensor unary_op(AutocastOp policy, UnaryOp op, const Tensor& x_in, Saved saved) {
+  const Tensor x = autocast_args(policy, x_in)[0];
   Tensor out;
   {
     NoGrad no_grad;
@@ -164,7 +167,9 @@ Tensor unary_op(UnaryOp op, const Tensor& x, Saved saved) {
 
 // Runs a broadcasting binary kernel with autograd off, then records NodeT(a, b, extra...).
 template <typename NodeT, typename... Extra>
-Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, Extra... extra) {
+Tensor binary_op(AutocastOp policy, BinaryOp op, const Tensor& a_in, const Tensor& b_in,
+                 Extra... extra) {
+  const auto [a, b] = autocast_args(policy, a_in, b_in);
   Tensor out;
   {
     NoGrad no_grad;
@@ -176,27 +181,35 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, Extra... extra) 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary_op<AddBackward>(BinaryOp::Add, a, b, false);
+  return binary_op<AddBackward>(AutocastOp::Add, BinaryOp::Add, a, b, false);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary_op<AddBackward>(BinaryOp::Sub, a, b, true);
+  return binary_op<AddBackward>(AutocastOp::Sub, BinaryOp::Sub, a, b, true);
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op<MulBackward>(BinaryOp::Mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op<DivBackward>(BinaryOp::Div, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_op<MulBackward>(AutocastOp::Mul, BinaryOp::Mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_op<DivBackward>(AutocastOp::Div, BinaryOp::Div, a, b);
+}
 
 Tensor mul(const Tensor& a, double s) {
   // A scalar in a's dtype (not promoted): the scaling of losses and gradients.
-  return mul(a, Tensor::scalar(s, a.dtype()));
+  return binary_op<MulBackward>(AutocastOp::MulScalar, BinaryOp::Mul, a,
+                                Tensor::scalar(s, a.dtype()));
 }
 
-Tensor neg(const Tensor& x) { return unary_op(UnaryOp::Neg, x, Saved::Nothing); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x, Saved::Output); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x, Saved::Input); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x, Saved::Output); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x, Saved::Output); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::Rsqrt, x, Saved::Output); }
+Tensor neg(const Tensor& x) { return unary_op(AutocastOp::Neg, UnaryOp::Neg, x, Saved::Nothing); }
+Tensor exp(const Tensor& x) { return unary_op(AutocastOp::Exp, UnaryOp::Exp, x, Saved::Output); }
+Tensor log(const Tensor& x) { return unary_op(AutocastOp::Log, UnaryOp::Log, x, Saved::Input); }
+Tensor relu(const Tensor& x) { return unary_op(AutocastOp::Relu, UnaryOp::Relu, x, Saved::Output); }
+Tensor sqrt(const Tensor& x) { return unary_op(AutocastOp::Sqrt, UnaryOp::Sqrt, x, Saved::Output); }
+Tensor rsqrt(const Tensor& x) {
+  return unary_op(AutocastOp::Rsqrt, UnaryOp::Rsqrt, x, Saved::Output);
+}
 
-Tensor pow(const Tensor& x, double exponent) {
+Tensor pow(const Tensor& x_in, double exponent) {
+  const Tensor x = autocast_args(AutocastOp::Pow, x_in)[0];
   ops_detail::check_float("pow", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
@@ -214,7 +227,8 @@ Tensor pow(const Tensor& x, double exponent) {
   return out;
 }
 
-Tensor clamp(const Tensor& x, double lo, double hi) {
+Tensor clamp(const Tensor& x_in, double lo, double hi) {
+  const Tensor x = autocast_args(AutocastOp::Clamp, x_in)[0];
   ops_detail::check_float("clamp", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {

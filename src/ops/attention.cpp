@@ -150,8 +150,10 @@ void attention_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     const AttentionParams& params) {
+  const auto [q, k, v] =
+      amp::autocast_args(amp::AutocastOp::ScaledDotProductAttention, q_in, k_in, v_in);
   for (const Tensor* t : {&q, &k, &v}) ops_detail::check_float("scaled_dot_product_attention", *t);
   MIXPREC_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4,
                 "[scaled_dot_product_attention] expected 4-D q, k, v, got ",

@@ -131,7 +131,10 @@ struct Conv2dBackward final : autograd::Node {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+              const Conv2dParams& p) {
+  const auto [x, weight, bias] =
+      amp::autocast_args(amp::AutocastOp::Conv2d, x_in, weight_in, bias_in);
   ops_detail::check_float("conv2d", x);
   ops_detail::check_float("conv2d", weight);
   MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4,

@@ -183,11 +183,16 @@ struct CatBackward final : autograd::Node {  // slices of the gradient
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(amp::autocast_args(amp::AutocastOp::Softmax, x)[0], dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(amp::autocast_args(amp::AutocastOp::LogSoftmax, x)[0], dim, true);
+}
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, Reduction reduction,
                      const kernels::CrossEntropyOptions& options) {
+  const Tensor logits = amp::autocast_args(amp::AutocastOp::CrossEntropy, logits_in)[0];
   ops_detail::check_float("cross_entropy", logits);
   kernels::CrossEntropyOptions o = options;
   o.reduction = reduction;
@@ -208,7 +213,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
   return out;
 }
 
-Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
+  const auto [a, b] = amp::autocast_args(amp::AutocastOp::MSELoss, a_in, b_in);
   ops_detail::check_float("mse_loss", a);
   ops_detail::check_float("mse_loss", b);
   const DType out_dtype =
@@ -228,7 +234,8 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
   return out;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
+  const Tensor weight = amp::autocast_args(amp::AutocastOp::Embedding, weight_in)[0];
   ops_detail::check_float("embedding", weight);
   MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight must be [V, D], got ",
                 shape_to_string(weight.shape()));
@@ -249,7 +256,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+Tensor dropout(const Tensor& x_in, double p, bool training, Generator& gen) {
+  const Tensor x = amp::autocast_args(amp::AutocastOp::Dropout, x_in)[0];
   ops_detail::check_float("dropout", x);
   MIXPREC_CHECK(p >= 0.0 && p < 1.0, "[dropout] p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;
@@ -276,8 +284,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   return out;
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  MIXPREC_CHECK(!tensors.empty(), "[cat] expected at least one tensor");
+Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  MIXPREC_CHECK(!tensors_in.empty(), "[cat] expected at least one tensor");
+  std::vector<Tensor> tensors = tensors_in;
+  if (amp::autocast_enabled()) amp::apply_autocast(amp::AutocastOp::Cat, tensors);
   const Tensor& first = tensors[0];
   const int64_t d = normalize_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();

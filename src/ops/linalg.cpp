@@ -102,7 +102,8 @@ struct LinearBackward final : autograd::Node {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const auto [a, b] = amp::autocast_args(amp::AutocastOp::Matmul, a_in, b_in);
   ops_detail::check_float("matmul", a);
   ops_detail::check_float("matmul", b);
   Tensor out;
@@ -119,7 +120,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const auto [x, weight, bias] =
+      amp::autocast_args(amp::AutocastOp::Linear, x_in, weight_in, bias_in);
   ops_detail::check_float("linear", x);
   ops_detail::check_float("linear", weight);
   MIXPREC_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "[linear] x ",

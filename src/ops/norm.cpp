@@ -128,8 +128,10 @@ Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor&
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  const auto [x, weight, bias] =
+      amp::autocast_args(amp::AutocastOp::LayerNorm, x_in, weight_in, bias_in);
   ops_detail::check_float("layer_norm", x);
   Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
   {
@@ -143,7 +145,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return record_norm(out, node, x, weight, bias);
 }
 
-Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in,
+                double eps) {
+  const auto [x, weight] = amp::autocast_args(amp::AutocastOp::RMSNorm, x_in, weight_in);
   ops_detail::check_float("rms_norm", x);
   Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
   {
@@ -157,8 +161,10 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   return record_norm(out, node, x, weight, Tensor());
 }
 
-Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
-                  double eps, Activation activation) {
+Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps, Activation activation) {
+  const auto [x, weight, bias] =
+      amp::autocast_args(amp::AutocastOp::GroupNorm, x_in, weight_in, bias_in);
   ops_detail::check_float("group_norm", x);
   MIXPREC_CHECK(activation == Activation::None || activation == Activation::SiLU,
                 "[group_norm] the fused activation must be None or SiLU");

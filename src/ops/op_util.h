@@ -2,6 +2,7 @@
 // Shared pieces of the op front-ends.
 #include <vector>
 
+#include "mixprec/amp/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/reduce.h"

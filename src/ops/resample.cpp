@@ -106,7 +106,11 @@ Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel,
 
 }  // namespace
 
-Tensor upsample(const Tensor& x, int64_t scale, UpsampleMode mode) {
+Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
+  const Tensor x =
+      amp::autocast_args(mode == UpsampleMode::Nearest ? amp::AutocastOp::UpsampleNearest
+                                                       : amp::AutocastOp::UpsampleBilinear,
+                         x_in)[0];
   ops_detail::check_float("upsample", x);
   MIXPREC_CHECK(x.dim() == 4 && scale >= 1,
                 "[upsample] expected x [N, C, H, W] and scale >= 1, got ",
@@ -121,7 +125,8 @@ Tensor upsample(const Tensor& x, int64_t scale, UpsampleMode mode) {
                 scale);
 }
 
-Tensor avg_pool2d(const Tensor& x, int64_t kernel) {
+Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
+  const Tensor x = amp::autocast_args(amp::AutocastOp::AvgPool2d, x_in)[0];
   ops_detail::check_float("avg_pool2d", x);
   MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
                 "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
@@ -137,7 +142,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel) {
   return finish(out, x, Resample::AvgPool, kernel);
 }
 
-Tensor max_pool2d(const Tensor& x, int64_t kernel) {
+Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
+  const Tensor x = amp::autocast_args(amp::AutocastOp::MaxPool2d, x_in)[0];
   ops_detail::check_float("max_pool2d", x);
   MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
                 "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");

@@ -33,14 +33,22 @@ namespace mixprec {
 class Generator;
 
 // The bytes behind one or more tensors. Shared by a tensor and all its views.
+// Its version counts in-place writes (PyTorch's version counter): every Tensor method that
+// writes (copy_, fill_, zero_, set) and every optimizer step bumps it, so a cache of values
+// derived from the storage (autocast's weight casts) can tell that it went stale. Code that
+// writes through data_ptr() into an existing tensor that others may have read should call
+// bump_version() too.
 class Storage {
  public:
   explicit Storage(std::size_t nbytes) : allocation_(nbytes) {}
   void* data() const { return allocation_.data(); }
   std::size_t nbytes() const { return allocation_.size(); }
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
   Allocation allocation_;
+  uint64_t version_ = 0;
 };
 
 // Defined by the autograd layer. A Tensor only holds the slot: copies of a Tensor share it

@@ -1,0 +1,75 @@
+#pragma once
+// Autocast (PyTorch's torch.autocast for CPU): inside an amp::Autocast region every op front-end
+// casts its inputs as the policy table (amp/autocast_policy.h) says, so a model written in f32
+// runs its matrix products in bf16/f16 and its sensitive ops in f32 without a change to its
+// code. Outside a region nothing is cast, ever.
+//
+//   {
+//     amp::Autocast on(DType::BF16);
+//     loss = cross_entropy(model(x), y);   // linear/conv/attention in bf16, the loss in f32
+//     { amp::Autocast off(DType::BF16, false); ... }  // switched off inside
+//   }
+//   loss.backward();                       // runs in the dtypes the forward used
+//
+// The state is per thread. Guards nest: an inner guard may switch autocast off or change the
+// dtype, and the previous state comes back when it dies. Backward passes run with autocast off
+// (the engine switches it off), so gradients keep the dtypes their forward chose.
+//
+// Weight-cast cache: casting a parameter (a leaf that requires grad) is done once per dtype for
+// the life of the outermost guard and reused by every later use, as in PyTorch, so a weight
+// used by several ops or several forwards is converted once. An entry is dropped and remade
+// when it would be wrong: the weight was written in place since (its storage's version moved),
+// or the cast was made without gradient history (under NoGrad) and is now needed with it.
+// Views of a weight and other non-leaf tensors are cast at each use and never cached, so the
+// cache cannot grow with repeated forwards.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "mixprec/amp/autocast_policy.h"
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::amp {
+
+class Autocast {
+ public:
+  // dtype must be BF16 or F16 (F32 is allowed only with enabled = false).
+  explicit Autocast(DType dtype = DType::BF16, bool enabled = true);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool previous_enabled_;
+  DType previous_dtype_;
+};
+
+bool autocast_enabled();  // on this thread
+DType autocast_dtype();   // the dtype Lower ops run in (meaningful while enabled)
+
+// What autocast did on this thread since the last reset: conversions it made (cached or not),
+// uses served from the weight-cast cache, and the cache's current size.
+struct AutocastStats {
+  int64_t casts = 0;
+  int64_t cache_hits = 0;
+  std::size_t cache_entries = 0;
+};
+AutocastStats autocast_stats();
+void reset_autocast_stats();  // counters only; the cache belongs to the outermost guard
+
+// Casts `inputs` in place as `op`'s policy says; a no-op when autocast is off. Undefined
+// tensors (an absent bias) stay undefined.
+void apply_autocast(AutocastOp op, std::span<Tensor> inputs);
+
+// The front-ends' form: `const auto [x, w, b] = amp::autocast_args(AutocastOp::Linear, x_, w_,
+// b_);` returns the inputs as the op must see them.
+template <typename... Ts>
+std::array<Tensor, sizeof...(Ts)> autocast_args(AutocastOp op, const Ts&... inputs) {
+  std::array<Tensor, sizeof...(Ts)> out{inputs...};
+  if (autocast_enabled()) apply_autocast(op, out);
+  return out;
+}
+
+}  // namespace mixprec::amp

@@ -1,0 +1,43 @@
+#pragma once
+// One value that says how a model trains or runs: in which dtype its matrix products compute
+// (autocast), in which dtype its parameters are stored, and how the loss is scaled. The
+// command line's `--precision` parses into it.
+//
+//   name          compute  params  loss scaling   what it is
+//   fp32          f32      f32     none           the reference
+//   bf16          bf16     f32     none           autocast (PyTorch AMP's bf16 recipe)
+//   fp16          f16      f32     dynamic        autocast + GradScaler (PyTorch AMP's f16 recipe)
+//   bf16-params   bf16     bf16    none           true half precision: 16-bit weights, f32 master
+//   fp16-params   f16      f16     dynamic        weights in the optimizer (norms stay f32)
+//   auto          what this CPU runs best (PrecisionConfig::auto_detect)
+#include <string>
+#include <string_view>
+
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::amp {
+
+enum class LossScaling { None, Static, Dynamic };
+
+struct PrecisionConfig {
+  DType compute = DType::F32;  // the autocast dtype; f32 means autocast off
+  DType params = DType::F32;   // parameter storage; 16-bit needs an optimizer with master weights
+  bool keep_f32 = true;        // with 16-bit params, norm layers keep f32 parameters
+  LossScaling loss_scaling = LossScaling::None;
+
+  // bf16 autocast where the CPU has native bf16 dot products (AVX512_BF16 / AMX), f16 autocast
+  // with loss scaling where it has F16C, else f32 (see recommended_precision()).
+  static PrecisionConfig auto_detect(const CpuFeatures& features = cpu_features());
+  // One of the names above; an Error listing them otherwise.
+  static PrecisionConfig parse(std::string_view name);
+
+  bool autocast() const { return compute != DType::F32; }
+  bool half_params() const { return params != DType::F32; }
+  std::string name() const;  // the table's name for a preset, else a description
+  // The GradScaler this configuration trains with (disabled when there is no loss scaling).
+  GradScalerOptions scaler_options() const;
+};
+
+}  // namespace mixprec::amp
