@@ -20,8 +20,13 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = kernels::binary_op_name(op).data();
   ops_detail::check_float(name, a);
   ops_detail::check_float(name, b);
-  Tensor out =
-      Tensor::empty(broadcast_shapes(a.shape(), b.shape(), name), promote(a.dtype(), b.dtype()));
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  // The output takes the layout of an input that already has its shape, so a channels_last
+  // activation plus a broadcast bias [N, C, 1, 1] stays channels_last.
+  const MemoryFormat format = a.shape() == shape   ? a.suggest_memory_format()
+                              : b.shape() == shape ? b.suggest_memory_format()
+                                                   : MemoryFormat::Contiguous;
+  Tensor out = Tensor::empty(shape, promote(a.dtype(), b.dtype()), format);
   kernels::binary(op, a, b, out);
   return out;
 }

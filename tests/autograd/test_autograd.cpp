@@ -250,3 +250,21 @@ TEST(OpsFunctional, CrossEntropyIsF32AndBf16GradientsFollowLogits) {
 
 }  // namespace
 }  // namespace mixprec
+
+namespace mixprec {
+namespace {
+
+TEST(OpsArith, BroadcastAddKeepsChannelsLast) {
+  Generator gen(11);
+  const Tensor x = Tensor::randn({2, 3, 4, 5}, gen).to(MemoryFormat::ChannelsLast);
+  const Tensor bias = Tensor::randn({2, 3, 1, 1}, gen);
+  const Tensor y = add(x, bias);
+  EXPECT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(add(bias, x).is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_EQ(
+      y.value({1, 2, 3, 4}),
+      static_cast<double>(static_cast<float>(x.value({1, 2, 3, 4}) + bias.value({1, 2, 0, 0}))));
+}
+
+}  // namespace
+}  // namespace mixprec

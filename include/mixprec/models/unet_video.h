@@ -1,0 +1,85 @@
+#pragma once
+// UNetVideo: the denoiser of live-stream video diffusion. It generates one frame at a time,
+// conditioned on the frame before it: the input is the noisy current frame channel-concatenated
+// with the previous (context) frame, plus the diffusion timestep.
+//
+//   x_t [B, 3, H, W] ++ context [B, 3, H, W] -> conv_in -> down path (ResBlocks, stride-2
+//   convs, skips kept) -> middle (ResBlock, self-attention, ResBlock) -> up path (ResBlocks on
+//   concat(h, skip), nearest 2x + conv) -> GroupNorm+SiLU -> conv_out -> [B, 3, H, W]
+//
+// ResBlock: GroupNorm+SiLU -> 3x3 conv -> + Linear(SiLU(time embedding)) per channel ->
+// GroupNorm+SiLU -> 3x3 conv, plus the input (through a 1x1 conv when channels change).
+// Self-attention runs at the resolutions Config::attention_levels names (and always in the
+// middle), over the H*W pixels as tokens: in channels_last memory [B, H*W, C] is a view.
+//
+// Dtypes: the network runs in its input's dtype. For true half precision call
+// `model.to(DType::BF16)` (GroupNorm parameters stay f32) and pass bf16 frames; the timestep
+// embedding is made in the input's dtype too, so nothing is promoted back to f32 on the way.
+// Channel counts are multiples of 16 (one AVX-512 vector of f32, half a cache line of bf16).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/random.h"
+#include "mixprec/nn/layers.h"
+
+namespace mixprec::models {
+
+struct UNetVideoConfig {
+  std::string name = "custom";
+  int64_t frame_channels = 3;
+  int64_t base_channels = 32;
+  std::vector<int64_t> channel_mults = {1, 2, 2};  // one entry per level (resolution)
+  int64_t res_blocks = 1;                          // per level on the way down (+1 up)
+  std::vector<int64_t> attention_levels = {};      // levels with self-attention (middle always)
+  int64_t head_dim = 32;                           // attention heads = channels / head_dim
+  int64_t groups = 8;                              // GroupNorm groups
+
+  // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
+  // attention at 16x16; base 128; and an ~880M-parameter model of the seed documents' size.
+  static UNetVideoConfig lightweight();
+  static UNetVideoConfig medium();
+  static UNetVideoConfig heavy();
+  static UNetVideoConfig xl();
+  static UNetVideoConfig preset(const std::string& name);  // Error listing the names
+};
+
+class UNetVideo final : public nn::Module {
+ public:
+  explicit UNetVideo(UNetVideoConfig config, Generator& gen = default_generator());
+  std::string_view type_name() const override { return "UNetVideo"; }
+
+  // x_t, context [B, 3, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (any dtype,
+  // diffusion steps as numbers) -> the prediction [B, 3, H, W] in x_t's dtype and layout.
+  Tensor forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps);
+
+  const UNetVideoConfig& config() const { return config_; }
+  int64_t parameter_count() const;
+  // Multiply-adds x 2 of one forward at batch 1 and height x width, counted layer by layer
+  // (convolutions, linears, attention); elementwise work and norms are not counted.
+  double gflop_per_forward(int64_t height, int64_t width) const;
+
+  class ResBlock;
+  class AttentionBlock;
+
+ private:
+  UNetVideoConfig config_;
+  std::shared_ptr<nn::Linear> time_fc1_, time_fc2_;
+  std::shared_ptr<nn::Conv2d> conv_in_, conv_out_;
+  std::shared_ptr<nn::GroupNorm> norm_out_;
+  struct Level {
+    std::vector<std::shared_ptr<ResBlock>> blocks;
+    std::vector<std::shared_ptr<AttentionBlock>> attention;  // one per block, or empty
+    std::shared_ptr<nn::Conv2d> resample;                    // down: stride 2; up: after 2x
+  };
+  std::vector<Level> down_, up_;  // up_[0] is the deepest level
+  std::shared_ptr<ResBlock> mid1_, mid2_;
+  std::shared_ptr<AttentionBlock> mid_attention_;
+};
+
+// [B] timesteps -> [B, dim] sinusoidal features (Transformer/DDPM style, f32 math, rounded once
+// into `dtype`): the first half sin(t * f_i), the second cos(t * f_i), f_i = 10000^(-i/(dim/2)).
+Tensor timestep_embedding(const Tensor& timesteps, int64_t dim, DType dtype);
+
+}  // namespace mixprec::models

@@ -1,0 +1,346 @@
+#include "mixprec/models/unet_video.h"
+
+#include <cmath>
+
+#include "mixprec/core/error.h"
+#include "mixprec/nn/init.h"
+#include "mixprec/ops/activation.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/conv.h"
+#include "mixprec/ops/functional.h"
+
+namespace mixprec::models {
+
+using kernels::Activation;
+
+UNetVideoConfig UNetVideoConfig::lightweight() {
+  UNetVideoConfig c;
+  c.name = "lightweight";
+  c.base_channels = 32;
+  c.channel_mults = {1, 2, 2};
+  c.res_blocks = 1;
+  c.attention_levels = {};
+  c.head_dim = 32;
+  return c;
+}
+
+UNetVideoConfig UNetVideoConfig::medium() {
+  UNetVideoConfig c;
+  c.name = "medium";
+  c.base_channels = 64;
+  c.channel_mults = {1, 2, 4};
+  c.res_blocks = 2;
+  c.attention_levels = {2};  // 16x16 at 64x64 frames
+  c.head_dim = 64;
+  return c;
+}
+
+UNetVideoConfig UNetVideoConfig::heavy() {
+  UNetVideoConfig c = medium();
+  c.name = "heavy";
+  c.base_channels = 128;
+  return c;
+}
+
+UNetVideoConfig UNetVideoConfig::xl() {
+  UNetVideoConfig c;
+  c.name = "xl";
+  c.base_channels = 192;
+  c.channel_mults = {1, 2, 4, 8};
+  c.res_blocks = 3;
+  c.attention_levels = {2, 3};
+  c.head_dim = 64;
+  c.groups = 32;
+  return c;
+}
+
+UNetVideoConfig UNetVideoConfig::preset(const std::string& name) {
+  if (name == "lightweight") return lightweight();
+  if (name == "medium") return medium();
+  if (name == "heavy") return heavy();
+  if (name == "xl") return xl();
+  throw Error("[UNetVideo] unknown preset '" + name + "', expected lightweight|medium|heavy|xl");
+}
+
+// ---- blocks ----
+
+class UNetVideo::ResBlock final : public nn::Module {
+ public:
+  ResBlock(int64_t in, int64_t out, int64_t time_dim, int64_t groups, Generator& gen)
+      : out_channels_(out) {
+    norm1_ = register_module("norm1",
+                             std::make_shared<nn::GroupNorm>(groups, in, 1e-5, Activation::SiLU));
+    conv1_ = register_module(
+        "conv1", std::make_shared<nn::Conv2d>(in, out, 3, Conv2dParams{.padding = 1}, true, gen));
+    time_ = register_module("time", std::make_shared<nn::Linear>(time_dim, out, true, gen));
+    norm2_ = register_module("norm2",
+                             std::make_shared<nn::GroupNorm>(groups, out, 1e-5, Activation::SiLU));
+    conv2_ = register_module(
+        "conv2", std::make_shared<nn::Conv2d>(out, out, 3, Conv2dParams{.padding = 1}, true, gen));
+    // The residual branch starts near zero so a deep stack begins close to the identity
+    // (DDPM zero-initialises it; a small scale keeps gradients flowing into conv1 too).
+    nn::init::uniform_(conv2_->weight(), -1e-3, 1e-3, gen);
+    if (in != out)
+      skip_ = register_module("skip",
+                              std::make_shared<nn::Conv2d>(in, out, 1, Conv2dParams{}, true, gen));
+  }
+  std::string_view type_name() const override { return "ResBlock"; }
+
+  // x [B, in, H, W]; time [B, time_dim] already through SiLU.
+  Tensor forward(const Tensor& x, const Tensor& time) {
+    Tensor h = conv1_->forward(norm1_->forward(x));
+    h = add(h, time_->forward(time).view({x.size(0), out_channels_, 1, 1}));
+    h = conv2_->forward(norm2_->forward(h));
+    return add(h, skip_ != nullptr ? skip_->forward(x) : x);
+  }
+
+ private:
+  int64_t out_channels_;
+  std::shared_ptr<nn::GroupNorm> norm1_, norm2_;
+  std::shared_ptr<nn::Conv2d> conv1_, conv2_, skip_;
+  std::shared_ptr<nn::Linear> time_;
+};
+
+class UNetVideo::AttentionBlock final : public nn::Module {
+ public:
+  AttentionBlock(int64_t channels, int64_t head_dim, int64_t groups, Generator& gen) {
+    MIXPREC_CHECK(channels % head_dim == 0, "[UNetVideo] ", channels,
+                  " channels do not split into heads of ", head_dim);
+    norm_ = register_module("norm", std::make_shared<nn::GroupNorm>(groups, channels));
+    attention_ = register_module(
+        "attention", std::make_shared<nn::MultiheadAttention>(channels, channels / head_dim, gen));
+  }
+  std::string_view type_name() const override { return "AttentionBlock"; }
+
+  Tensor forward(const Tensor& x) {  // x [B, C, H, W]
+    const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+    // Pixels as tokens: [B, C, H, W] -> [B, H*W, C], a view when x is channels_last.
+    const Tensor tokens = norm_->forward(x).permute({0, 2, 3, 1}).reshape({b, h * w, c});
+    const Tensor mixed = attention_->forward(tokens);
+    return add(x, mixed.view({b, h, w, c}).permute({0, 3, 1, 2}));
+  }
+
+ private:
+  std::shared_ptr<nn::GroupNorm> norm_;
+  std::shared_ptr<nn::MultiheadAttention> attention_;
+};
+
+// ---- the network ----
+
+namespace {
+
+bool has_attention(const UNetVideoConfig& c, int64_t level) {
+  for (int64_t l : c.attention_levels)
+    if (l == level) return true;
+  return false;
+}
+
+void check_config(const UNetVideoConfig& c) {
+  MIXPREC_CHECK(!c.channel_mults.empty() && c.res_blocks >= 1 && c.frame_channels >= 1 &&
+                    c.base_channels >= 16 && c.base_channels % 16 == 0 && c.head_dim >= 1 &&
+                    c.groups >= 1,
+                "[UNetVideo] invalid configuration '", c.name, "'");
+  for (int64_t m : c.channel_mults)
+    MIXPREC_CHECK(m >= 1, "[UNetVideo] channel multipliers must be >= 1");
+  for (int64_t l : c.attention_levels)
+    MIXPREC_CHECK(l >= 0 && l < static_cast<int64_t>(c.channel_mults.size()),
+                  "[UNetVideo] attention level ", l, " does not exist");
+}
+
+}  // namespace
+
+UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move(config)) {
+  check_config(config_);
+  const UNetVideoConfig& c = config_;
+  const int64_t base = c.base_channels, time_dim = 4 * base;
+  const auto levels = static_cast<int64_t>(c.channel_mults.size());
+  time_fc1_ = register_module("time_fc1", std::make_shared<nn::Linear>(base, time_dim, true, gen));
+  time_fc2_ =
+      register_module("time_fc2", std::make_shared<nn::Linear>(time_dim, time_dim, true, gen));
+  conv_in_ = register_module("conv_in",
+                             std::make_shared<nn::Conv2d>(2 * c.frame_channels, base, 3,
+                                                          Conv2dParams{.padding = 1}, true, gen));
+  std::vector<int64_t> skip_channels = {base};
+  int64_t ch = base;
+  for (int64_t l = 0; l < levels; ++l) {
+    Level level;
+    const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
+    for (int64_t b = 0; b < c.res_blocks; ++b) {
+      const std::string name = "down." + std::to_string(l) + "." + std::to_string(b);
+      level.blocks.push_back(
+          register_module(name, std::make_shared<ResBlock>(ch, out, time_dim, c.groups, gen)));
+      ch = out;
+      if (has_attention(c, l))
+        level.attention.push_back(register_module(
+            name + ".attention", std::make_shared<AttentionBlock>(ch, c.head_dim, c.groups, gen)));
+      skip_channels.push_back(ch);
+    }
+    if (l + 1 < levels) {
+      level.resample =
+          register_module("down." + std::to_string(l) + ".downsample",
+                          std::make_shared<nn::Conv2d>(
+                              ch, ch, 3, Conv2dParams{.stride = 2, .padding = 1}, true, gen));
+      skip_channels.push_back(ch);
+    }
+    down_.push_back(std::move(level));
+  }
+  mid1_ = register_module("mid.0", std::make_shared<ResBlock>(ch, ch, time_dim, c.groups, gen));
+  mid_attention_ = register_module("mid.attention",
+                                   std::make_shared<AttentionBlock>(ch, c.head_dim, c.groups, gen));
+  mid2_ = register_module("mid.1", std::make_shared<ResBlock>(ch, ch, time_dim, c.groups, gen));
+  for (int64_t l = levels - 1; l >= 0; --l) {
+    Level level;
+    const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
+    for (int64_t b = 0; b <= c.res_blocks; ++b) {
+      const std::string name = "up." + std::to_string(l) + "." + std::to_string(b);
+      const int64_t skip = skip_channels.back();
+      skip_channels.pop_back();
+      level.blocks.push_back(register_module(
+          name, std::make_shared<ResBlock>(ch + skip, out, time_dim, c.groups, gen)));
+      ch = out;
+      if (has_attention(c, l))
+        level.attention.push_back(register_module(
+            name + ".attention", std::make_shared<AttentionBlock>(ch, c.head_dim, c.groups, gen)));
+    }
+    if (l > 0)
+      level.resample = register_module(
+          "up." + std::to_string(l) + ".upsample",
+          std::make_shared<nn::Conv2d>(ch, ch, 3, Conv2dParams{.padding = 1}, true, gen));
+    up_.push_back(std::move(level));
+  }
+  norm_out_ = register_module(
+      "norm_out", std::make_shared<nn::GroupNorm>(c.groups, ch, 1e-5, Activation::SiLU));
+  conv_out_ = register_module(
+      "conv_out",
+      std::make_shared<nn::Conv2d>(ch, c.frame_channels, 3, Conv2dParams{.padding = 1}, true, gen));
+  nn::init::uniform_(conv_out_->weight(), -1e-3, 1e-3, gen);
+  to(MemoryFormat::ChannelsLast);
+}
+
+Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps) {
+  const UNetVideoConfig& c = config_;
+  const auto levels = static_cast<int64_t>(c.channel_mults.size());
+  MIXPREC_CHECK(x_t.dim() == 4 && x_t.shape() == context.shape() && x_t.size(1) == c.frame_channels,
+                "[UNetVideo] expected x_t and context [B, ", c.frame_channels,
+                ", H, W] of one shape, got ", shape_to_string(x_t.shape()), " and ",
+                shape_to_string(context.shape()));
+  const int64_t factor = int64_t{1} << (levels - 1);
+  MIXPREC_CHECK(x_t.size(2) % factor == 0 && x_t.size(3) % factor == 0, "[UNetVideo] frame size ",
+                x_t.size(2), "x", x_t.size(3), " must be divisible by ", factor);
+  MIXPREC_CHECK(timesteps.dim() == 1 && timesteps.size(0) == x_t.size(0),
+                "[UNetVideo] expected timesteps [", x_t.size(0), "], got ",
+                shape_to_string(timesteps.shape()));
+  const DType dtype = x_t.dtype();
+  const Tensor time = silu(time_fc2_->forward(silu(
+      time_fc1_->forward(timestep_embedding(timesteps, c.base_channels, dtype)))));  // [B, 4 base]
+
+  const Tensor input = cat({x_t.contiguous(MemoryFormat::ChannelsLast),
+                            context.to(dtype).contiguous(MemoryFormat::ChannelsLast)},
+                           1);
+  Tensor h = conv_in_->forward(input);
+  std::vector<Tensor> skips = {h};
+  for (Level& level : down_) {
+    for (std::size_t b = 0; b < level.blocks.size(); ++b) {
+      h = level.blocks[b]->forward(h, time);
+      if (!level.attention.empty()) h = level.attention[b]->forward(h);
+      skips.push_back(h);
+    }
+    if (level.resample != nullptr) {
+      h = level.resample->forward(h);
+      skips.push_back(h);
+    }
+  }
+  h = mid2_->forward(mid_attention_->forward(mid1_->forward(h, time)), time);
+  for (Level& level : up_) {
+    for (std::size_t b = 0; b < level.blocks.size(); ++b) {
+      h = level.blocks[b]->forward(cat({h, skips.back()}, 1), time);
+      skips.pop_back();
+      if (!level.attention.empty()) h = level.attention[b]->forward(h);
+    }
+    if (level.resample != nullptr)
+      h = level.resample->forward(upsample(h, 2, kernels::UpsampleMode::Nearest));
+  }
+  return conv_out_->forward(norm_out_->forward(h));
+}
+
+int64_t UNetVideo::parameter_count() const {
+  int64_t n = 0;
+  for (const Tensor& p : parameters()) n += p.numel();
+  return n;
+}
+
+double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
+  const UNetVideoConfig& c = config_;
+  const auto levels = static_cast<int64_t>(c.channel_mults.size());
+  const int64_t base = c.base_channels, time_dim = 4 * base;
+  double flop = 2.0 * (base * time_dim + time_dim * time_dim);
+  auto conv = [&](int64_t in, int64_t out, int64_t k, int64_t pixels) {
+    flop += 2.0 * static_cast<double>(in * out * k * k * pixels);
+  };
+  auto res_block = [&](int64_t in, int64_t out, int64_t pixels) {
+    conv(in, out, 3, pixels);
+    conv(out, out, 3, pixels);
+    if (in != out) conv(in, out, 1, pixels);
+    flop += 2.0 * static_cast<double>(time_dim * out);
+  };
+  auto attention = [&](int64_t ch, int64_t pixels) {
+    flop += 2.0 * static_cast<double>(4 * pixels * ch * ch);      // q, k, v, out projections
+    flop += 2.0 * static_cast<double>(2 * pixels * pixels * ch);  // scores and weighted sum
+  };
+  int64_t pixels = height * width, ch = base;
+  conv(2 * c.frame_channels, base, 3, pixels);
+  std::vector<int64_t> skip_channels = {base};
+  for (int64_t l = 0; l < levels; ++l) {
+    const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
+    for (int64_t b = 0; b < c.res_blocks; ++b) {
+      res_block(ch, out, pixels);
+      ch = out;
+      if (has_attention(c, l)) attention(ch, pixels);
+      skip_channels.push_back(ch);
+    }
+    if (l + 1 < levels) {
+      pixels /= 4;
+      conv(ch, ch, 3, pixels);
+      skip_channels.push_back(ch);
+    }
+  }
+  res_block(ch, ch, pixels);
+  attention(ch, pixels);
+  res_block(ch, ch, pixels);
+  for (int64_t l = levels - 1; l >= 0; --l) {
+    const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
+    for (int64_t b = 0; b <= c.res_blocks; ++b) {
+      res_block(ch + skip_channels.back(), out, pixels);
+      skip_channels.pop_back();
+      ch = out;
+      if (has_attention(c, l)) attention(ch, pixels);
+    }
+    if (l > 0) {
+      pixels *= 4;
+      conv(ch, ch, 3, pixels);
+    }
+  }
+  conv(ch, c.frame_channels, 3, pixels);
+  return flop * 1e-9;
+}
+
+Tensor timestep_embedding(const Tensor& timesteps, int64_t dim, DType dtype) {
+  MIXPREC_CHECK(timesteps.dim() == 1 && dim >= 2 && dim % 2 == 0,
+                "[timestep_embedding] expected timesteps [B] and an even dim, got ",
+                shape_to_string(timesteps.shape()), " and ", dim);
+  const int64_t b = timesteps.size(0), half = dim / 2;
+  Tensor out = Tensor::empty({b, dim}, DType::F32);
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < b; ++i) {
+    const double t = timesteps.value({i});
+    for (int64_t k = 0; k < half; ++k) {
+      const double freq =
+          std::exp(-std::log(10000.0) * static_cast<double>(k) / static_cast<double>(half));
+      o[i * dim + k] = static_cast<float>(std::sin(t * freq));
+      o[i * dim + half + k] = static_cast<float>(std::cos(t * freq));
+    }
+  }
+  return out.to(dtype);
+}
+
+}  // namespace mixprec::models
