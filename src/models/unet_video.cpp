@@ -45,12 +45,12 @@ UNetVideoConfig UNetVideoConfig::heavy() {
 UNetVideoConfig UNetVideoConfig::xl() {
   UNetVideoConfig c;
   c.name = "xl";
-  c.base_channels = 192;
+  c.base_channels = 208;
   c.channel_mults = {1, 2, 4, 8};
   c.res_blocks = 3;
   c.attention_levels = {2, 3};
   c.head_dim = 64;
-  c.groups = 32;
+  c.groups = 16;  // divides 208 and every multiple of it
   return c;
 }
 
