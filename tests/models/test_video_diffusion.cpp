@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
+#include "mixprec/nn/serialize.h"
 #include "mixprec/optim/sgd.h"
 #include "support/error_of.h"
 
@@ -76,6 +79,50 @@ TEST(VideoStream, RejectsABatchedFirstFrame) {
               VideoStream s(net, NoiseSchedule::cosine(10), Tensor::zeros({2, 3, 8, 8}), {});
             }).find("[VideoStream]"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace mixprec::models
+
+namespace mixprec::models {
+namespace {
+
+TEST(VideoModelFile, RoundTripRebuildsTheSameNetwork) {
+  Generator gen(4);
+  UNetVideoConfig c = tiny();
+  c.attention_levels = {1};
+  UNetVideo net(c, gen);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_video_model_test.safetensors").string();
+  save_video_model(path, net,
+                   {.config = c,
+                    .prediction = Prediction::Epsilon,
+                    .schedule_steps = 500,
+                    .extra = {{"trained_steps", "12"}}});
+  VideoModelInfo info;
+  const auto loaded = load_video_model(path, &info);
+  EXPECT_EQ(info.config.channel_mults, c.channel_mults);
+  EXPECT_EQ(info.config.attention_levels, c.attention_levels);
+  EXPECT_EQ(info.prediction, Prediction::Epsilon);
+  EXPECT_EQ(info.schedule_steps, 500);
+  EXPECT_EQ(info.extra.at("trained_steps"), "12");
+  const Tensor x = Tensor::randn({1, 3, 8, 8}, gen);
+  const Tensor t = Tensor::from_vector<int64_t>({3});
+  NoGrad no_grad;
+  const Tensor a = net.forward(x, x, t).contiguous(), b = loaded->forward(x, x, t).contiguous();
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
+  std::filesystem::remove(path);
+}
+
+TEST(VideoModelFile, APlainWeightsFileIsRejectedClearly) {
+  Generator gen(5);
+  UNetVideo net(tiny(), gen);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_video_plain.safetensors").string();
+  nn::save(net, path);
+  EXPECT_NE(test_support::error_of([&] { load_video_model(path, nullptr); }).find("format"),
+            std::string::npos);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,0 +1,113 @@
+#include "cli_args.h"
+
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+
+namespace mixprec::app {
+namespace {
+
+template <typename T>
+T parse_number(std::string_view text, bool& ok) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  ok = ec == std::errc() && ptr == end && !text.empty();
+  return value;
+}
+
+std::string format_default(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+void ArgParser::fail(const std::string& message) const {
+  throw UsageError{command_ + ": " + message + " (see 'mixprec " + command_ + " --help')"};
+}
+
+void ArgParser::option(std::string name, std::string* value, std::string help) {
+  options_.push_back({name, std::move(help), *value, true,
+                      [value](std::string_view v) { *value = std::string(v); }});
+}
+
+void ArgParser::option(std::string name, int64_t* value, std::string help) {
+  options_.push_back({name, std::move(help), std::to_string(*value), true,
+                      [this, value, name](std::string_view v) {
+                        bool ok = false;
+                        *value = parse_number<int64_t>(v, ok);
+                        if (!ok) fail(name + " expects an integer, got '" + std::string(v) + "'");
+                      }});
+}
+
+void ArgParser::option(std::string name, double* value, std::string help) {
+  options_.push_back({name, std::move(help), format_default(*value), true,
+                      [this, value, name](std::string_view v) {
+                        bool ok = false;
+                        *value = parse_number<double>(v, ok);
+                        if (!ok) fail(name + " expects a number, got '" + std::string(v) + "'");
+                      }});
+}
+
+void ArgParser::flag(std::string name, bool* value, std::string help) {
+  options_.push_back(
+      {name, std::move(help), "", false, [value](std::string_view) { *value = true; }});
+}
+
+void ArgParser::positional(std::string metavar, std::vector<std::string>* values,
+                           std::string help) {
+  positional_metavar_ = std::move(metavar);
+  positional_help_ = std::move(help);
+  positional_ = values;
+}
+
+bool ArgParser::parse(Args args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--help" || a == "-h") {
+      print_help();
+      return false;
+    }
+    if (a.substr(0, 2) != "--") {
+      if (positional_ == nullptr) fail("unexpected argument '" + std::string(a) + "'");
+      positional_->emplace_back(a);
+      continue;
+    }
+    const std::size_t eq = a.find('=');
+    const std::string_view name = a.substr(0, eq);
+    const Option* match = nullptr;
+    for (const Option& o : options_)
+      if (o.name == name) match = &o;
+    if (match == nullptr) fail("unknown option '" + std::string(name) + "'");
+    if (!match->takes_value) {
+      if (eq != std::string_view::npos) fail(std::string(name) + " takes no value");
+      match->set({});
+    } else if (eq != std::string_view::npos) {
+      match->set(a.substr(eq + 1));
+    } else {
+      if (i + 1 >= args.size()) fail(std::string(name) + " needs a value");
+      match->set(args[++i]);
+    }
+  }
+  return true;
+}
+
+void ArgParser::print_help() const {
+  std::printf("Usage: mixprec %s [options]%s%s\n\n%s\n\nOptions:\n", command_.c_str(),
+              positional_ != nullptr ? " " : "", positional_metavar_.c_str(), summary_.c_str());
+  if (positional_ != nullptr)
+    std::printf("  %-22s %s\n", positional_metavar_.c_str(), positional_help_.c_str());
+  for (const Option& o : options_) {
+    const std::string left = o.takes_value ? o.name + " V" : o.name;
+    std::printf("  %-22s %s", left.c_str(), o.help.c_str());
+    if (o.takes_value && !o.default_text.empty())
+      std::printf(" (default %s)", o.default_text.c_str());
+    std::printf("\n");
+  }
+  std::printf("  %-22s %s\n", "--help", "this text");
+  if (!epilog_.empty()) std::printf("\n%s\n", epilog_.c_str());
+}
+
+}  // namespace mixprec::app

@@ -1,0 +1,47 @@
+#pragma once
+// A small declarative option parser for the subcommands: each option binds to a variable that
+// holds its default, and --help is generated from the declarations (defaults included).
+//   ArgParser p("video generate", "Generate a video stream frame by frame.");
+//   p.option("--frames", &frames, "frames to generate");
+//   if (!p.parse(args)) return 0;  // --help was printed
+// Values are "--name value" or "--name=value"; a bad or unknown option is a UsageError.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace mixprec::app {
+
+class ArgParser {
+ public:
+  ArgParser(std::string command, std::string summary)
+      : command_(std::move(command)), summary_(std::move(summary)) {}
+
+  void option(std::string name, std::string* value, std::string help);
+  void option(std::string name, int64_t* value, std::string help);
+  void option(std::string name, double* value, std::string help);
+  void flag(std::string name, bool* value, std::string help);  // no value: sets true
+  // Bare words (not starting with "--"), in order; without this they are an error.
+  void positional(std::string metavar, std::vector<std::string>* values, std::string help);
+  void epilog(std::string text) { epilog_ = std::move(text); }
+
+  // Returns false after printing --help (the caller exits 0).
+  bool parse(Args args);
+  void print_help() const;
+
+ private:
+  struct Option {
+    std::string name, help, default_text;
+    bool takes_value;
+    std::function<void(std::string_view)> set;
+  };
+  [[noreturn]] void fail(const std::string& message) const;
+  std::string command_, summary_, epilog_;
+  std::vector<Option> options_;
+  std::string positional_metavar_, positional_help_;
+  std::vector<std::string>* positional_ = nullptr;
+};
+
+}  // namespace mixprec::app

@@ -1,0 +1,89 @@
+#include "mixprec/models/video_model_file.h"
+
+#include <charconv>
+
+#include "mixprec/core/error.h"
+#include "mixprec/nn/serialize.h"
+
+namespace mixprec::models {
+namespace {
+
+constexpr const char* kFormat = "mixprec.video_model";
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+int64_t to_int(const std::string& path, const std::string& key, std::string_view text) {
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  MIXPREC_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty(),
+                "[video model] ", path, ": metadata ", key, " = '", text, "' is not an integer");
+  return value;
+}
+
+std::vector<int64_t> to_list(const std::string& path, const std::string& key,
+                             const std::string& text) {
+  std::vector<int64_t> out;
+  std::size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(to_int(path, key, std::string_view(text).substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void save_video_model(const std::string& path, const UNetVideo& model, const VideoModelInfo& info) {
+  io::SafetensorsMetadata m = info.extra;
+  const UNetVideoConfig& c = model.config();
+  m["format"] = kFormat;
+  m["unet.name"] = c.name;
+  m["unet.frame_channels"] = std::to_string(c.frame_channels);
+  m["unet.base_channels"] = std::to_string(c.base_channels);
+  m["unet.channel_mults"] = join(c.channel_mults);
+  m["unet.res_blocks"] = std::to_string(c.res_blocks);
+  m["unet.attention_levels"] = join(c.attention_levels);
+  m["unet.head_dim"] = std::to_string(c.head_dim);
+  m["unet.groups"] = std::to_string(c.groups);
+  m["diffusion.prediction"] = prediction_name(info.prediction);
+  m["diffusion.steps"] = std::to_string(info.schedule_steps);
+  nn::save(model, path, m);
+}
+
+std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelInfo* info) {
+  const io::SafetensorsMetadata m = io::SafetensorsFile::open(path).metadata();
+  auto get = [&](const std::string& key) -> const std::string& {
+    const auto it = m.find(key);
+    MIXPREC_CHECK(it != m.end(), "[video model] ", path, ": metadata has no '", key,
+                  "' (not a file written by save_video_model / mixprec video train?)");
+    return it->second;
+  };
+  MIXPREC_CHECK(get("format") == kFormat, "[video model] ", path, ": format is '", get("format"),
+                "', expected '", kFormat, "'");
+  VideoModelInfo result;
+  UNetVideoConfig& c = result.config;
+  c.name = get("unet.name");
+  c.frame_channels = to_int(path, "unet.frame_channels", get("unet.frame_channels"));
+  c.base_channels = to_int(path, "unet.base_channels", get("unet.base_channels"));
+  c.channel_mults = to_list(path, "unet.channel_mults", get("unet.channel_mults"));
+  c.res_blocks = to_int(path, "unet.res_blocks", get("unet.res_blocks"));
+  c.attention_levels = to_list(path, "unet.attention_levels", get("unet.attention_levels"));
+  c.head_dim = to_int(path, "unet.head_dim", get("unet.head_dim"));
+  c.groups = to_int(path, "unet.groups", get("unet.groups"));
+  result.prediction = parse_prediction(get("diffusion.prediction"));
+  result.schedule_steps = to_int(path, "diffusion.steps", get("diffusion.steps"));
+  for (const auto& [key, value] : m)
+    if (key != "format" && key.rfind("unet.", 0) != 0 && key.rfind("diffusion.", 0) != 0)
+      result.extra[key] = value;
+  auto model = std::make_unique<UNetVideo>(c);
+  nn::load(*model, path);
+  if (info != nullptr) *info = std::move(result);
+  return model;
+}
+
+}  // namespace mixprec::models
