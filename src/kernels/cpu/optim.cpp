@@ -170,7 +170,8 @@ float round_stochastic(float x, DType dtype, uint32_t bits) {
   const float q = std::ldexp(a, 10 - e);
   const float k = std::trunc(q);
   const float u = static_cast<float>(bits >> 8) * 0x1p-24f;
-  const float r = std::ldexp(k + (u < q - k ? 1.0f : 0.0f), e - 10);
+  float r = std::ldexp(k + (u < q - k ? 1.0f : 0.0f), e - 10);
+  if (r > 65504.0f) r = INFINITY;  // past f16's largest value, as the store rounds it
   return std::signbit(x) ? -r : r;
 }
 
