@@ -202,7 +202,11 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
   // The saved hyper-parameters decide which state tensors exist (SGD's momentum), so they are
   // set first and put back if anything below fails: a bad state changes nothing.
   const std::map<std::string, double> previous = hyperparameters();
-  set_hyperparameters(hp);
+  try {
+    set_hyperparameters(hp);
+  } catch (const Error& e) {
+    throw Error(op + "saved hyper-parameters rejected: " + e.what());
+  }
   std::vector<Slot> loaded(params_.size());
   try {
     validate_tensors(s, op, loaded);
