@@ -20,12 +20,13 @@ bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-bool reserved_key(const std::string& key) { return key == "format" || starts_with(key, "mixprec."); }
+bool reserved_key(const std::string& key) {
+  return key == "format" || starts_with(key, "mixprec.");
+}
 
 // The shortest decimal text that parses back to exactly `v` (JSON has no inf/NaN).
 std::string number_text(double v, const std::string& label) {
-  MIXPREC_CHECK(std::isfinite(v), "[checkpoint] ", label, " is ", v,
-                ", which JSON cannot hold");
+  MIXPREC_CHECK(std::isfinite(v), "[checkpoint] ", label, " is ", v, ", which JSON cannot hold");
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   MIXPREC_ASSERT(ec == std::errc());
@@ -76,10 +77,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
   const optim::OptimizerState state = optimizer.state_dict();
   meta["format"] = kFormat;
   meta["mixprec.version"] = "1";
-  meta["mixprec.optimizer"] = "{\"type\": " + json_quote(state.type) +
-                              ", \"seed\": " + std::to_string(state.seed) +
-                              ", \"hyperparameters\": " +
-                              numbers_object(state.hyperparameters, "hyper-parameter") + "}";
+  meta["mixprec.optimizer"] =
+      "{\"type\": " + json_quote(state.type) + ", \"seed\": " + std::to_string(state.seed) +
+      ", \"hyperparameters\": " + numbers_object(state.hyperparameters, "hyper-parameter") + "}";
   if (scaler != nullptr) meta["mixprec.scaler"] = numbers_object(scaler->state_dict(), "scaler");
   int64_t step = 0;
   for (std::size_t i = 0; i < optimizer.params().size(); ++i)
@@ -97,13 +97,14 @@ SafetensorsMetadata load_checkpoint(const std::string& path, nn::Module& model,
   const std::string where = "[checkpoint] " + path + ": ";
   const SafetensorsFile file = SafetensorsFile::open(path);
   const SafetensorsMetadata& meta = file.metadata();
-  MIXPREC_CHECK(required(meta, "format", where) == kFormat, where, "format is '",
-                meta.at("format"), "', expected '", kFormat, "'");
+  MIXPREC_CHECK(required(meta, "format", where) == kFormat, where, "format is '", meta.at("format"),
+                "', expected '", kFormat, "'");
   MIXPREC_CHECK(required(meta, "mixprec.version", where) == "1", where, "version '",
                 meta.at("mixprec.version"), "' is not one this build reads (1)");
 
   // The optimizer's metadata.
-  const JsonParseOptions json_options{.context = "[checkpoint] mixprec.optimizer", .max_values = 4096};
+  const JsonParseOptions json_options{.context = "[checkpoint] mixprec.optimizer",
+                                      .max_values = 4096};
   const JsonValue opt_json = parse_json(required(meta, "mixprec.optimizer", where), json_options);
   MIXPREC_CHECK(opt_json.is_object(), where, "mixprec.optimizer must be a JSON object");
   const JsonValue* type = opt_json.find("type");
@@ -111,8 +112,9 @@ SafetensorsMetadata load_checkpoint(const std::string& path, nn::Module& model,
   const JsonValue* hyper = opt_json.find("hyperparameters");
   MIXPREC_CHECK(type != nullptr && type->is_string() && seed != nullptr && seed->is_number() &&
                     seed->as_uint64().has_value() && hyper != nullptr,
-                where, "mixprec.optimizer needs a string 'type', an unsigned 'seed' and "
-                       "'hyperparameters'");
+                where,
+                "mixprec.optimizer needs a string 'type', an unsigned 'seed' and "
+                "'hyperparameters'");
   optim::OptimizerState state;
   state.type = type->as_string();
   state.seed = *seed->as_uint64();
@@ -144,8 +146,7 @@ SafetensorsMetadata load_checkpoint(const std::string& path, nn::Module& model,
     std::set<std::string> seen;
     for (const auto& [name, t] : model_state) {
       const auto it = expected.find(name);
-      MIXPREC_CHECK(it != expected.end(), where, "tensor 'model.", name,
-                    "' is not in the model");
+      MIXPREC_CHECK(it != expected.end(), where, "tensor 'model.", name, "' is not in the model");
       MIXPREC_CHECK(t.shape() == it->second->shape() && t.dtype() == it->second->dtype(), where,
                     "'model.", name, "' is ", dtype_name(t.dtype()), " ",
                     shape_to_string(t.shape()), ", the model's is ",

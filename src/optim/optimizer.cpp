@@ -133,8 +133,8 @@ void Optimizer::validate_tensors(const OptimizerState& s, const std::string& op,
     std::string field;
     MIXPREC_CHECK(split_name(name, i, field), op, "unexpected tensor name '", name,
                   "' (expected '<param index>.<field>')");
-    MIXPREC_CHECK(i < params_.size(), op, "tensor '", name, "' names parameter ", i, " but there are ",
-                  params_.size());
+    MIXPREC_CHECK(i < params_.size(), op, "tensor '", name, "' names parameter ", i,
+                  " but there are ", params_.size());
     const bool known = field == "step" || field == "master" ||
                        std::find(names.begin(), names.end(), field) != names.end();
     MIXPREC_CHECK(known, op, "unexpected tensor '", name, "' (", type_name(), " keeps step, master",
@@ -150,12 +150,11 @@ void Optimizer::validate_tensors(const OptimizerState& s, const std::string& op,
     const auto step = fields.find("step");
     MIXPREC_CHECK(step != fields.end(), op, "parameter ", i, " has state but no '", prefix,
                   "step'");
-    MIXPREC_CHECK(step->second.dtype() == DType::I64 && step->second.numel() == 1, op, "'",
-                  prefix, "step' must be one i64, got ", dtype_name(step->second.dtype()), " ",
+    MIXPREC_CHECK(step->second.dtype() == DType::I64 && step->second.numel() == 1, op, "'", prefix,
+                  "step' must be one i64, got ", dtype_name(step->second.dtype()), " ",
                   shape_to_string(step->second.shape()));
     loaded[i].step = step->second.item<int64_t>();
-    MIXPREC_CHECK(loaded[i].step >= 1, op, "'", prefix, "step' must be >= 1, got ",
-                  loaded[i].step);
+    MIXPREC_CHECK(loaded[i].step >= 1, op, "'", prefix, "step' must be >= 1, got ", loaded[i].step);
     auto expect = [&](const std::string& field, DType dtype) {
       const auto it = fields.find(field);
       MIXPREC_CHECK(it != fields.end(), op, "'", prefix, field, "' is missing (parameter ", i,
@@ -190,8 +189,7 @@ void Optimizer::load_state_dict(const OptimizerState& s) {
     value = it->second;
   }
   for (const char* key : {"rounding", "num_params"})
-    MIXPREC_CHECK(s.hyperparameters.count(key) == 1, op, "hyper-parameter '", key,
-                  "' is missing");
+    MIXPREC_CHECK(s.hyperparameters.count(key) == 1, op, "hyper-parameter '", key, "' is missing");
   const double rounding = s.hyperparameters.at("rounding");
   MIXPREC_CHECK(rounding == 0.0 || rounding == 1.0, op, "'rounding' must be 0 or 1, got ",
                 rounding);

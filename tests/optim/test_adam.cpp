@@ -64,8 +64,8 @@ TEST(Adam, MatchesPyTorchFormulasInF64) {
   for (DType dtype : {DType::F32, DType::F64}) {
     for (bool decoupled : {true, false}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + (decoupled ? " AdamW" : " Adam"));
-      const AdamWOptions o{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6,
-                           .weight_decay = 0.3};
+      const AdamWOptions o{
+          .lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0.3};
       Generator gen(7);
       const int64_t n = 37;
       const Tensor w = Tensor::uniform({n}, -2, 2, gen, dtype);
@@ -76,8 +76,11 @@ TEST(Adam, MatchesPyTorchFormulasInF64) {
         opt = std::make_unique<AdamW>(std::vector<Tensor>{w}, o);
       else
         opt = std::make_unique<Adam>(std::vector<Tensor>{w},
-                                     AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2,
-                                                 .eps = o.eps, .weight_decay = o.weight_decay});
+                                     AdamOptions{.lr = o.lr,
+                                                 .beta1 = o.beta1,
+                                                 .beta2 = o.beta2,
+                                                 .eps = o.eps,
+                                                 .weight_decay = o.weight_decay});
       for (int s = 0; s < 5; ++s) {
         const Tensor g = Tensor::randn({n}, gen, dtype);
         set_grad(w, g);

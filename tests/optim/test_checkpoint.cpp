@@ -1,11 +1,11 @@
 // Checkpoints: train, save, train on; load into fresh objects, train on: bit-identical weights,
 // master weights, moments and scaler, with stochastic rounding and overflow skips on the way.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <unistd.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -135,25 +135,28 @@ TEST(Checkpoint, BadCheckpointsAreClearErrors) {
 
   Trainer b(2, kOptions);
   const auto before = b.everything();
-  EXPECT_NE(error_of([&] { load_checkpoint(file.path, *b.model, *b.opt, &b.scaler); })
-                .find("metadata 'mixprec.scaler' is missing"),
+  EXPECT_NE(error_of([&] {
+              load_checkpoint(file.path, *b.model, *b.opt, &b.scaler);
+            }).find("metadata 'mixprec.scaler' is missing"),
             std::string::npos);
   EXPECT_TRUE(b.everything() == before) << "a failed load changes nothing";
 
   nn::Linear other(4, 3);
   optim::AdamW other_opt(other.parameters());
-  EXPECT_NE(error_of([&] { load_checkpoint(file.path, other, other_opt); })
-                .find("is not in the model"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { load_checkpoint(file.path, other, other_opt); }).find("is not in the model"),
+      std::string::npos);
 
   optim::SGD sgd(b.model->parameters(), {.lr = 0.1});
-  EXPECT_NE(error_of([&] { load_checkpoint(file.path, *b.model, sgd); })
-                .find("the state is for a AdamW optimizer, not SGD"),
+  EXPECT_NE(error_of([&] {
+              load_checkpoint(file.path, *b.model, sgd);
+            }).find("the state is for a AdamW optimizer, not SGD"),
             std::string::npos);
 
   nn::save(*a.model, plain.path);
-  EXPECT_NE(error_of([&] { load_checkpoint(plain.path, *b.model, *b.opt); })
-                .find("metadata 'format' is missing (not a mixprec checkpoint?)"),
+  EXPECT_NE(error_of([&] {
+              load_checkpoint(plain.path, *b.model, *b.opt);
+            }).find("metadata 'format' is missing (not a mixprec checkpoint?)"),
             std::string::npos);
 
   EXPECT_NE(error_of([&] {

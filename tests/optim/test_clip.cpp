@@ -61,8 +61,9 @@ TEST(ClipGradNorm, NonFiniteNormIsReturnedOrAnError) {
   EXPECT_TRUE(std::isinf(clip_grad_norm(r.params(), 1.0)));
   EXPECT_TRUE(bytes_of(r.a.grad()) == before) << "left for the scaler to skip";
   EXPECT_EQ(r.b.grad().value({0}), 12.0);
-  EXPECT_NE(error_of([&] { clip_grad_norm(r.params(), 1.0, 2.0, true); })
-                .find("[clip_grad_norm] the total norm of order 2 of the gradients is inf"),
+  EXPECT_NE(error_of([&] {
+              clip_grad_norm(r.params(), 1.0, 2.0, true);
+            }).find("[clip_grad_norm] the total norm of order 2 of the gradients is inf"),
             std::string::npos);
   r.a.grad().set({1}, std::nan(""));
   EXPECT_TRUE(std::isnan(clip_grad_norm(r.params(), 1.0)));

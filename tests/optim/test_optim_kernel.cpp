@@ -114,9 +114,9 @@ TEST_P(OptimKernel, SgdMatchesScalarBitForBit) {
   for (bool nesterov : {false, true}) {
     SCOPED_TRACE(nesterov ? "nesterov" : "momentum");
     expect_level_matches_scalar(isa(), [&](const OptimOperands& ops) {
-      sgd_step({.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov,
-                .first = false},
-               ops);
+      sgd_step(
+          {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = nesterov, .first = false},
+          ops);
     });
   }
 }
@@ -183,8 +183,9 @@ TEST(StochasticRounding, InfNanAndZerosPassThrough) {
     EXPECT_TRUE(std::signbit(round_stochastic(-0.0f, dtype, 0xFFFFFFFFu)));
   }
   EXPECT_EQ(round_stochastic(70000.0f, DType::F16, 0), INFINITY) << "beyond f16's range";
-  EXPECT_NE(test_support::error_of([] { round_stochastic(1.0f, DType::F32, 0); }).find(
-                "[round_stochastic]"),
+  EXPECT_NE(test_support::error_of([] {
+              round_stochastic(1.0f, DType::F32, 0);
+            }).find("[round_stochastic]"),
             std::string::npos);
 }
 
@@ -240,10 +241,9 @@ TEST(StochasticRounding, MeanOverStepsIsTheExactValue) {
   const double f = 0.3, ulp = 0x1p-7, x = 2.0 + 2 * f * ulp;  // bf16 ulp at 2 is 2^-6
   double sum = 0.0;
   for (int64_t t = 1; t <= trials; ++t)
-    sum += round_stochastic(static_cast<float>(x), DType::BF16,
-                            stochastic_bits({.seed = 8, .step = static_cast<uint64_t>(t),
-                                             .param_index = 1},
-                                            17));
+    sum += round_stochastic(
+        static_cast<float>(x), DType::BF16,
+        stochastic_bits({.seed = 8, .step = static_cast<uint64_t>(t), .param_index = 1}, 17));
   const double sigma = 2 * ulp * std::sqrt(f * (1 - f) / static_cast<double>(trials));
   EXPECT_NEAR(sum / static_cast<double>(trials), x, 5.0 * sigma);
 }
@@ -264,8 +264,9 @@ TEST(StochasticRounding, SameBitsForAnyThreadCount) {
 TEST(OptimKernelChecks, ClearErrors) {
   OptimOperands ops = make_operands({DType::F32, DType::F32, false, Rounding::NearestEven}, 8, 1);
   ops.state1 = Tensor::zeros({9});
-  EXPECT_NE(test_support::error_of([&] { adam_step({}, ops); })
-                .find("[adam_step] state1 has shape [9], expected [8]"),
+  EXPECT_NE(test_support::error_of([&] {
+              adam_step({}, ops);
+            }).find("[adam_step] state1 has shape [9], expected [8]"),
             std::string::npos);
   ops = make_operands({DType::F32, DType::F32, false, Rounding::NearestEven}, 8, 1);
   ops.master = Tensor::zeros({8});
@@ -273,8 +274,9 @@ TEST(OptimKernelChecks, ClearErrors) {
             std::string::npos);
   ops = make_operands({DType::BF16, DType::F32, true, Rounding::NearestEven}, 8, 1);
   ops.state0 = Tensor::zeros({8}, DType::BF16);
-  EXPECT_NE(test_support::error_of([&] { adam_step({}, ops); })
-                .find("[adam_step] state0 has dtype bf16, expected f32"),
+  EXPECT_NE(test_support::error_of([&] {
+              adam_step({}, ops);
+            }).find("[adam_step] state0 has dtype bf16, expected f32"),
             std::string::npos);
   EXPECT_NE(test_support::error_of([&] { adam_step({.step = 0}, ops); }).find("step must be >= 1"),
             std::string::npos);

@@ -125,18 +125,26 @@ TEST(OptimizerState, BadStatesAreClearErrorsAndChangeNothing) {
                "betas must be in [0, 1)");
   expect_error(with([](OptimizerState& s) { s.tensors.erase(s.tensors.begin() + 2); }),
                "'0.exp_avg' is missing");
-  expect_error(with([](OptimizerState& s) { s.tensors[3].second = Tensor::zeros({3, 4}); }),
+  expect_error(with([](OptimizerState& s) {
+                 s.tensors[3].second = Tensor::zeros({3, 4});
+               }),
                "'0.exp_avg_sq' has shape [3, 4], expected the parameter's [4, 3]");
-  expect_error(with([](OptimizerState& s) { s.tensors[1].second = Tensor::zeros({4, 3}, DType::BF16); }),
+  expect_error(with([](OptimizerState& s) {
+                 s.tensors[1].second = Tensor::zeros({4, 3}, DType::BF16);
+               }),
                "'0.master' has dtype bf16, expected f32");
-  expect_error(with([](OptimizerState& s) { s.tensors.emplace_back("1.master", Tensor::zeros({5})); }),
-               "'1.master' given for a parameter of dtype f32");
-  expect_error(with([](OptimizerState& s) { s.tensors.emplace_back("1.momentum", Tensor::zeros({5})); }),
-               "unexpected tensor '1.momentum'");
-  expect_error(with([](OptimizerState& s) { s.tensors.emplace_back("x.step", Tensor::zeros({1})); }),
-               "unexpected tensor name 'x.step'");
-  expect_error(with([](OptimizerState& s) { s.tensors.emplace_back("7.step", Tensor::zeros({1})); }),
-               "names parameter 7 but there are 3");
+  expect_error(
+      with([](OptimizerState& s) { s.tensors.emplace_back("1.master", Tensor::zeros({5})); }),
+      "'1.master' given for a parameter of dtype f32");
+  expect_error(
+      with([](OptimizerState& s) { s.tensors.emplace_back("1.momentum", Tensor::zeros({5})); }),
+      "unexpected tensor '1.momentum'");
+  expect_error(
+      with([](OptimizerState& s) { s.tensors.emplace_back("x.step", Tensor::zeros({1})); }),
+      "unexpected tensor name 'x.step'");
+  expect_error(
+      with([](OptimizerState& s) { s.tensors.emplace_back("7.step", Tensor::zeros({1})); }),
+      "names parameter 7 but there are 3");
   expect_error(with([](OptimizerState& s) { s.tensors.erase(s.tensors.begin()); }),
                "parameter 0 has state but no '0.step'");
   expect_error(with([](OptimizerState& s) { s.tensors[0].second = Tensor::scalar(0, DType::I64); }),

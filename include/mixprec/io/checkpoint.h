@@ -34,7 +34,6 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 // A scaler passed here requires scaler state in the file; a file's scaler state is ignored
 // when none is passed. Returns the caller's metadata as saved.
 SafetensorsMetadata load_checkpoint(const std::string& path, nn::Module& model,
-                                    optim::Optimizer& optimizer,
-                                    amp::GradScaler* scaler = nullptr);
+                                    optim::Optimizer& optimizer, amp::GradScaler* scaler = nullptr);
 
 }  // namespace mixprec::io

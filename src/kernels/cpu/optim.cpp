@@ -29,9 +29,9 @@ using optim_detail::OptimRun;
 constexpr int64_t kGrain = int64_t{1} << 14;
 
 const OptimKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const OptimKernels&()> kTable{
-      {&optim_detail::optim_scalar, &optim_detail::optim_avx2, &optim_detail::optim_avx512,
-       nullptr}};
+  static constexpr IsaTable<const OptimKernels&()> kTable{{&optim_detail::optim_scalar,
+                                                           &optim_detail::optim_avx2,
+                                                           &optim_detail::optim_avx512, nullptr}};
   return f64 ? optim_detail::optim_f64() : kTable()();
 }
 
@@ -40,10 +40,10 @@ bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }
 // The stream's keys: one Philox block of (param index, step) under the seed. key2 varies the
 // second hash key with the high half of the element index.
 std::array<uint32_t, 4> stream_keys(const StochasticStream& s) {
-  return philox4x32_10({static_cast<uint32_t>(s.param_index),
-                        static_cast<uint32_t>(s.param_index >> 32), static_cast<uint32_t>(s.step),
-                        static_cast<uint32_t>(s.step >> 32)},
-                       {static_cast<uint32_t>(s.seed), static_cast<uint32_t>(s.seed >> 32)});
+  return philox4x32_10(
+      {static_cast<uint32_t>(s.param_index), static_cast<uint32_t>(s.param_index >> 32),
+       static_cast<uint32_t>(s.step), static_cast<uint32_t>(s.step >> 32)},
+      {static_cast<uint32_t>(s.seed), static_cast<uint32_t>(s.seed >> 32)});
 }
 
 uint32_t key1_for(const std::array<uint32_t, 4>& keys, uint64_t element) {
@@ -93,12 +93,12 @@ void run_update(const char* op, const OptimOperands& ops, bool uses_state0, bool
 
   const OptimKernels& k = kernels_for(p.dtype() == DType::F64);
   const bool stochastic = ops.rounding == Rounding::Stochastic && is_16bit(p.dtype());
-  const std::array<uint32_t, 4> keys = stochastic ? stream_keys(ops.stream)
-                                                  : std::array<uint32_t, 4>{};
+  const std::array<uint32_t, 4> keys =
+      stochastic ? stream_keys(ops.stream) : std::array<uint32_t, 4>{};
   auto at = [](const Tensor& t, int64_t i) -> char* {
-    return t.defined() ? static_cast<char*>(t.data_ptr()) +
-                             i * static_cast<int64_t>(t.element_size())
-                       : nullptr;
+    return t.defined()
+               ? static_cast<char*>(t.data_ptr()) + i * static_cast<int64_t>(t.element_size())
+               : nullptr;
   };
   parallel_for(0, total, kGrain, [&](int64_t lo, int64_t hi) {
     // Runs stop at multiples of 2^32 elements, where the random stream's key changes.
@@ -153,8 +153,7 @@ void sgd_step(const SgdStep& hp, const OptimOperands& ops) {
 
 uint32_t stochastic_bits(const StochasticStream& stream, uint64_t element) {
   const std::array<uint32_t, 4> keys = stream_keys(stream);
-  return optim_detail::hash_bits(keys[0], key1_for(keys, element),
-                                 static_cast<uint32_t>(element));
+  return optim_detail::hash_bits(keys[0], key1_for(keys, element), static_cast<uint32_t>(element));
 }
 
 float round_stochastic(float x, DType dtype, uint32_t bits) {
@@ -212,8 +211,8 @@ double norm_pow_sum(const Tensor& g, double p) {
   });
   double result = 0.0;
   for (double v : partial)
-    result = inf ? (std::isnan(v) || std::isnan(result) ? v + result : std::max(result, v))
-                 : result + v;
+    result =
+        inf ? (std::isnan(v) || std::isnan(result) ? v + result : std::max(result, v)) : result + v;
   return result;
 }
 

@@ -63,7 +63,8 @@ template <class S>
 }
 
 template <class S>
-[[gnu::always_inline]] inline void store_at(void* base, DType t, int64_t i, typename S::F v, int n) {
+[[gnu::always_inline]] inline void store_at(void* base, DType t, int64_t i, typename S::F v,
+                                            int n) {
   S::store_n(static_cast<char*>(base) + i * static_cast<int64_t>(dtype_size(t)), t, v, n);
 }
 
