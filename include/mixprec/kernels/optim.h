@@ -47,14 +47,15 @@ struct StochasticStream {
 };
 
 // The operands of one parameter's update.
+// (Default initialisers everywhere keep designated initialisers -Wextra clean.)
 struct OptimOperands {
-  Tensor param;
-  Tensor grad;
-  Tensor master;  // undefined: update the parameter directly
-  Tensor state0;  // Adam: exp_avg; SGD: momentum buffer (undefined without momentum)
-  Tensor state1;  // Adam: exp_avg_sq
+  Tensor param = {};
+  Tensor grad = {};
+  Tensor master = {};  // undefined: update the parameter directly
+  Tensor state0 = {};  // Adam: exp_avg; SGD: momentum buffer (undefined without momentum)
+  Tensor state1 = {};  // Adam: exp_avg_sq
   Rounding rounding = Rounding::NearestEven;
-  StochasticStream stream;
+  StochasticStream stream = {};
 };
 
 // PyTorch's Adam / AdamW for one parameter at step `step` (>= 1):
