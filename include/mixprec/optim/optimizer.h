@@ -12,6 +12,9 @@
 //                call reset_master_weights(), or the next step overwrites your values;
 //   state        the optimizer's own tensors (moments, momentum): f32, f64 for f64 parameters.
 //
+// An optimizer holds the parameter tensors it was given: build it after Module::to(dtype) or
+// Module::to(MemoryFormat), which replace a module's parameters with new tensors.
+//
 // Gradients may be any float dtype. After GradScaler::unscale a 16-bit parameter's .grad() is
 // f32 (see amp/grad_scaler.h); the update reads whichever it finds.
 //
