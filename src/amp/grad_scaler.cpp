@@ -5,32 +5,51 @@
 #include <limits>
 
 #include "mixprec/autograd/grad_mode.h"
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/ops/arith.h"
 
 namespace mixprec::amp {
 
-bool unscale_and_check_finite(const Tensor& g, float inv_scale) {
+bool unscale_into(const Tensor& g, float inv_scale, const Tensor& out) {
   MIXPREC_CHECK(g.is_non_overlapping_and_dense(),
                 "[GradScaler] gradients must be dense, got strides ", shape_to_string(g.strides()),
                 " for shape ", shape_to_string(g.shape()));
+  MIXPREC_CHECK(out.defined() && out.shape() == g.shape() && out.strides() == g.strides(),
+                "[GradScaler] the unscaled gradient must have the gradient's shape and strides");
+  const bool in_place = out.data_ptr() == g.data_ptr();
+  MIXPREC_CHECK(in_place || out.dtype() == DType::F32 || out.dtype() == g.dtype(),
+                "[GradScaler] unscaled gradients are written in place or as f32, got ",
+                dtype_name(out.dtype()));
+  MIXPREC_CHECK(!in_place || out.dtype() == g.dtype(),
+                "[GradScaler] an in-place unscale keeps the gradient's dtype");
   std::atomic<bool> found{false};
   visit_dtype(g.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> ||
                   std::is_same_v<T, BFloat16> || std::is_same_v<T, double>) {
-      T* p = g.data<T>();
+      const T* src = static_cast<const T*>(g.data_ptr());
+      const bool to_f32 = out.dtype() == DType::F32 && !std::is_same_v<T, float>;
+      float* wide = to_f32 ? static_cast<float*>(out.data_ptr()) : nullptr;  // (numel,)
+      T* same = to_f32 ? nullptr : static_cast<T*>(out.data_ptr());          // (numel,)
       parallel_for(0, g.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
         bool bad = false;
         for (int64_t i = lo; i < hi; ++i) {
           if constexpr (std::is_same_v<T, double>) {
-            p[i] *= inv_scale;
-            bad |= !std::isfinite(p[i]);
-          } else {
-            const float v = static_cast<float>(p[i]) * inv_scale;
+            const double v = src[i] * inv_scale;
             bad |= !std::isfinite(v);
-            p[i] = static_cast<T>(v);
+            if (wide != nullptr)
+              wide[i] = static_cast<float>(v);
+            else
+              same[i] = v;
+          } else {
+            const float v = static_cast<float>(src[i]) * inv_scale;
+            bad |= !std::isfinite(v);
+            if (wide != nullptr)
+              wide[i] = v;
+            else
+              same[i] = static_cast<T>(v);
           }
         }
         if (bad) found.store(true, std::memory_order_relaxed);
@@ -41,6 +60,10 @@ bool unscale_and_check_finite(const Tensor& g, float inv_scale) {
     }
   });
   return found.load();
+}
+
+bool unscale_and_check_finite(const Tensor& g, float inv_scale) {
+  return unscale_into(g, inv_scale, g);
 }
 
 GradScaler::GradScaler(GradScalerOptions options)
@@ -71,8 +94,19 @@ void GradScaler::unscale(optim::Optimizer& opt) {
   MIXPREC_CHECK(!state.stepped, "[GradScaler] unscale() after step(): call it before stepping");
   NoGrad no_grad;
   const float inv = static_cast<float>(1.0 / scale_);
-  for (const Tensor& p : opt.params())
-    if (p.grad().defined()) state.found_inf |= unscale_and_check_finite(p.grad(), inv);
+  for (const Tensor& p : opt.params()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (g.dtype() == DType::F16 || g.dtype() == DType::BF16) {
+      // Divided and kept in f32: a 16-bit result would flush the small gradients the scale
+      // was there to protect. The f32 tensor replaces .grad(), so clipping and step see it.
+      const Tensor wide = Tensor::empty_like(g, DType::F32);
+      state.found_inf |= unscale_into(g, inv, wide);
+      p.autograd_meta()->grad = wide;
+    } else {
+      state.found_inf |= unscale_and_check_finite(g, inv);
+    }
+  }
   state.unscaled = true;
 }
 

@@ -1,46 +1,75 @@
 #include "mixprec/optim/sgd.h"
 
+#include <cmath>
+
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
-#include "mixprec/kernels/elementwise.h"
 
 namespace mixprec::optim {
+namespace {
 
-void Optimizer::zero_grad() {
-  for (const Tensor& p : params_) p.zero_grad();
+void check_options(const SGDOptions& o) {
+  MIXPREC_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0,
+                "[SGD] lr, momentum and weight decay must be >= 0");
+  MIXPREC_CHECK(!o.nesterov || o.momentum > 0, "[SGD] Nesterov needs a momentum > 0");
 }
 
+}  // namespace
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
-    : Optimizer(std::move(params)), momentum_(params_.size()), options_(options) {
-  MIXPREC_CHECK(options.lr >= 0 && options.momentum >= 0 && options.weight_decay >= 0,
-                "[SGD] lr, momentum and weight decay must be >= 0");
-  MIXPREC_CHECK(!options.nesterov || options.momentum > 0, "[SGD] Nesterov needs a momentum > 0");
+    : Optimizer(std::move(params), options.rounding, options.seed), options_(options) {
+  check_options(options);
+}
+
+void SGD::set_lr(double lr) {
+  SGDOptions o = options_;
+  o.lr = lr;
+  check_options(o);
+  options_.lr = lr;
+}
+
+SGDOptions SGD::options() const {
+  SGDOptions o = options_;
+  o.rounding = rounding();
+  o.seed = seed();
+  return o;
 }
 
 void SGD::step() {
   NoGrad no_grad;
-  using kernels::axpby;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    if (!p.grad().defined()) continue;
-    const DType state_dtype = p.dtype() == DType::F64 ? DType::F64 : DType::F32;
-    Tensor d = p.grad().to(state_dtype);
-    if (d.shares_storage(p.grad())) d = d.clone();
-    if (options_.weight_decay != 0) axpby(1.0, d, options_.weight_decay, p, d);  // d = g + wd p
-    if (options_.momentum != 0) {
-      Tensor& buf = momentum_[i];
-      if (!buf.defined()) {
-        buf = d.clone();
-      } else {
-        axpby(options_.momentum, buf, 1.0, d, buf);  // buf = momentum buf + d
-      }
-      if (options_.nesterov)
-        axpby(1.0, d, options_.momentum, buf, d);  // d = d + momentum buf
-      else
-        d = buf;
-    }
-    axpby(1.0, p, -options_.lr, d, p);  // p -= lr d, rounded once into p's dtype
+    kernels::OptimOperands ops;
+    bool fresh = false;
+    if (!prepare(i, ops, fresh)) continue;
+    kernels::sgd_step({.lr = options_.lr,
+                       .momentum = options_.momentum,
+                       .weight_decay = options_.weight_decay,
+                       .nesterov = options_.nesterov,
+                       .first = fresh},
+                      ops);
   }
+}
+
+std::vector<std::string> SGD::state_names() const {
+  if (options_.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+std::map<std::string, double> SGD::hyperparameters() const {
+  return {{"lr", options_.lr},
+          {"momentum", options_.momentum},
+          {"weight_decay", options_.weight_decay},
+          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::set_hyperparameters(const std::map<std::string, double>& values) {
+  SGDOptions o = options_;
+  o.lr = values.at("lr");
+  o.momentum = values.at("momentum");
+  o.weight_decay = values.at("weight_decay");
+  o.nesterov = values.at("nesterov") != 0;
+  check_options(o);
+  options_ = o;
 }
 
 }  // namespace mixprec::optim

@@ -40,6 +40,12 @@ class GradScaler {
   Tensor scale(const Tensor& loss) const;
   // Divides every gradient of `opt` by the scale and checks it for inf/NaN in the same pass.
   // A second call for the same optimizer before update() is an Error (as in PyTorch).
+  // f32/f64 gradients are divided in place. An f16/bf16 gradient is divided in f32 and
+  // *replaced* by that f32 tensor (p.grad().dtype() becomes F32): rounding the quotient back
+  // to 16 bits would flush the very gradients the scale kept above f16's underflow (a true
+  // gradient of 1e-8 is 0 in f16, 6.6e-4 once scaled by 65536). nn::clip_grad_norm and the
+  // optimizers (which update f32 master weights) read the f32 gradient; zero_grad() drops it
+  // and the next backward starts a fresh 16-bit one (or adds into the f32 one if not zeroed).
   void unscale(optim::Optimizer& opt);
   // Unscales if needed, then steps unless a gradient was non-finite. Returns whether it stepped.
   bool step(optim::Optimizer& opt);
@@ -72,5 +78,8 @@ class GradScaler {
 // g *= inv_scale for every element, in one pass, rounding once into g's dtype; returns whether
 // any result is inf or NaN. g must be dense (as .grad() tensors are).
 bool unscale_and_check_finite(const Tensor& g, float inv_scale);
+// out = g * inv_scale with out f32 (or g itself, in place), same shape and strides; one pass,
+// returns whether any result is inf or NaN.
+bool unscale_into(const Tensor& g, float inv_scale, const Tensor& out);
 
 }  // namespace mixprec::amp
