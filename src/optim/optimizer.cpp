@@ -93,6 +93,7 @@ bool Optimizer::prepare(std::size_t i, kernels::OptimOperands& ops, bool& fresh)
   }
   if (is_16bit(p.dtype()) && !slot.master.defined()) slot.master = companion(p, DType::F32, p);
   ++slot.step;
+  p.storage()->bump_version();  // the update writes p in place: casts cached from it are stale
   ops.param = p;
   ops.grad = g;
   ops.master = slot.master;

@@ -15,6 +15,7 @@
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
+#include "mixprec/optim/adam.h"
 #include "support/error_of.h"
 
 namespace mixprec::amp {
@@ -258,6 +259,27 @@ TEST(Autocast, CheckpointRecomputesWithTheForwardsCasts) {
   EXPECT_TRUE(bit_identical(plain_out, ckpt_out));
   for (std::size_t i = 0; i < plain_grads.size(); ++i)
     EXPECT_TRUE(bit_identical(plain_grads[i], ckpt_grads[i])) << "gradient " << i;
+}
+
+}  // namespace
+}  // namespace mixprec::amp
+
+
+namespace mixprec::amp {
+namespace {
+
+TEST(AutocastCache, AnOptimizerStepInsideTheRegionInvalidatesTheCast) {
+  Generator gen(11);
+  const Tensor w = param({4, 4}, gen);
+  const Tensor x = Tensor::randn({2, 4}, gen);
+  optim::AdamW opt({w}, {.lr = 0.1});
+  Autocast on(DType::BF16);
+  const Tensor before = linear(x, w);
+  sum(before.to(DType::F32)).backward();
+  opt.step();
+  const Tensor after = linear(x, w);
+  EXPECT_FALSE(bit_identical(before, after));
+  EXPECT_TRUE(bit_identical(after, linear(x.to(DType::BF16), w.to(DType::BF16))));
 }
 
 }  // namespace
