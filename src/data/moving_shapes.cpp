@@ -24,7 +24,8 @@ uint64_t splitmix64(uint64_t x) {
 
 // Uniform integer in [0, n) from one 64-bit draw (multiply-shift: no modulo, bias < n / 2^64).
 int64_t draw_below(Generator& gen, int64_t n) {
-  const unsigned __int128 wide = static_cast<unsigned __int128>(gen.next_u64()) * static_cast<uint64_t>(n);
+  const unsigned __int128 wide =
+      static_cast<unsigned __int128>(gen.next_u64()) * static_cast<uint64_t>(n);
   return static_cast<int64_t>(wide >> 64);
 }
 
@@ -45,12 +46,24 @@ std::array<float, 3> hsv(double hue, double sat, double val) {
   const double p = val * (1 - sat), q = val * (1 - sat * f), t = val * (1 - sat * (1 - f));
   double r, g, b;
   switch (sector) {
-    case 0: r = val, g = t, b = p; break;
-    case 1: r = q, g = val, b = p; break;
-    case 2: r = p, g = val, b = t; break;
-    case 3: r = p, g = q, b = val; break;
-    case 4: r = t, g = p, b = val; break;
-    default: r = val, g = p, b = q; break;
+    case 0:
+      r = val, g = t, b = p;
+      break;
+    case 1:
+      r = q, g = val, b = p;
+      break;
+    case 2:
+      r = p, g = val, b = t;
+      break;
+    case 3:
+      r = p, g = q, b = val;
+      break;
+    case 4:
+      r = t, g = p, b = val;
+      break;
+    default:
+      r = val, g = p, b = q;
+      break;
   }
   auto unit = [](double v) { return static_cast<float>(std::clamp(v, 0.0, 1.0)); };
   return {unit(r), unit(g), unit(b)};
@@ -63,16 +76,17 @@ void check_frame_index(const char* op, int64_t video, int64_t t) {
 
 }  // namespace
 
-MovingShapes::MovingShapes(MovingShapesConfig config, uint64_t seed) : config_(config), seed_(seed) {
+MovingShapes::MovingShapes(MovingShapesConfig config, uint64_t seed)
+    : config_(config), seed_(seed) {
   const auto& c = config_;
   MIXPREC_CHECK(c.height >= kMinExtent && c.height <= kMaxExtent && c.width >= kMinExtent &&
                     c.width <= kMaxExtent,
                 "[MovingShapes] height and width must be in [", kMinExtent, ", ", kMaxExtent,
                 "], got ", c.height, "x", c.width);
-  MIXPREC_CHECK(c.min_shapes >= 0 && c.min_shapes <= c.max_shapes &&
-                    c.max_shapes <= kMaxShapesPerVideo,
-                "[MovingShapes] expected 0 <= min_shapes <= max_shapes <= ", kMaxShapesPerVideo,
-                ", got min_shapes ", c.min_shapes, ", max_shapes ", c.max_shapes);
+  MIXPREC_CHECK(
+      c.min_shapes >= 0 && c.min_shapes <= c.max_shapes && c.max_shapes <= kMaxShapesPerVideo,
+      "[MovingShapes] expected 0 <= min_shapes <= max_shapes <= ", kMaxShapesPerVideo,
+      ", got min_shapes ", c.min_shapes, ", max_shapes ", c.max_shapes);
   MIXPREC_CHECK(c.num_videos >= 1, "[MovingShapes] num_videos must be >= 1, got ", c.num_videos);
   MIXPREC_CHECK(c.frames_per_video >= 2 && c.frames_per_video <= kMaxFrame,
                 "[MovingShapes] frames_per_video must be in [2, 2^50] (a batch pairs frame t - 1 "
@@ -97,15 +111,15 @@ ShapeScene MovingShapes::scene(int64_t video) const {
   bg.color1 = hsv(hue + d.range(-0.3, 0.3), d.range(0.1, 0.45), d.range(0.3, 0.8));
   bg.gradient_angle = d.range(0, kTwoPi);
   const double pattern = d.u();
-  bg.pattern = pattern < 0.2 ? PatternKind::None
+  bg.pattern = pattern < 0.2   ? PatternKind::None
                : pattern < 0.6 ? PatternKind::Stripes
                                : PatternKind::Checks;
   bg.pattern_period = side * d.range(0.2, 0.5);
   bg.pattern_angle = d.range(0, kTwoPi);
   bg.pattern_amplitude = d.rangef(0.06, 0.18);
 
-  const int count = config_.min_shapes +
-                    static_cast<int>(draw_below(d.gen, config_.max_shapes - config_.min_shapes + 1));
+  const int count = config_.min_shapes + static_cast<int>(draw_below(
+                                             d.gen, config_.max_shapes - config_.min_shapes + 1));
   for (int i = 0; i < count; ++i) {
     ShapeSpec s;
     s.kind = static_cast<ShapeKind>(draw_below(d.gen, kNumShapeKinds));
@@ -158,8 +172,10 @@ Tensor MovingShapes::clip(int64_t video, int64_t start, int64_t frames) const {
 std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DType dtype,
                                               MemoryFormat format) const {
   MIXPREC_CHECK(batch >= 1, "[MovingShapes::batch] batch must be >= 1, got ", batch);
-  MIXPREC_CHECK(is_floating(dtype), "[MovingShapes::batch] dtype must be floating (f32, "
-                "f16, bf16 or f64), got ", dtype_name(dtype));
+  MIXPREC_CHECK(is_floating(dtype),
+                "[MovingShapes::batch] dtype must be floating (f32, "
+                "f16, bf16 or f64), got ",
+                dtype_name(dtype));
   MIXPREC_CHECK(format == MemoryFormat::Contiguous || format == MemoryFormat::ChannelsLast,
                 "[MovingShapes::batch] format must be contiguous or channels_last, got ",
                 memory_format_name(format));

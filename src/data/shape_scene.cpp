@@ -15,8 +15,9 @@ constexpr std::size_t kMaxShapes = 64;
 // Half-plane normals of the equilateral triangle in its own frame (edges opposite the
 // vertices at local angles 270, 30 and 150 degrees); the inradius is half the circumradius.
 constexpr double kSqrt3Over2 = 0.86602540378443864676;
-constexpr float kTriangleNormals[3][2] = {
-    {0.0f, 1.0f}, {-static_cast<float>(kSqrt3Over2), -0.5f}, {static_cast<float>(kSqrt3Over2), -0.5f}};
+constexpr float kTriangleNormals[3][2] = {{0.0f, 1.0f},
+                                          {-static_cast<float>(kSqrt3Over2), -0.5f},
+                                          {static_cast<float>(kSqrt3Over2), -0.5f}};
 
 bool finite(double v) { return std::isfinite(v); }
 
@@ -45,7 +46,8 @@ void render_background(const ShapeScene& scene, float* out) {
   const int64_t h = scene.height, w = scene.width;
   const double gc = det_cos(bg.gradient_angle), gs = det_sin(bg.gradient_angle);
   // Gradient coordinate g = 0 at one side of the frame and 1 at the other, along its direction.
-  const double extent = std::fabs(gc) * static_cast<double>(w) + std::fabs(gs) * static_cast<double>(h);
+  const double extent =
+      std::fabs(gc) * static_cast<double>(w) + std::fabs(gs) * static_cast<double>(h);
   const float gx = static_cast<float>(gc / extent), gy = static_cast<float>(gs / extent);
   const float g0 = 0.5f - gx * 0.5f * static_cast<float>(w) - gy * 0.5f * static_cast<float>(h);
   const double pc = det_cos(bg.pattern_angle), ps = det_sin(bg.pattern_angle);
@@ -153,23 +155,22 @@ double sin_quadrant(double x, int shift) {
   const double q = (k + shift) - 4 * std::floor((k + shift) / 4);  // quadrant in {0, 1, 2, 3}
   if (q == 0 || q == 2) {  // +-sin r: sum (-1)^n r^(2n+1) / (2n+1)!
     const double s =
-        r * (1 + r2 * (-1.0 / 6 +
-                       r2 * (1.0 / 120 +
-                             r2 * (-1.0 / 5040 +
-                                   r2 * (1.0 / 362880 +
-                                         r2 * (-1.0 / 39916800 +
-                                               r2 * (1.0 / 6227020800.0 +
-                                                     r2 * (-1.0 / 1307674368000.0))))))));
+        r *
+        (1 + r2 * (-1.0 / 6 +
+                   r2 * (1.0 / 120 +
+                         r2 * (-1.0 / 5040 + r2 * (1.0 / 362880 +
+                                                   r2 * (-1.0 / 39916800 +
+                                                         r2 * (1.0 / 6227020800.0 +
+                                                               r2 * (-1.0 / 1307674368000.0))))))));
     return q == 0 ? s : -s;
   }
   // +-cos r: sum (-1)^n r^(2n) / (2n)!
   const double c =
-      1 + r2 * (-0.5 +
-                r2 * (1.0 / 24 +
-                      r2 * (-1.0 / 720 +
-                            r2 * (1.0 / 40320 +
-                                  r2 * (-1.0 / 3628800 +
-                                        r2 * (1.0 / 479001600 + r2 * (-1.0 / 87178291200.0)))))));
+      1 + r2 * (-0.5 + r2 * (1.0 / 24 +
+                             r2 * (-1.0 / 720 + r2 * (1.0 / 40320 +
+                                                      r2 * (-1.0 / 3628800 +
+                                                            r2 * (1.0 / 479001600 +
+                                                                  r2 * (-1.0 / 87178291200.0)))))));
   return q == 1 ? c : -c;
 }
 
@@ -211,9 +212,8 @@ void validate_scene(const ShapeScene& scene, const char* op) {
   };
   MIXPREC_CHECK(unit(bg.color0) && unit(bg.color1), "[", op,
                 "] background colours must be in [0, 1]");
-  MIXPREC_CHECK(finite(bg.gradient_angle) && finite(bg.pattern_angle) &&
-                    bg.pattern_period > 0 && finite(bg.pattern_period) &&
-                    std::isfinite(bg.pattern_amplitude),
+  MIXPREC_CHECK(finite(bg.gradient_angle) && finite(bg.pattern_angle) && bg.pattern_period > 0 &&
+                    finite(bg.pattern_period) && std::isfinite(bg.pattern_amplitude),
                 "[", op, "] background angles, period (> 0) and amplitude must be finite");
   for (std::size_t i = 0; i < scene.shapes.size(); ++i) {
     const ShapeSpec& s = scene.shapes[i];
@@ -221,10 +221,11 @@ void validate_scene(const ShapeScene& scene, const char* op) {
                   ": unknown kind ", static_cast<int>(s.kind));
     MIXPREC_CHECK(finite(s.x) && finite(s.y) && finite(s.vx) && finite(s.vy) && finite(s.angle) &&
                       finite(s.spin) && std::isfinite(s.shading),
-                  "[", op, "] shape ", i, ": position, velocity, angle, spin and shading must be finite");
+                  "[", op, "] shape ", i,
+                  ": position, velocity, angle, spin and shading must be finite");
     MIXPREC_CHECK(s.size > 0 && finite(s.size) && s.aspect > 0 && finite(s.aspect), "[", op,
-                  "] shape ", i, ": size and aspect must be positive and finite, got size ",
-                  s.size, ", aspect ", s.aspect);
+                  "] shape ", i, ": size and aspect must be positive and finite, got size ", s.size,
+                  ", aspect ", s.aspect);
     MIXPREC_CHECK(unit(s.color), "[", op, "] shape ", i, ": colour must be in [0, 1]");
   }
 }

@@ -14,8 +14,8 @@
 namespace mixprec::data {
 namespace {
 
-using ::testing::HasSubstr;
 using test_support::error_of;
+using ::testing::HasSubstr;
 
 std::vector<float> values(const Tensor& t) {
   const Tensor c = t.to(DType::F32).contiguous();
@@ -139,7 +139,12 @@ TEST(MovingShapes, ShapeCentroidMoves) {
 }
 
 TEST(MovingShapes, ShapesBounceAndStayInside) {
-  ShapeSpec s{.kind = ShapeKind::Rectangle, .x = 30, .y = 30, .vx = 3.7, .vy = -2.3, .size = 6,
+  ShapeSpec s{.kind = ShapeKind::Rectangle,
+              .x = 30,
+              .y = 30,
+              .vx = 3.7,
+              .vy = -2.3,
+              .size = 6,
               .aspect = 0.5};
   const double r = shape_bound_radius(s);
   EXPECT_NEAR(r, 6 * std::sqrt(1.25), 1e-12);
@@ -165,10 +170,9 @@ TEST(MovingShapes, ShapesBounceAndStayInside) {
 TEST(MovingShapes, OcclusionFollowsDepthOrder) {
   ShapeScene scene{.height = 32, .width = 32};
   scene.background.color0 = scene.background.color1 = {0, 0, 0};
-  const ShapeSpec red{.kind = ShapeKind::Rectangle, .x = 14, .y = 16, .size = 8,
-                      .color = {1, 0, 0}};
-  const ShapeSpec blue{.kind = ShapeKind::Circle, .x = 18, .y = 16, .size = 7,
-                       .color = {0, 0, 1}};
+  const ShapeSpec red{
+      .kind = ShapeKind::Rectangle, .x = 14, .y = 16, .size = 8, .color = {1, 0, 0}};
+  const ShapeSpec blue{.kind = ShapeKind::Circle, .x = 18, .y = 16, .size = 7, .color = {0, 0, 1}};
   scene.shapes = {red, blue};
   Tensor f = render_scene(scene, 0);
   EXPECT_FLOAT_EQ(f.value({0, 16, 16}), -1.0f);  // overlap: blue in front
@@ -273,8 +277,7 @@ TEST(MovingShapes, BadArgumentsThrow) {
   EXPECT_THAT(error_of([&] { ds.clip(0, 0, 0); }), HasSubstr("[MovingShapes::clip] frames"));
   Generator gen;
   EXPECT_THAT(error_of([&] { ds.batch(0, gen); }), HasSubstr("[MovingShapes::batch] batch"));
-  EXPECT_THAT(error_of([&] { ds.batch(2, gen, DType::I32); }),
-              HasSubstr("dtype must be floating"));
+  EXPECT_THAT(error_of([&] { ds.batch(2, gen, DType::I32); }), HasSubstr("dtype must be floating"));
   EXPECT_THAT(error_of([&] { ds.batch(2, gen, DType::F32, MemoryFormat::Preserve); }),
               HasSubstr("format must be contiguous or channels_last"));
   ShapeScene bad;

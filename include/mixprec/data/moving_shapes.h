@@ -30,7 +30,7 @@
 namespace mixprec::data {
 
 struct MovingShapesConfig {
-  int64_t height = 64, width = 64;  // each in [8, 16384]
+  int64_t height = 64, width = 64;     // each in [8, 16384]
   int min_shapes = 1, max_shapes = 3;  // 0 <= min_shapes <= max_shapes <= 8
   // batch() draws videos from [0, num_videos) and frames t from [1, frames_per_video), so
   // videos >= num_videos are held out for evaluation. frame() and clip() take any video >= 0

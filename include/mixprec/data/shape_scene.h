@@ -43,7 +43,7 @@ struct ShapeSpec {
   // Circle: radius. Rectangle: half-width (half-height = size * aspect). Triangle
   // (equilateral): circumradius. Pixels, > 0.
   double size = 8;
-  double aspect = 1;  // rectangles only; 1 is a square
+  double aspect = 1;                    // rectangles only; 1 is a square
   std::array<float, 3> color{1, 1, 1};  // linear RGB in [0, 1]
   // A linear brightness ramp across the shape along its rotated x axis (colour times
   // 1 +- shading at the rim, clamped to [0, 1]): makes a spinning circle visibly spin.
