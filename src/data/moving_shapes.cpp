@@ -106,9 +106,16 @@ ShapeScene MovingShapes::scene(int64_t video) const {
 
   // Muted backgrounds, so the saturated shapes stand out.
   Background& bg = scene.background;
-  const double hue = d.u();
-  bg.color0 = hsv(hue, d.range(0.1, 0.45), d.range(0.2, 0.7));
-  bg.color1 = hsv(hue + d.range(-0.3, 0.3), d.range(0.1, 0.45), d.range(0.3, 0.8));
+  // Every draw is its own statement: the order of evaluation of function arguments and of
+  // the operands of * is unspecified (GCC and Clang differ), and it must not decide the scene.
+  const double hue0 = d.u();
+  const double sat0 = d.range(0.1, 0.45);
+  const double val0 = d.range(0.2, 0.7);
+  const double hue1 = hue0 + d.range(-0.3, 0.3);
+  const double sat1 = d.range(0.1, 0.45);
+  const double val1 = d.range(0.3, 0.8);
+  bg.color0 = hsv(hue0, sat0, val0);
+  bg.color1 = hsv(hue1, sat1, val1);
   bg.gradient_angle = d.range(0, kTwoPi);
   const double pattern = d.u();
   bg.pattern = pattern < 0.2   ? PatternKind::None
@@ -141,8 +148,12 @@ ShapeScene MovingShapes::scene(int64_t video) const {
     s.vx = speed * det_cos(heading);
     s.vy = speed * det_sin(heading);
     s.angle = d.range(0, kTwoPi);
-    s.spin = (d.u() < 0.5 ? -1 : 1) * d.range(0.01, 0.06);
-    s.color = hsv(d.u(), d.range(0.6, 1.0), d.range(0.65, 1.0));
+    const double spin_sign = d.u() < 0.5 ? -1 : 1;
+    s.spin = spin_sign * d.range(0.01, 0.06);
+    const double hue = d.u();
+    const double sat = d.range(0.6, 1.0);
+    const double val = d.range(0.65, 1.0);
+    s.color = hsv(hue, sat, val);
     s.shading = d.rangef(0.1, 0.3);
     scene.shapes.push_back(s);
   }
