@@ -268,4 +268,18 @@ void GifWriter::close() {
   s.closed = true;
 }
 
+void write_gif(const std::string& path, const Tensor& frames, double fps, bool loop) {
+  MIXPREC_CHECK(frames.defined() && frames.dim() == 4 && frames.size(0) >= 1, "[write_gif] ", path,
+                ": expected frames [T, 3, H, W] (or uint8 [T, H, W, 3]) with T >= 1, got ",
+                frames.defined() ? shape_to_string(frames.shape()) : std::string("undefined"));
+  const bool u8 = frames.dtype() == DType::U8;
+  MIXPREC_CHECK(u8 ? frames.size(3) == 3 : frames.size(1) == 3, "[write_gif] ", path,
+                ": expected frames [T, 3, H, W] (or uint8 [T, H, W, 3]), got ",
+                shape_to_string(frames.shape()), " of ", dtype_name(frames.dtype()));
+  const int64_t h = u8 ? frames.size(1) : frames.size(2), w = u8 ? frames.size(2) : frames.size(3);
+  GifWriter gif(path, w, h, fps, loop);
+  for (int64_t t = 0; t < frames.size(0); ++t) gif.add_frame(frames[t]);
+  gif.close();
+}
+
 }  // namespace mixprec::io

@@ -420,6 +420,34 @@ TEST(Gif, GiflibDecodesFramesSizeDelaysLoopAndColours) {
   }
 }
 
+TEST(Gif, WriteGifTakesAWholeClip) {
+  ScratchDir dir;
+  Tensor clip = Tensor::empty({5, 3, 40, 56});
+  for (int64_t t = 0; t < 5; ++t) clip[t].copy_(smooth_frame(40, 56, t));
+  write_gif(dir.file("clip.gif"), clip.contiguous(MemoryFormat::ChannelsLast), 12.5);
+  GifHandle gif = slurp(dir.file("clip.gif"));
+  ASSERT_TRUE(gif);
+  EXPECT_EQ(gif->ImageCount, 5);
+  EXPECT_EQ(gif->SWidth, 56);
+  EXPECT_EQ(gif->SHeight, 40);
+  GraphicsControlBlock gcb;
+  ASSERT_EQ(DGifSavedExtensionToGCB(gif.get(), 4, &gcb), GIF_OK);
+  EXPECT_EQ(gcb.DelayTime, 8);
+  write_gif(dir.file("u8.gif"), random_u8(12, 8, 1).unsqueeze(0), 10);  // [1, 12, 8, 3]
+  EXPECT_EQ(slurp(dir.file("u8.gif"))->SHeight, 12);
+  EXPECT_THAT(error_of([&] { write_gif(dir.file("bad.gif"), clip[0], 10); }),
+              HasSubstr("[write_gif] " + dir.file("bad.gif") +
+                        ": expected frames [T, 3, H, W] (or uint8 [T, H, W, 3]) with T >= 1, got "
+                        "[3, 40, 56]"));
+  EXPECT_THAT(error_of([&] { write_gif(dir.file("bad.gif"), clip.slice(0, 0, 0), 10); }),
+              HasSubstr("with T >= 1"));
+  EXPECT_THAT(error_of([&] {
+                write_gif(dir.file("bad.gif"), Tensor::zeros({2, 4, 8, 8}), 10);
+              }),
+              HasSubstr("got [2, 4, 8, 8] of f32"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.gif")));
+}
+
 TEST(Gif, PlaysOnceWithoutLoop) {
   ScratchDir dir;
   const std::string path = dir.file("once.gif");

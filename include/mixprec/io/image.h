@@ -99,4 +99,8 @@ class GifWriter {
   std::unique_ptr<GifWriterState> state_;
 };
 
+// A whole clip at once: frames [T, 3, H, W] (floating, any strides) or uint8 [T, H, W, 3],
+// T >= 1, through GifWriter (same palette, timing and atomicity).
+void write_gif(const std::string& path, const Tensor& frames, double fps, bool loop = true);
+
 }  // namespace mixprec::io
