@@ -2,19 +2,21 @@
 // MovingShapes: an endless procedural video dataset for the video diffusion model (issue #6).
 //
 // Video v of a dataset with seed s is a ShapeScene (shape_scene.h) drawn from a Philox
-// generator keyed by a hash of (s, v): 1 to 4 coloured circles, rectangles (some square) and
-// equilateral triangles that move, spin, bounce off the borders and occlude each other in a
-// fixed depth order, over a smooth two-colour gradient with a low-frequency stripe or check
-// pattern. Frame t is a pure function of (s, v, t), identical on every machine (see
-// shape_scene.h for why), and costs the same for any t, so a training batch can pick frames
-// at random and an evaluation can compare 600+ generated frames against the ground truth.
+// generator keyed by a hash of (s, v): min_shapes to max_shapes (default 1 to 3) coloured
+// circles, rectangles (some square) and equilateral triangles that move, spin, bounce off the
+// borders and occlude each other in a fixed depth order, over a smooth two-colour gradient with a
+// low-frequency stripe or check pattern. Frame t is a pure function of (s, v, t), identical on
+// every machine (see shape_scene.h for why), and costs the same for any t, so a training batch can
+// pick frames at random and an evaluation can compare 600+ generated frames against the ground
+// truth.
 //
 // Frames are RGB in [-1, 1], the diffusion model's range. Sizes and speeds scale with the
-// smaller frame side S: at 64x64 shapes span about 10 to 36 pixels and move 0.4 to 1.3 pixels
-// per frame, so consecutive frames are close but never identical.
+// smaller frame side S: at 64x64 shapes span about 10 to 30 pixels, move 0.4 to 1.3 pixels
+// per frame and turn 0.6 to 3.4 degrees per frame, so consecutive frames are close but
+// differ (a video with no shapes, possible only with min_shapes = 0, is a still image).
 //
-// Speed: about 40,000 frames/s per core at 64x64 with up to 3 shapes (bench/bench_data.cpp
-// prints the figure on this machine).
+// Speed: about 20,000 frames/s per core at 64x64 with up to 4 shapes, measured on a busy
+// shared VM (bench/bench_data prints the figure; docs/PERFORMANCE.md records it).
 //
 //   data::MovingShapes ds({.height = 64, .width = 64}, /*seed=*/1);
 //   Generator gen(7);
