@@ -1,0 +1,75 @@
+#pragma once
+// MovingShapes: an endless procedural video dataset for the video diffusion model (issue #6).
+//
+// Video v of a dataset with seed s is a ShapeScene (shape_scene.h) drawn from a Philox
+// generator keyed by a hash of (s, v): min_shapes to max_shapes (default 1 to 3) coloured
+// circles, rectangles (some square) and equilateral triangles that move, spin, bounce off the
+// borders and occlude each other in a fixed depth order, over a smooth two-colour gradient with a
+// low-frequency stripe or check pattern. Frame t is a pure function of (s, v, t), identical on
+// every machine (see shape_scene.h for why), and costs the same for any t, so a training batch can
+// pick frames at random and an evaluation can compare 600+ generated frames against the ground
+// truth.
+//
+// Frames are RGB in [-1, 1], the diffusion model's range. Sizes and speeds scale with the
+// smaller frame side S: at 64x64 shapes span about 10 to 30 pixels, move 0.4 to 1.3 pixels
+// per frame and turn 0.6 to 3.4 degrees per frame, so consecutive frames are close but
+// differ (a video with no shapes, possible only with min_shapes = 0, is a still image).
+//
+// Speed: about 20,000 frames/s per core at 64x64 with up to 4 shapes, measured on a busy
+// shared VM (bench/bench_data prints the figure; docs/PERFORMANCE.md records it).
+//
+//   data::MovingShapes ds({.height = 64, .width = 64}, /*seed=*/1);
+//   Generator gen(7);
+//   auto [prev, cur] = ds.batch(32, gen, DType::BF16);  // [32, 3, 64, 64] channels_last
+//   Tensor truth = ds.clip(/*video=*/123456789, /*start=*/0, /*frames=*/600);  // [600, 3, 64, 64]
+#include <cstdint>
+#include <utility>
+
+#include "mixprec/core/random.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/data/shape_scene.h"
+
+namespace mixprec::data {
+
+struct MovingShapesConfig {
+  int64_t height = 64, width = 64;     // each in [8, 16384]
+  int min_shapes = 1, max_shapes = 3;  // 0 <= min_shapes <= max_shapes <= 8
+  // batch() draws videos from [0, num_videos) and frames t from [1, frames_per_video), so
+  // videos >= num_videos are held out for evaluation. frame() and clip() take any video >= 0
+  // and any t >= 0.
+  int64_t num_videos = 1 << 20;
+  int64_t frames_per_video = 1000;  // >= 2
+};
+
+class MovingShapes {
+ public:
+  // Throws mixprec::Error for an invalid config.
+  MovingShapes(MovingShapesConfig config, uint64_t seed);
+
+  const MovingShapesConfig& config() const { return config_; }
+  uint64_t seed() const { return seed_; }
+
+  // The scene behind video `video` (>= 0): what frame() renders.
+  ShapeScene scene(int64_t video) const;
+
+  // Frame t (>= 0) of video `video` (>= 0): [3, H, W] f32 in [-1, 1], contiguous.
+  Tensor frame(int64_t video, int64_t t) const;
+
+  // A training batch: for each of `batch` (>= 1) pairs (video, t) drawn from `gen` (two words
+  // each, in order), the previous frame t - 1 and the current frame t. Both are
+  // [batch, 3, H, W] in `dtype` (f32, f16, bf16 or f64; 16-bit values rounded to nearest even
+  // from the f32 render) and `format` (Contiguous or ChannelsLast). Frames render in parallel;
+  // the result depends only on the seed and gen's state, never on the thread count.
+  std::pair<Tensor, Tensor> batch(int64_t batch, Generator& gen, DType dtype = DType::F32,
+                                  MemoryFormat format = MemoryFormat::ChannelsLast) const;
+
+  // `frames` (>= 1) consecutive frames start, start + 1, ... of one video: [frames, 3, H, W]
+  // f32, contiguous. The ground truth for drift evaluation.
+  Tensor clip(int64_t video, int64_t start, int64_t frames) const;
+
+ private:
+  MovingShapesConfig config_;
+  uint64_t seed_;
+};
+
+}  // namespace mixprec::data

@@ -1,0 +1,95 @@
+#pragma once
+// ShapeScene: one procedural video as data (a background and a few moving shapes) and the
+// renderer that turns it into frames. MovingShapes (moving_shapes.h) draws scenes at random
+// from a seed; tests and tools can also build a scene by hand (an occlusion case, a demo).
+//
+// Geometry: pixel (row y, column x) covers [x, x+1) x [y, y+1); its colour is sampled at the
+// centre (x + 0.5, y + 0.5). x grows to the right, y downwards, angles are in radians.
+//
+// Motion is closed-form, so frame t costs the same for t = 0 and t = 10^6 and every frame is
+// a pure function of (scene, t):
+//   - a shape's centre moves at constant velocity and bounces off the borders: each
+//     coordinate is folded into [r, extent - r] by a triangle wave, r = the shape's
+//     circumradius, so the shape stays inside the frame whatever its rotation;
+//   - it spins at constant angular velocity.
+// Shapes are painted back to front in the order of ShapeScene::shapes (later ones occlude
+// earlier ones), with anti-aliased edges: coverage = clamp(0.5 - d, 0, 1) where d is the
+// signed distance (pixels) from the pixel centre to the edge, the linear approximation of a
+// box filter's coverage across a straight edge.
+//
+// Determinism: only IEEE +, -, *, /, sqrt and floor, with our own sine and cosine (libm's
+// differ between implementations) and the sources compiled with -ffp-contract=off, so every
+// machine and compiler gives the same bits.
+//
+// Cost: the background costs a few flops per pixel; each shape only visits its bounding box:
+// O(pixels x shapes) in the worst case.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::data {
+
+enum class ShapeKind : uint8_t { Circle, Rectangle, Triangle };
+inline constexpr int kNumShapeKinds = 3;
+
+struct ShapeSpec {
+  ShapeKind kind = ShapeKind::Circle;
+  double x = 0, y = 0;    // centre at t = 0 (pixels); folded into the bounce range
+  double vx = 0, vy = 0;  // pixels per frame
+  double angle = 0;       // at t = 0
+  double spin = 0;        // radians per frame
+  // Circle: radius. Rectangle: half-width (half-height = size * aspect). Triangle
+  // (equilateral): circumradius. Pixels, > 0.
+  double size = 8;
+  double aspect = 1;                    // rectangles only; 1 is a square
+  std::array<float, 3> color{1, 1, 1};  // linear RGB in [0, 1]
+  // A linear brightness ramp across the shape along its rotated x axis (colour times
+  // 1 +- shading at the rim, clamped to [0, 1]): makes a spinning circle visibly spin.
+  float shading = 0;
+};
+
+enum class PatternKind : uint8_t { None, Stripes, Checks };
+
+struct Background {
+  // A linear gradient from color0 to color1 along direction gradient_angle, spanning the frame.
+  std::array<float, 3> color0{0.5f, 0.5f, 0.5f};
+  std::array<float, 3> color1{0.5f, 0.5f, 0.5f};
+  double gradient_angle = 0;
+  // Plus a smooth low-frequency pattern (a smoothed triangle wave: no hard edges, so it is
+  // easy for a small model): pattern_amplitude * (wave - 0.5) added to every channel.
+  PatternKind pattern = PatternKind::None;
+  double pattern_period = 16;  // pixels, > 0
+  double pattern_angle = 0;
+  float pattern_amplitude = 0;
+};
+
+struct ShapeScene {
+  int64_t height = 64, width = 64;
+  Background background{};
+  std::vector<ShapeSpec> shapes{};  // back to front
+};
+
+// Throws mixprec::Error naming `op` if the scene cannot be rendered (sizes, finite values).
+void validate_scene(const ShapeScene& scene, const char* op = "render_scene");
+
+// The circumradius of a shape: its bounce margin.
+double shape_bound_radius(const ShapeSpec& shape);
+// Centre of `shape` at frame t (after bouncing), in pixels: {x, y}.
+std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
+                                     int64_t t);
+
+// Renders frame t (>= 0) into `out`, height * width * 3 floats laid out (y, x, channel), each
+// value in [-1, 1] (colour c in [0, 1] maps to 2c - 1). The scene must be valid; no checks.
+void render_scene_hwc(const ShapeScene& scene, int64_t t, float* out);
+
+// Frame t as a [3, height, width] f32 tensor in [-1, 1]. Validates the scene.
+Tensor render_scene(const ShapeScene& scene, int64_t t);
+
+// Deterministic sine and cosine (double, error < 1e-15 for |x| < 1e6): the same bits on
+// every machine, unlike libm's.
+double det_sin(double x);
+double det_cos(double x);
+
+}  // namespace mixprec::data

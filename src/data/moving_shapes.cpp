@@ -1,0 +1,217 @@
+#include "mixprec/data/moving_shapes.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
+
+namespace mixprec::data {
+namespace {
+
+constexpr double kTwoPi = 6.28318530717958647693;
+constexpr int kMaxShapesPerVideo = 8;
+constexpr int64_t kMinExtent = 8, kMaxExtent = 16384;
+// Frames past this would lose integer precision in the double time axis of the motion model.
+constexpr int64_t kMaxFrame = int64_t{1} << 50;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform integer in [0, n) from one 64-bit draw (multiply-shift: no modulo, bias < n / 2^64).
+int64_t draw_below(Generator& gen, int64_t n) {
+  const unsigned __int128 wide =
+      static_cast<unsigned __int128>(gen.next_u64()) * static_cast<uint64_t>(n);
+  return static_cast<int64_t>(wide >> 64);
+}
+
+// The scene's random draws, all from one generator in a fixed order.
+struct Draw {
+  Generator gen;
+  double u() { return gen.uniform_double(); }
+  double range(double lo, double hi) { return lo + (hi - lo) * u(); }
+  float rangef(double lo, double hi) { return static_cast<float>(range(lo, hi)); }
+};
+
+// HSV (all in [0, 1], hue wrapping) to RGB, piecewise linear: no trigonometry, exact and cheap.
+std::array<float, 3> hsv(double hue, double sat, double val) {
+  hue -= std::floor(hue);
+  const double h6 = hue * 6;
+  const int sector = std::min(5, static_cast<int>(h6));
+  const double f = h6 - sector;
+  const double p = val * (1 - sat), q = val * (1 - sat * f), t = val * (1 - sat * (1 - f));
+  double r, g, b;
+  switch (sector) {
+    case 0:
+      r = val, g = t, b = p;
+      break;
+    case 1:
+      r = q, g = val, b = p;
+      break;
+    case 2:
+      r = p, g = val, b = t;
+      break;
+    case 3:
+      r = p, g = q, b = val;
+      break;
+    case 4:
+      r = t, g = p, b = val;
+      break;
+    default:
+      r = val, g = p, b = q;
+      break;
+  }
+  auto unit = [](double v) { return static_cast<float>(std::clamp(v, 0.0, 1.0)); };
+  return {unit(r), unit(g), unit(b)};
+}
+
+void check_frame_index(const char* op, int64_t video, int64_t t) {
+  MIXPREC_CHECK(video >= 0, "[", op, "] video index must be >= 0, got ", video);
+  MIXPREC_CHECK(t >= 0 && t <= kMaxFrame, "[", op, "] frame index must be in [0, 2^50], got ", t);
+}
+
+}  // namespace
+
+MovingShapes::MovingShapes(MovingShapesConfig config, uint64_t seed)
+    : config_(config), seed_(seed) {
+  const auto& c = config_;
+  MIXPREC_CHECK(c.height >= kMinExtent && c.height <= kMaxExtent && c.width >= kMinExtent &&
+                    c.width <= kMaxExtent,
+                "[MovingShapes] height and width must be in [", kMinExtent, ", ", kMaxExtent,
+                "], got ", c.height, "x", c.width);
+  MIXPREC_CHECK(
+      c.min_shapes >= 0 && c.min_shapes <= c.max_shapes && c.max_shapes <= kMaxShapesPerVideo,
+      "[MovingShapes] expected 0 <= min_shapes <= max_shapes <= ", kMaxShapesPerVideo,
+      ", got min_shapes ", c.min_shapes, ", max_shapes ", c.max_shapes);
+  MIXPREC_CHECK(c.num_videos >= 1, "[MovingShapes] num_videos must be >= 1, got ", c.num_videos);
+  MIXPREC_CHECK(c.frames_per_video >= 2 && c.frames_per_video <= kMaxFrame,
+                "[MovingShapes] frames_per_video must be in [2, 2^50] (a batch pairs frame t - 1 "
+                "with t), got ",
+                c.frames_per_video);
+}
+
+ShapeScene MovingShapes::scene(int64_t video) const {
+  MIXPREC_CHECK(video >= 0, "[MovingShapes::scene] video index must be >= 0, got ", video);
+  // One generator per video, keyed by a hash of (seed, video): videos are independent of
+  // each other and of the order they are asked for.
+  Draw d{Generator(splitmix64(splitmix64(seed_) ^ static_cast<uint64_t>(video)))};
+  ShapeScene scene;
+  scene.height = config_.height;
+  scene.width = config_.width;
+  const double side = static_cast<double>(std::min(config_.height, config_.width));
+
+  // Muted backgrounds, so the saturated shapes stand out.
+  Background& bg = scene.background;
+  // Every draw is its own statement: the order of evaluation of function arguments and of
+  // the operands of * is unspecified (GCC and Clang differ), and it must not decide the scene.
+  const double hue0 = d.u();
+  const double sat0 = d.range(0.1, 0.45);
+  const double val0 = d.range(0.2, 0.7);
+  const double hue1 = hue0 + d.range(-0.3, 0.3);
+  const double sat1 = d.range(0.1, 0.45);
+  const double val1 = d.range(0.3, 0.8);
+  bg.color0 = hsv(hue0, sat0, val0);
+  bg.color1 = hsv(hue1, sat1, val1);
+  bg.gradient_angle = d.range(0, kTwoPi);
+  const double pattern = d.u();
+  bg.pattern = pattern < 0.2   ? PatternKind::None
+               : pattern < 0.6 ? PatternKind::Stripes
+                               : PatternKind::Checks;
+  bg.pattern_period = side * d.range(0.2, 0.5);
+  bg.pattern_angle = d.range(0, kTwoPi);
+  bg.pattern_amplitude = d.rangef(0.06, 0.18);
+
+  const int count = config_.min_shapes + static_cast<int>(draw_below(
+                                             d.gen, config_.max_shapes - config_.min_shapes + 1));
+  for (int i = 0; i < count; ++i) {
+    ShapeSpec s;
+    s.kind = static_cast<ShapeKind>(draw_below(d.gen, kNumShapeKinds));
+    switch (s.kind) {
+      case ShapeKind::Circle:
+        s.size = side * d.range(0.08, 0.18);
+        break;
+      case ShapeKind::Rectangle:
+        s.size = side * d.range(0.07, 0.15);
+        s.aspect = d.u() < 0.3 ? 1.0 : d.range(0.5, 1.6);
+        break;
+      case ShapeKind::Triangle:
+        s.size = side * d.range(0.1, 0.2);
+        break;
+    }
+    s.x = d.range(0, static_cast<double>(config_.width));
+    s.y = d.range(0, static_cast<double>(config_.height));
+    const double speed = side * d.range(0.006, 0.02), heading = d.range(0, kTwoPi);
+    s.vx = speed * det_cos(heading);
+    s.vy = speed * det_sin(heading);
+    s.angle = d.range(0, kTwoPi);
+    const double spin_sign = d.u() < 0.5 ? -1 : 1;
+    s.spin = spin_sign * d.range(0.01, 0.06);
+    const double hue = d.u();
+    const double sat = d.range(0.6, 1.0);
+    const double val = d.range(0.65, 1.0);
+    s.color = hsv(hue, sat, val);
+    s.shading = d.rangef(0.1, 0.3);
+    scene.shapes.push_back(s);
+  }
+  return scene;
+}
+
+Tensor MovingShapes::frame(int64_t video, int64_t t) const {
+  check_frame_index("MovingShapes::frame", video, t);
+  return render_scene(scene(video), t);
+}
+
+Tensor MovingShapes::clip(int64_t video, int64_t start, int64_t frames) const {
+  check_frame_index("MovingShapes::clip", video, start);
+  MIXPREC_CHECK(frames >= 1 && frames <= kMaxFrame - start,
+                "[MovingShapes::clip] frames must be >= 1 and start + frames <= 2^50, got start ",
+                start, ", frames ", frames);
+  const ShapeScene s = scene(video);
+  const int64_t h = config_.height, w = config_.width;
+  Tensor hwc = Tensor::empty({frames, h, w, 3});  // (T, H, W, C)
+  float* out = hwc.data<float>();
+  parallel_for(0, frames, 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) render_scene_hwc(s, start + i, out + i * h * w * 3);
+  });
+  return hwc.permute({0, 3, 1, 2}).contiguous();
+}
+
+std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DType dtype,
+                                              MemoryFormat format) const {
+  MIXPREC_CHECK(batch >= 1, "[MovingShapes::batch] batch must be >= 1, got ", batch);
+  MIXPREC_CHECK(is_floating(dtype),
+                "[MovingShapes::batch] dtype must be floating (f32, "
+                "f16, bf16 or f64), got ",
+                dtype_name(dtype));
+  MIXPREC_CHECK(format == MemoryFormat::Contiguous || format == MemoryFormat::ChannelsLast,
+                "[MovingShapes::batch] format must be contiguous or channels_last, got ",
+                memory_format_name(format));
+  // All draws first, in order, so the result does not depend on how the rendering is split.
+  std::vector<std::pair<int64_t, int64_t>> picks(static_cast<std::size_t>(batch));
+  for (auto& [video, t] : picks) {
+    video = draw_below(gen, config_.num_videos);
+    t = 1 + draw_below(gen, config_.frames_per_video - 1);
+  }
+  const int64_t h = config_.height, w = config_.width;
+  // channels_last f32 is NHWC in memory: the renderer writes straight into it.
+  Tensor prev = Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast);
+  Tensor cur = Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast);
+  float* prev_data = prev.data<float>();
+  float* cur_data = cur.data<float>();
+  parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) {
+      const auto [video, t] = picks[static_cast<std::size_t>(b)];
+      const ShapeScene s = scene(video);
+      render_scene_hwc(s, t - 1, prev_data + b * h * w * 3);
+      render_scene_hwc(s, t, cur_data + b * h * w * 3);
+    }
+  });
+  auto finish = [&](const Tensor& x) { return x.contiguous(format).to(dtype); };
+  return {finish(prev), finish(cur)};
+}
+
+}  // namespace mixprec::data

@@ -1,0 +1,248 @@
+#include "mixprec/data/shape_scene.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "mixprec/core/error.h"
+
+namespace mixprec::data {
+namespace {
+
+constexpr int64_t kMaxExtent = 16384;
+constexpr std::size_t kMaxShapes = 64;
+
+// Half-plane normals of the equilateral triangle in its own frame (edges opposite the
+// vertices at local angles 270, 30 and 150 degrees); the inradius is half the circumradius.
+constexpr double kSqrt3Over2 = 0.86602540378443864676;
+constexpr float kTriangleNormals[3][2] = {{0.0f, 1.0f},
+                                          {-static_cast<float>(kSqrt3Over2), -0.5f},
+                                          {static_cast<float>(kSqrt3Over2), -0.5f}};
+
+bool finite(double v) { return std::isfinite(v); }
+
+// Folds an unbounded coordinate into [lo, hi] as a ball bouncing between two walls would:
+// a triangle wave of period 2 (hi - lo).
+double bounce(double p, double lo, double hi) {
+  const double span = hi - lo;
+  if (!(span > 0)) return 0.5 * (lo + hi);
+  const double period = 2 * span;
+  double m = (p - lo) - period * std::floor((p - lo) / period);
+  m = std::clamp(m, 0.0, period);  // rounding can land a hair outside
+  if (m > span) m = period - m;
+  return lo + m;
+}
+
+// A smoothed triangle wave of period 1 in [0, 1]: C1-continuous, so the background pattern has
+// no edges for the model to spend capacity on.
+inline float smooth_wave(float u) {
+  const float f = u - std::floor(u);
+  const float tri = std::fabs(2.0f * f - 1.0f);
+  return tri * tri * (3.0f - 2.0f * tri);
+}
+
+void render_background(const ShapeScene& scene, float* out) {
+  const Background& bg = scene.background;
+  const int64_t h = scene.height, w = scene.width;
+  const double gc = det_cos(bg.gradient_angle), gs = det_sin(bg.gradient_angle);
+  // Gradient coordinate g = 0 at one side of the frame and 1 at the other, along its direction.
+  const double extent =
+      std::fabs(gc) * static_cast<double>(w) + std::fabs(gs) * static_cast<double>(h);
+  const float gx = static_cast<float>(gc / extent), gy = static_cast<float>(gs / extent);
+  const float g0 = 0.5f - gx * 0.5f * static_cast<float>(w) - gy * 0.5f * static_cast<float>(h);
+  const double pc = det_cos(bg.pattern_angle), ps = det_sin(bg.pattern_angle);
+  const float ux = static_cast<float>(pc / bg.pattern_period);
+  const float uy = static_cast<float>(ps / bg.pattern_period);
+  const float amp = bg.pattern_amplitude;
+  float d[3];
+  for (int c = 0; c < 3; ++c) d[c] = bg.color1[c] - bg.color0[c];
+
+  for (int64_t y = 0; y < h; ++y) {
+    const float py = static_cast<float>(y) + 0.5f;
+    float* row = out + y * w * 3;
+    for (int64_t x = 0; x < w; ++x) {
+      const float px = static_cast<float>(x) + 0.5f;
+      const float g = std::clamp(g0 + gx * px + gy * py, 0.0f, 1.0f);
+      float p = 0.0f;
+      switch (bg.pattern) {
+        case PatternKind::None:
+          break;
+        case PatternKind::Stripes:
+          p = amp * (smooth_wave(ux * px + uy * py) - 0.5f);
+          break;
+        case PatternKind::Checks: {
+          const float a = smooth_wave(ux * px + uy * py) - 0.5f;
+          const float b = smooth_wave(ux * py - uy * px) - 0.5f;
+          p = amp * 2.0f * a * b;
+          break;
+        }
+      }
+      for (int c = 0; c < 3; ++c)
+        row[x * 3 + c] = std::clamp(bg.color0[c] + g * d[c] + p, 0.0f, 1.0f);
+    }
+  }
+}
+
+void render_shape(const ShapeSpec& s, int64_t h, int64_t w, int64_t t, float* out) {
+  const auto [cx, cy] = shape_position(s, h, w, t);
+  const double theta = s.angle + s.spin * static_cast<double>(t);
+  const float c = static_cast<float>(det_cos(theta)), sn = static_cast<float>(det_sin(theta));
+  const double bound = shape_bound_radius(s);
+  const int64_t x0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(cx - bound - 1)));
+  const int64_t x1 = std::min<int64_t>(w, static_cast<int64_t>(std::ceil(cx + bound + 1)));
+  const int64_t y0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(cy - bound - 1)));
+  const int64_t y1 = std::min<int64_t>(h, static_cast<int64_t>(std::ceil(cy + bound + 1)));
+  const float fcx = static_cast<float>(cx), fcy = static_cast<float>(cy);
+  const float size = static_cast<float>(s.size);
+  const float half_h = static_cast<float>(s.size * s.aspect);
+  const float shade = s.shading / static_cast<float>(bound);
+  // The triangle's edge normals rotated into the frame once per shape, not per pixel.
+  float tn[3][2];
+  for (int k = 0; k < 3; ++k) {
+    tn[k][0] = c * kTriangleNormals[k][0] - sn * kTriangleNormals[k][1];
+    tn[k][1] = sn * kTriangleNormals[k][0] + c * kTriangleNormals[k][1];
+  }
+  const float inradius = 0.5f * size;
+
+  for (int64_t y = y0; y < y1; ++y) {
+    const float dy = static_cast<float>(y) + 0.5f - fcy;
+    float* row = out + y * w * 3;
+    for (int64_t x = x0; x < x1; ++x) {
+      const float dx = static_cast<float>(x) + 0.5f - fcx;
+      const float lx = c * dx + sn * dy;  // pixel offset in the shape's own frame
+      float dist;                         // signed distance to the edge, negative inside
+      switch (s.kind) {
+        case ShapeKind::Circle:
+          dist = std::sqrt(dx * dx + dy * dy) - size;
+          break;
+        case ShapeKind::Rectangle: {
+          const float ly = c * dy - sn * dx;
+          dist = std::max(std::fabs(lx) - size, std::fabs(ly) - half_h);
+          break;
+        }
+        case ShapeKind::Triangle:
+        default: {
+          const float e0 = tn[0][0] * dx + tn[0][1] * dy;
+          const float e1 = tn[1][0] * dx + tn[1][1] * dy;
+          const float e2 = tn[2][0] * dx + tn[2][1] * dy;
+          dist = std::max(e0, std::max(e1, e2)) - inradius;
+          break;
+        }
+      }
+      const float alpha = std::clamp(0.5f - dist, 0.0f, 1.0f);
+      if (alpha <= 0.0f) continue;
+      const float light = 1.0f + shade * lx;
+      float* px = row + x * 3;
+      for (int ch = 0; ch < 3; ++ch) {
+        const float col = std::clamp(s.color[ch] * light, 0.0f, 1.0f);
+        px[ch] += alpha * (col - px[ch]);
+      }
+    }
+  }
+}
+
+// sin(x + shift * pi/2). Cody-Waite reduction by pi/2 with fdlibm's split constant (its high
+// part has 33 significant bits, so k * kPio2Hi is exact for |k| < 2^20), then Taylor series on
+// [-pi/4, pi/4], where the first omitted term is below 1e-17. The shift moves the quadrant
+// instead of adding pi/2 to x, which would round.
+double sin_quadrant(double x, int shift) {
+  constexpr double kTwoOverPi = 6.36619772367581382433e-01;
+  constexpr double kPio2Hi = 1.57079632673412561417e+00;
+  constexpr double kPio2Lo = 6.07710050650619224932e-11;
+  const double k = std::floor(x * kTwoOverPi + 0.5);
+  const double r = (x - k * kPio2Hi) - k * kPio2Lo;
+  const double r2 = r * r;
+  const double q = (k + shift) - 4 * std::floor((k + shift) / 4);  // quadrant in {0, 1, 2, 3}
+  if (q == 0 || q == 2) {  // +-sin r: sum (-1)^n r^(2n+1) / (2n+1)!
+    const double s =
+        r *
+        (1 + r2 * (-1.0 / 6 +
+                   r2 * (1.0 / 120 +
+                         r2 * (-1.0 / 5040 + r2 * (1.0 / 362880 +
+                                                   r2 * (-1.0 / 39916800 +
+                                                         r2 * (1.0 / 6227020800.0 +
+                                                               r2 * (-1.0 / 1307674368000.0))))))));
+    return q == 0 ? s : -s;
+  }
+  // +-cos r: sum (-1)^n r^(2n) / (2n)!
+  const double c =
+      1 + r2 * (-0.5 + r2 * (1.0 / 24 +
+                             r2 * (-1.0 / 720 + r2 * (1.0 / 40320 +
+                                                      r2 * (-1.0 / 3628800 +
+                                                            r2 * (1.0 / 479001600 +
+                                                                  r2 * (-1.0 / 87178291200.0)))))));
+  return q == 1 ? c : -c;
+}
+
+}  // namespace
+
+double det_sin(double x) { return sin_quadrant(x, 0); }
+
+double det_cos(double x) { return sin_quadrant(x, 1); }
+
+double shape_bound_radius(const ShapeSpec& shape) {
+  switch (shape.kind) {
+    case ShapeKind::Rectangle:
+      return shape.size * std::sqrt(1 + shape.aspect * shape.aspect);
+    case ShapeKind::Circle:
+    case ShapeKind::Triangle:
+    default:
+      return shape.size;
+  }
+}
+
+std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
+                                     int64_t t) {
+  const double r = shape_bound_radius(shape);
+  const double tt = static_cast<double>(t);
+  return {bounce(shape.x + shape.vx * tt, r, static_cast<double>(width) - r),
+          bounce(shape.y + shape.vy * tt, r, static_cast<double>(height) - r)};
+}
+
+void validate_scene(const ShapeScene& scene, const char* op) {
+  MIXPREC_CHECK(scene.height >= 1 && scene.height <= kMaxExtent && scene.width >= 1 &&
+                    scene.width <= kMaxExtent,
+                "[", op, "] frame size must be in [1, ", kMaxExtent, "], got ", scene.height, "x",
+                scene.width);
+  MIXPREC_CHECK(scene.shapes.size() <= kMaxShapes, "[", op, "] at most ", kMaxShapes,
+                " shapes, got ", scene.shapes.size());
+  const Background& bg = scene.background;
+  auto unit = [](const std::array<float, 3>& c) {
+    return std::all_of(c.begin(), c.end(), [](float v) { return v >= 0.0f && v <= 1.0f; });
+  };
+  MIXPREC_CHECK(unit(bg.color0) && unit(bg.color1), "[", op,
+                "] background colours must be in [0, 1]");
+  MIXPREC_CHECK(finite(bg.gradient_angle) && finite(bg.pattern_angle) && bg.pattern_period > 0 &&
+                    finite(bg.pattern_period) && std::isfinite(bg.pattern_amplitude),
+                "[", op, "] background angles, period (> 0) and amplitude must be finite");
+  for (std::size_t i = 0; i < scene.shapes.size(); ++i) {
+    const ShapeSpec& s = scene.shapes[i];
+    MIXPREC_CHECK(static_cast<int>(s.kind) < kNumShapeKinds, "[", op, "] shape ", i,
+                  ": unknown kind ", static_cast<int>(s.kind));
+    MIXPREC_CHECK(finite(s.x) && finite(s.y) && finite(s.vx) && finite(s.vy) && finite(s.angle) &&
+                      finite(s.spin) && std::isfinite(s.shading),
+                  "[", op, "] shape ", i,
+                  ": position, velocity, angle, spin and shading must be finite");
+    MIXPREC_CHECK(s.size > 0 && finite(s.size) && s.aspect > 0 && finite(s.aspect), "[", op,
+                  "] shape ", i, ": size and aspect must be positive and finite, got size ", s.size,
+                  ", aspect ", s.aspect);
+    MIXPREC_CHECK(unit(s.color), "[", op, "] shape ", i, ": colour must be in [0, 1]");
+  }
+}
+
+void render_scene_hwc(const ShapeScene& scene, int64_t t, float* out) {
+  render_background(scene, out);
+  for (const ShapeSpec& s : scene.shapes) render_shape(s, scene.height, scene.width, t, out);
+  const int64_t n = scene.height * scene.width * 3;
+  for (int64_t i = 0; i < n; ++i) out[i] = 2.0f * out[i] - 1.0f;
+}
+
+Tensor render_scene(const ShapeScene& scene, int64_t t) {
+  validate_scene(scene, "render_scene");
+  MIXPREC_CHECK(t >= 0, "[render_scene] frame index must be >= 0, got ", t);
+  Tensor hwc = Tensor::empty({scene.height, scene.width, 3});
+  render_scene_hwc(scene, t, hwc.data<float>());
+  return hwc.permute({2, 0, 1}).contiguous();
+}
+
+}  // namespace mixprec::data
