@@ -188,9 +188,9 @@ TEST(GPT, TinyModelOverfitsOneBatchWithSgd) {
   Generator gen(7);
   GPT model(GPTConfig::tiny(), gen);
   const Tensor tokens = random_tokens(4, 16, 256, gen), targets = random_tokens(4, 16, 256, gen);
-  optim::SGD opt(model.parameters(), {.lr = 0.5, .momentum = 0.9});
+  optim::SGD opt(model.parameters(), {.lr = 0.3, .momentum = 0.9});
   float first = 0, last = 0;
-  for (int step = 0; step < 150; ++step) {
+  for (int step = 0; step < 60; ++step) {
     const Tensor loss = model.loss(tokens, targets);
     if (step == 0) first = loss.item<float>();
     last = loss.item<float>();
@@ -199,7 +199,7 @@ TEST(GPT, TinyModelOverfitsOneBatchWithSgd) {
     opt.step();
   }
   EXPECT_GT(first, 5.0f);
-  EXPECT_LT(last, 0.1f) << "from " << first;
+  EXPECT_LT(last, 0.01f) << "from " << first;  // 64 random targets memorised
 }
 
 // True half precision: bf16 weights (LayerNorms kept f32), bf16 activations, f32 loss.
