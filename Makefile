@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
-BENCHES = bench_convert bench_gemm bench_conv bench_attention
+BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_gpt
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE

@@ -3,9 +3,6 @@
 // Times forward, and forward + backward of the loss, in f32 and after model.to(BF16) (true
 // half precision, LayerNorms f32), with the model FLOP rate as % of this machine's peak.
 // The PyTorch peer of the same model is bench/peers/gpt_train.py (its step adds AdamW).
-//
-// MIXPREC_GPT_PHASES=1 also prints where one f32 and one bf16 step spend their time
-// (embedding + blocks + head forward, backward), for profiling.
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -46,8 +43,8 @@ int main(int argc, char** argv) {
   // plus causal attention's QK^T and PV (2 * 2 * T * D per token per layer, halved by the mask).
   const double tokens = static_cast<double>(batch * seq);
   const double d = static_cast<double>(config.d_model);
-  const double gemm_weights = static_cast<double>(config.layers) * 12.0 * d * d +
-                              static_cast<double>(config.vocab) * d;
+  const double gemm_weights =
+      static_cast<double>(config.layers) * 12.0 * d * d + static_cast<double>(config.vocab) * d;
   const double fwd_flops =
       tokens * (2.0 * gemm_weights + static_cast<double>(config.layers) * 2.0 * seq * d);
   std::vector<Row> rows;
@@ -68,8 +65,9 @@ int main(int argc, char** argv) {
     const double peak = dtype == DType::BF16 ? peak_bf16 : peak_f32;
     const double step_gflops = 3.0 * fwd_flops / s.median_s / 1e9;
     Row r;
-    r.text("model", "small b8 t256").num("threads", threads, 0).text("weights",
-                                                                      std::string(dtype_name(dtype)));
+    r.text("model", "small b8 t256")
+        .num("threads", threads, 0)
+        .text("weights", std::string(dtype_name(dtype)));
     r.num("fwd_ms", f.median_s * 1e3, 1).num("fwd_bwd_ms", s.median_s * 1e3, 1);
     r.num("spread_ms", (s.max_s - s.min_s) * 1e3, 1).num("tokens_per_s", tokens / s.median_s, 0);
     r.num("gflops", step_gflops, 1).num("pct_peak", 100 * step_gflops / peak, 1);

@@ -55,7 +55,8 @@ GPT::GPT(const GPTConfig& config, Generator& gen) : config_(config), dropout_gen
   token_embedding_ = register_module("wte", std::make_shared<nn::Embedding>(config_.vocab, d, gen));
   position_embedding_ =
       register_module("wpe", std::make_shared<nn::Embedding>(config_.context, d, gen));
-  dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(config_.dropout, dropout_gen_));
+  dropout_ =
+      register_module("dropout", std::make_shared<nn::Dropout>(config_.dropout, dropout_gen_));
   for (int64_t i = 0; i < config_.layers; ++i)
     blocks_.push_back(register_module(
         "h." + std::to_string(i),

@@ -9,9 +9,10 @@ namespace mixprec::models {
 
 CausalSelfAttention::CausalSelfAttention(int64_t d_model, int64_t heads, Generator& gen)
     : d_model_(d_model), heads_(heads) {
-  MIXPREC_CHECK(d_model >= 1 && heads >= 1 && d_model % heads == 0, "[CausalSelfAttention] ",
-                heads, " heads must divide d_model ", d_model);
-  c_attn_ = register_module("c_attn", std::make_shared<nn::Linear>(d_model, 3 * d_model, true, gen));
+  MIXPREC_CHECK(d_model >= 1 && heads >= 1 && d_model % heads == 0, "[CausalSelfAttention] ", heads,
+                " heads must divide d_model ", d_model);
+  c_attn_ =
+      register_module("c_attn", std::make_shared<nn::Linear>(d_model, 3 * d_model, true, gen));
   c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(d_model, d_model, true, gen));
 }
 
@@ -32,7 +33,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 
 GPTMLP::GPTMLP(int64_t d_model, Generator& gen) {
   c_fc_ = register_module("c_fc", std::make_shared<nn::Linear>(d_model, 4 * d_model, true, gen));
-  c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(4 * d_model, d_model, true, gen));
+  c_proj_ =
+      register_module("c_proj", std::make_shared<nn::Linear>(4 * d_model, d_model, true, gen));
 }
 
 Tensor GPTMLP::forward(const Tensor& x) {

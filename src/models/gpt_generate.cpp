@@ -14,9 +14,7 @@ namespace {
 // Puts the model in eval mode for the guard's lifetime.
 class EvalGuard {
  public:
-  explicit EvalGuard(GPT& model) : model_(model), was_training_(model.training()) {
-    model_.eval();
-  }
+  explicit EvalGuard(GPT& model) : model_(model), was_training_(model.training()) { model_.eval(); }
   ~EvalGuard() { model_.train(was_training_); }
   EvalGuard(const EvalGuard&) = delete;
   EvalGuard& operator=(const EvalGuard&) = delete;
@@ -32,8 +30,7 @@ int64_t sample_token(const std::vector<double>& logits, double temperature, int6
                      Generator& gen) {
   MIXPREC_CHECK(!logits.empty(), "[generate] no logits to sample from");
   const auto n = static_cast<int64_t>(logits.size());
-  if (temperature == 0.0)
-    return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  if (temperature == 0.0) return std::max_element(logits.begin(), logits.end()) - logits.begin();
   double threshold = -std::numeric_limits<double>::infinity();
   if (top_k > 0 && top_k < n) {
     std::vector<double> sorted = logits;
@@ -85,7 +82,7 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
   for (int64_t t = t0; t < total; ++t) {
     const int64_t start = std::max<int64_t>(0, t - context);
     const Tensor logits = model.forward(out.slice(1, start, t).contiguous());  // [B, W, V]
-    const Tensor last = logits.select(1, -1).to(DType::F64).contiguous();    // [B, V]
+    const Tensor last = logits.select(1, -1).to(DType::F64).contiguous();      // [B, V]
     for (int64_t i = 0; i < b; ++i) {
       std::memcpy(row.data(), last.data<double>() + i * vocab,
                   static_cast<std::size_t>(vocab) * sizeof(double));
@@ -99,8 +96,7 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt,
                               int64_t max_new_tokens, double temperature, int64_t top_k,
                               Generator& gen) {
   MIXPREC_CHECK(!prompt.empty(), "[generate] the prompt needs at least one token");
-  const Tensor p =
-      Tensor::from_vector(prompt, Shape{1, static_cast<int64_t>(prompt.size())});
+  const Tensor p = Tensor::from_vector(prompt, Shape{1, static_cast<int64_t>(prompt.size())});
   const Tensor out = generate(model, p, max_new_tokens, temperature, top_k, gen);
   const int64_t* data = out.data<int64_t>();
   return std::vector<int64_t>(data, data + out.numel());

@@ -19,7 +19,8 @@ inline Tensor random_tokens(int64_t b, int64_t t, int64_t vocab, Generator& gen)
 
 // max |a - b| over all elements (any float dtypes, same shape).
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.detach().to(DType::F64).contiguous(), y = b.detach().to(DType::F64).contiguous();
+  const Tensor x = a.detach().to(DType::F64).contiguous(),
+               y = b.detach().to(DType::F64).contiguous();
   double m = 0.0;
   for (int64_t i = 0; i < x.numel(); ++i)
     m = std::max(m, std::fabs(x.data<double>()[i] - y.data<double>()[i]));

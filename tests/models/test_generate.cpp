@@ -20,11 +20,13 @@ TEST(SampleToken, GreedyTemperatureAndTopK) {
   EXPECT_EQ(sample_token(logits, 0.0, 0, gen), 1);  // argmax, first of a tie
   EXPECT_EQ(gen.state().offset, 0u);                // greedy draws nothing
   std::vector<int> counts(5, 0);
-  for (int i = 0; i < 4000; ++i) ++counts[static_cast<std::size_t>(sample_token(logits, 1.0, 2, gen))];
+  for (int i = 0; i < 4000; ++i)
+    ++counts[static_cast<std::size_t>(sample_token(logits, 1.0, 2, gen))];
   EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);  // only the top 2 (the tied 3.0s)
   EXPECT_NEAR(counts[1] / 4000.0, 0.5, 0.04);
   std::fill(counts.begin(), counts.end(), 0);
-  for (int i = 0; i < 4000; ++i) ++counts[static_cast<std::size_t>(sample_token(logits, 1.0, 0, gen))];
+  for (int i = 0; i < 4000; ++i)
+    ++counts[static_cast<std::size_t>(sample_token(logits, 1.0, 0, gen))];
   // softmax: e^3 / (2 e^3 + e^1 + 1 + e^-2) = 0.4565 for each 3.0
   EXPECT_NEAR(counts[1] / 4000.0, 0.4565, 0.03);
   EXPECT_NEAR(counts[2] / 4000.0, 0.0618, 0.015);
@@ -78,7 +80,7 @@ TEST(Generate, RunsPastTheContextWindowAndIsSeeded) {
   }
   EXPECT_TRUE(same);
   EXPECT_TRUE(other);
-  EXPECT_GT(seen.size(), 10u);  // an untrained model samples broadly
+  EXPECT_GT(seen.size(), 10u);                 // an untrained model samples broadly
   EXPECT_EQ(a.state().offset, 2u * 2u * 20u);  // one 64-bit draw per sequence per step
 }
 

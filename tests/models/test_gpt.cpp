@@ -92,13 +92,19 @@ TEST(GPT, RejectsBadInputAndConfigs) {
     }
     return "no error";
   };
-  EXPECT_NE(message([&] { model(Tensor::zeros({2, 4}, DType::F32)); }).find("[GPT] tokens must"),
+  EXPECT_NE(message([&] {
+              model(Tensor::zeros({2, 4}, DType::F32));
+            }).find("[GPT] tokens must"),
             std::string::npos);
   EXPECT_NE(message([&] { model(Tensor::zeros({8}, DType::I64)); }).find("[GPT] expected tokens"),
             std::string::npos);
-  EXPECT_NE(message([&] { model(Tensor::zeros({1, 33}, DType::I64)); }).find("context = 32"),
+  EXPECT_NE(message([&] {
+              model(Tensor::zeros({1, 33}, DType::I64));
+            }).find("context = 32"),
             std::string::npos);
-  EXPECT_NE(message([&] { model(Tensor::full({1, 4}, 256, DType::I64)); }).find("[embedding]"),
+  EXPECT_NE(message([&] {
+              model(Tensor::full({1, 4}, 256, DType::I64));
+            }).find("[embedding]"),
             std::string::npos);
   EXPECT_NE(message([&] {
               model.loss(Tensor::zeros({2, 4}, DType::I64), Tensor::zeros({2, 3}, DType::I64));
@@ -175,8 +181,8 @@ TEST(GPT, GradientsMatchFiniteDifferencesInF64) {
   model.to(DType::F64, [](const nn::Module&) { return false; });  // norms too
   // Larger weights than GPT-2's 0.02 so that every nonlinearity is exercised.
   for (const auto& [name, p] : model.named_parameters())
-    nn::init::normal_(p, name.find("ln_") != std::string::npos && name.ends_with("weight") ? 1.0 : 0.0,
-                      0.4, gen);
+    nn::init::normal_(
+        p, name.find("ln_") != std::string::npos && name.ends_with("weight") ? 1.0 : 0.0, 0.4, gen);
   const Tensor tokens = random_tokens(2, 7, 11, gen), targets = random_tokens(2, 7, 11, gen);
   const autograd::GradcheckResult r = autograd::gradcheck_parameters(
       [&] { return model.loss(tokens, targets); }, model.parameters(), {.eps = 1e-6, .atol = 1e-7});

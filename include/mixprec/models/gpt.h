@@ -62,7 +62,7 @@ class GPT final : public nn::Layer {
   // "GPT: 6 layers, d_model 384, 6 heads, context 256, vocab 256: 10,844,160 parameters (f32)"
   std::string summary() const;
 
-  const Tensor& wte() const { return token_embedding_->weight(); }  // [vocab, D], also the head
+  const Tensor& wte() const { return token_embedding_->weight(); }     // [vocab, D], also the head
   const Tensor& wpe() const { return position_embedding_->weight(); }  // [context, D]
   GPTBlock& block(int64_t i);
 
