@@ -80,19 +80,30 @@ Tensor GPT::forward(const Tensor& tokens) {
   return linear(hidden(tokens), wte());  // tied head: [B, T, D] x [V, D]^T -> [B, T, V]
 }
 
-Tensor GPT::hidden(const Tensor& tokens) {
+Tensor GPT::hidden(const Tensor& tokens) { return hidden(tokens, nullptr); }
+
+Tensor GPT::forward_cached(const Tensor& tokens, KVCache& cache) {
+  return linear(hidden(tokens, &cache), wte());
+}
+
+Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
   MIXPREC_CHECK(tokens.defined() && tokens.dim() == 2, "[GPT] expected tokens [B, T], got ",
                 tokens.defined() ? shape_to_string(tokens.shape()) : std::string("undefined"));
   MIXPREC_CHECK(tokens.dtype() == DType::I64 || tokens.dtype() == DType::I32,
                 "[GPT] tokens must be i64 or i32, got ", dtype_name(tokens.dtype()));
-  const int64_t t = tokens.size(1);
-  MIXPREC_CHECK(t >= 1 && t <= config_.context, "[GPT] sequence length ", t,
+  const int64_t t = tokens.size(1), past = cache != nullptr ? cache->length : 0;
+  MIXPREC_CHECK(t >= 1 && past + t <= config_.context, "[GPT] sequence length ", t,
+                past > 0 ? " after " + std::to_string(past) + " cached positions" : std::string(),
                 " must be in [1, context = ", config_.context, "]");
-  const Tensor positions = Tensor::arange(0.0, static_cast<double>(t), 1.0, DType::I64);  // [T]
+  if (cache != nullptr) cache->layers.resize(blocks_.size());
+  const Tensor positions = Tensor::arange(static_cast<double>(past), static_cast<double>(past + t),
+                                          1.0, DType::I64);  // [T]
   // [B, T, D] + [T, D] broadcast over the batch
   Tensor x = add(token_embedding_->forward(tokens), position_embedding_->forward(positions));
   x = dropout_->forward(x);
-  for (auto& block : blocks_) x = block->forward(x);
+  for (std::size_t i = 0; i < blocks_.size(); ++i)
+    x = blocks_[i]->forward(x, cache != nullptr ? &cache->layers[i] : nullptr);
+  if (cache != nullptr) cache->length += t;
   return ln_f_->forward(x);
 }
 

@@ -4,6 +4,7 @@
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/attention.h"
+#include "mixprec/ops/functional.h"
 
 namespace mixprec::models {
 
@@ -16,7 +17,7 @@ CausalSelfAttention::CausalSelfAttention(int64_t d_model, int64_t heads, Generat
   c_proj_ = register_module("c_proj", std::make_shared<nn::Linear>(d_model, d_model, true, gen));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+Tensor CausalSelfAttention::forward(const Tensor& x, LayerKV* cache) {
   MIXPREC_CHECK(x.dim() == 3 && x.size(2) == d_model_, "[CausalSelfAttention] expected x [B, T, ",
                 d_model_, "], got ", shape_to_string(x.shape()));
   const int64_t b = x.size(0), t = x.size(1), head_dim = d_model_ / heads_;
@@ -26,8 +27,23 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
         .view({b, t, heads_, head_dim})
         .permute({0, 2, 1, 3});
   };
-  const Tensor y = scaled_dot_product_attention(head_view(0), head_view(1), head_view(2),
-                                                {.causal = true});  // [B, H, T, hd]
+  Tensor k = head_view(1), v = head_view(2);
+  bool causal = true;
+  if (cache != nullptr) {
+    if (cache->k.defined()) {
+      MIXPREC_CHECK(t == 1 && cache->k.size(0) == b,
+                    "[CausalSelfAttention] a filled KV cache takes one new position of the same "
+                    "batch at a time, got x ",
+                    shape_to_string(x.shape()), " for a cache of batch ", cache->k.size(0));
+      k = cat({cache->k, k.detach()}, 2);  // [B, H, S + 1, hd]
+      v = cat({cache->v, v.detach()}, 2);
+      causal = false;  // the one new query sees every earlier position and itself
+    }
+    cache->k = k.detach().contiguous();
+    cache->v = v.detach().contiguous();
+  }
+  const Tensor y =
+      scaled_dot_product_attention(head_view(0), k, v, {.causal = causal});  // [B, H, T, hd]
   return c_proj_->forward(y.permute({0, 2, 1, 3}).reshape({b, t, d_model_}));
 }
 
@@ -50,8 +66,8 @@ GPTBlock::GPTBlock(int64_t d_model, int64_t heads, double dropout, Generator& in
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(dropout, dropout_gen));
 }
 
-Tensor GPTBlock::forward(const Tensor& x) {
-  const Tensor h = add(x, dropout_->forward(attn_->forward(ln_1_->forward(x))));
+Tensor GPTBlock::forward(const Tensor& x, LayerKV* cache) {
+  const Tensor h = add(x, dropout_->forward(attn_->forward(ln_1_->forward(x), cache)));
   return add(h, dropout_->forward(mlp_->forward(ln_2_->forward(h))));
 }
 

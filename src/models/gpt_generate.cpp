@@ -61,7 +61,7 @@ int64_t sample_token(const std::vector<double>& logits, double temperature, int6
 }
 
 Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double temperature,
-                int64_t top_k, Generator& gen) {
+                int64_t top_k, Generator& gen, bool kv_cache) {
   MIXPREC_CHECK(prompt.defined() && prompt.dim() == 2 && prompt.size(1) >= 1 &&
                     (prompt.dtype() == DType::I64 || prompt.dtype() == DType::I32),
                 "[generate] expected a prompt [B, T] of i64 tokens with T >= 1, got ",
@@ -79,10 +79,18 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
   out.slice(1, 0, t0).copy_(prompt);
   int64_t* seq = out.data<int64_t>();
   std::vector<double> row(static_cast<std::size_t>(vocab));
+  KVCache cache;
   for (int64_t t = t0; t < total; ++t) {
-    const int64_t start = std::max<int64_t>(0, t - context);
-    const Tensor logits = model.forward(out.slice(1, start, t).contiguous());  // [B, W, V]
-    const Tensor last = logits.select(1, -1).to(DType::F64).contiguous();      // [B, V]
+    Tensor logits;  // [B, W, V]
+    if (kv_cache && t <= context) {
+      // The cache holds positions [0, cache.length): feed the ones it lacks (all of the prompt
+      // first, then one token per step).
+      logits = model.forward_cached(out.slice(1, cache.length, t).contiguous(), cache);
+    } else {
+      const int64_t start = std::max<int64_t>(0, t - context);
+      logits = model.forward(out.slice(1, start, t).contiguous());
+    }
+    const Tensor last = logits.select(1, -1).to(DType::F64).contiguous();  // [B, V]
     for (int64_t i = 0; i < b; ++i) {
       std::memcpy(row.data(), last.data<double>() + i * vocab,
                   static_cast<std::size_t>(vocab) * sizeof(double));
@@ -94,10 +102,10 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
 
 std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt,
                               int64_t max_new_tokens, double temperature, int64_t top_k,
-                              Generator& gen) {
+                              Generator& gen, bool kv_cache) {
   MIXPREC_CHECK(!prompt.empty(), "[generate] the prompt needs at least one token");
   const Tensor p = Tensor::from_vector(prompt, Shape{1, static_cast<int64_t>(prompt.size())});
-  const Tensor out = generate(model, p, max_new_tokens, temperature, top_k, gen);
+  const Tensor out = generate(model, p, max_new_tokens, temperature, top_k, gen, kv_cache);
   const int64_t* data = out.data<int64_t>();
   return std::vector<int64_t>(data, data + out.numel());
 }

@@ -84,6 +84,49 @@ TEST(Generate, RunsPastTheContextWindowAndIsSeeded) {
   EXPECT_EQ(a.state().offset, 2u * 2u * 20u);  // one 64-bit draw per sequence per step
 }
 
+// Feeding a sequence one token at a time through the KV cache gives forward()'s logits.
+TEST(KVCache, StepwiseLogitsMatchTheFullForward) {
+  Generator gen(5);
+  GPT model(GPTConfig::tiny(), gen);
+  const Tensor tokens = random_tokens(2, 32, 256, gen);
+  NoGrad no_grad;
+  const Tensor full = model(tokens);  // [2, 32, 256]
+  KVCache cache;
+  const Tensor prefill = model.forward_cached(tokens.slice(1, 0, 5).contiguous(), cache);
+  EXPECT_EQ(cache.length, 5);
+  ASSERT_EQ(cache.layers.size(), 2u);
+  EXPECT_EQ(cache.layers[1].k.shape(), (Shape{2, 4, 5, 8}));
+  EXPECT_LT(test::max_abs_diff(prefill, full.slice(1, 0, 5)), 1e-5);
+  for (int64_t t = 5; t < 32; ++t) {
+    const Tensor step = model.forward_cached(tokens.slice(1, t, t + 1).contiguous(), cache);
+    EXPECT_LT(test::max_abs_diff(step, full.slice(1, t, t + 1)), 1e-5) << "position " << t;
+  }
+  EXPECT_EQ(cache.length, 32);
+  // Full: the context is used up. A filled cache takes one token at a time.
+  EXPECT_THROW(model.forward_cached(tokens.slice(1, 0, 1).contiguous(), cache), Error);
+  cache.clear();
+  model.forward_cached(tokens.slice(1, 0, 3).contiguous(), cache);
+  EXPECT_THROW(model.forward_cached(tokens.slice(1, 3, 5).contiguous(), cache), Error);
+  EXPECT_EQ(cache.length, 3);  // a refused call leaves the cache as it was
+  EXPECT_NO_THROW(model.forward_cached(tokens.slice(1, 3, 4).contiguous(), cache));
+}
+
+TEST(KVCache, GenerationMatchesTheUncachedReference) {
+  Generator gen(6);
+  GPTConfig config = GPTConfig::tiny();
+  config.context = 12;  // the run crosses the context: both paths must crop alike
+  GPT model(config, gen);
+  const Tensor prompt = random_tokens(2, 4, 256, gen);
+  for (const double temperature : {0.0, 1.0}) {
+    Generator a(21), b(21);
+    const Tensor cached = generate(model, prompt, 16, temperature, 0, a, true);
+    const Tensor uncached = generate(model, prompt, 16, temperature, 0, b, false);
+    for (int64_t i = 0; i < cached.numel(); ++i)
+      EXPECT_EQ(cached.data<int64_t>()[i], uncached.data<int64_t>()[i])
+          << "temperature " << temperature << " element " << i;
+  }
+}
+
 TEST(Generate, RejectsBadArguments) {
   Generator gen(4);
   GPT model(GPTConfig::tiny(), gen);

@@ -42,6 +42,17 @@ struct GPTConfig {
   void validate() const;
 };
 
+// Keys and values of every layer for the positions a GPT has processed: incremental decoding
+// runs only the new token through the model (GPT::forward_cached).
+struct KVCache {
+  std::vector<LayerKV> layers;  // one per block
+  int64_t length = 0;           // positions cached
+  void clear() {
+    layers.clear();
+    length = 0;
+  }
+};
+
 class GPT final : public nn::Layer {
  public:
   // Draws the initial weights from `gen`; dropout masks come from a fork of it.
@@ -53,6 +64,11 @@ class GPT final : public nn::Layer {
   Tensor forward(const Tensor& tokens) override;
   // The final LayerNorm's output [B, T, D]: forward() is linear(hidden(tokens), wte()).
   Tensor hidden(const Tensor& tokens);
+  // Logits [B, T, vocab] of tokens at positions cache.length, cache.length + 1, ...: with an
+  // empty cache, any 1 <= T <= context tokens (the prompt); then one token at a time, while
+  // cache.length + 1 <= context. Appends their keys and values to the cache. For inference
+  // (run it under NoGrad or InferenceMode); the same logits as forward() on the whole sequence.
+  Tensor forward_cached(const Tensor& tokens, KVCache& cache);
   // Mean cross entropy of forward(tokens) against targets [B, T]: a [] f32 tensor.
   Tensor loss(const Tensor& tokens, const Tensor& targets);
 
@@ -67,6 +83,8 @@ class GPT final : public nn::Layer {
   GPTBlock& block(int64_t i);
 
  private:
+  Tensor hidden(const Tensor& tokens, KVCache* cache);
+
   GPTConfig config_;
   Generator dropout_gen_;
   std::shared_ptr<nn::Embedding> token_embedding_, position_embedding_;

@@ -11,6 +11,12 @@
 
 namespace mixprec::models {
 
+// One layer's keys and values of the positions already processed, [B, H, S, head_dim] each
+// (contiguous, no autograd history), or undefined before the first call.
+struct LayerKV {
+  Tensor k, v;
+};
+
 // Causal multi-head self-attention on the flash attention op. One fused projection makes q, k
 // and v (one GEMM of width 3D instead of three of width D), split by views without a copy.
 // Attention-probability dropout is not applied: the flash kernel never materialises the
@@ -20,7 +26,10 @@ class CausalSelfAttention final : public nn::Layer {
   CausalSelfAttention(int64_t d_model, int64_t heads, Generator& gen);
   std::string_view type_name() const override { return "CausalSelfAttention"; }
   // x [B, T, D] -> [B, T, D]
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
+  // With a cache: an empty one is filled with x's keys and values (causal over x); a filled
+  // one takes exactly one new position (T == 1), which attends to every cached key and itself.
+  Tensor forward(const Tensor& x, LayerKV* cache);
 
   nn::Linear& c_attn() { return *c_attn_; }  // [3D, D]: rows q, then k, then v
   nn::Linear& c_proj() { return *c_proj_; }  // [D, D]
@@ -50,7 +59,8 @@ class GPTBlock final : public nn::Layer {
   GPTBlock(int64_t d_model, int64_t heads, double dropout, Generator& init_gen,
            Generator& dropout_gen);
   std::string_view type_name() const override { return "GPTBlock"; }
-  Tensor forward(const Tensor& x) override;  // [B, T, D] -> [B, T, D]
+  Tensor forward(const Tensor& x) override { return forward(x, nullptr); }  // [B, T, D]
+  Tensor forward(const Tensor& x, LayerKV* cache);
 
   CausalSelfAttention& attn() { return *attn_; }
   GPTMLP& mlp() { return *mlp_; }
