@@ -2,8 +2,12 @@
 // context 256, ~10.8M parameters) at batch 8 x 256 byte tokens of the shipped corpus.
 // Times forward, and forward + backward of the loss, in f32 and after model.to(BF16) (true
 // half precision, LayerNorms f32), with the model FLOP rate as % of this machine's peak.
+// fwd_bwd_ms is the median wall time, min_ms the fastest step, cpu_ms the median process CPU
+// time per step (the undisturbed figure on a shared machine when MIXPREC_NUM_THREADS=1).
 // The PyTorch peer of the same model is bench/peers/gpt_train.py (its step adds AdamW).
-#include <cstdlib>
+#include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,35 @@
 #ifndef MIXPREC_SOURCE_DIR
 #define MIXPREC_SOURCE_DIR "."
 #endif
+
+namespace {
+
+// Wall time and process CPU time (all threads) of one call, medians over the repetitions.
+// On a shared machine the wall time includes waits for a core; CPU time does not (but does
+// count OpenMP's spin-waiting), so with one thread CPU time is the undisturbed step time.
+struct WallAndCpu {
+  mixprec::bench::Timing wall;
+  double cpu_median_s = 0;
+};
+
+template <typename Fn>
+WallAndCpu time_wall_and_cpu(const Fn& fn, int warmup, int reps, double min_seconds) {
+  std::vector<double> cpu;
+  const mixprec::bench::Timing wall = mixprec::bench::time_it(
+      [&] {
+        timespec a{}, b{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+        fn();
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+        cpu.push_back(static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * (b.tv_nsec - a.tv_nsec));
+      },
+      warmup, reps, min_seconds);
+  cpu.erase(cpu.begin(), cpu.begin() + warmup);
+  std::sort(cpu.begin(), cpu.end());
+  return {wall, cpu[cpu.size() / 2]};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace mixprec;
@@ -61,7 +94,8 @@ int main(int argc, char** argv) {
     };
     const Timing f = time_it(forward, 1, o.quick ? 2 : 5, o.quick ? 0.5 : 2.0);
     alloc.reset_peak();
-    const Timing s = time_it(step, 1, o.quick ? 2 : 5, o.quick ? 1.0 : 4.0);
+    const WallAndCpu measured = time_wall_and_cpu(step, 1, o.quick ? 2 : 5, o.quick ? 1.0 : 4.0);
+    const Timing& s = measured.wall;
     const double peak = dtype == DType::BF16 ? peak_bf16 : peak_f32;
     const double step_gflops = 3.0 * fwd_flops / s.median_s / 1e9;
     Row r;
@@ -69,7 +103,8 @@ int main(int argc, char** argv) {
         .num("threads", threads, 0)
         .text("weights", std::string(dtype_name(dtype)));
     r.num("fwd_ms", f.median_s * 1e3, 1).num("fwd_bwd_ms", s.median_s * 1e3, 1);
-    r.num("spread_ms", (s.max_s - s.min_s) * 1e3, 1).num("tokens_per_s", tokens / s.median_s, 0);
+    r.num("min_ms", s.min_s * 1e3, 1).num("cpu_ms", measured.cpu_median_s * 1e3, 1);
+    r.num("tokens_per_s", tokens / s.median_s, 0);
     r.num("gflops", step_gflops, 1).num("pct_peak", 100 * step_gflops / peak, 1);
     r.num("peak_mib", static_cast<double>(alloc.stats().peak_allocated_bytes) / (1 << 20), 1);
     rows.push_back(r);

@@ -9,6 +9,8 @@ torch.autocast("cpu", dtype=torch.bfloat16).
 
 Each mode runs in its own child process so its peak RSS is its own. A step is
 zero_grad + forward + loss + backward + AdamW step; the first --warmup steps are not timed.
+ms_per_step is the median wall time, min_ms the fastest step, cpu_ms the median process CPU
+time (all threads) per step: with --threads 1 the undisturbed step time on a shared machine.
 Prints a table, then one JSON object (with --json, only the JSON).
 Needs Debian's python3-torch (run with /usr/bin/python3, not a pyenv interpreter).
 """
@@ -62,10 +64,10 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
     model = GPT(**config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    times, losses = [], []
+    times, cpu_times, losses = [], [], []
     for i in range(warmup + steps):
         x, y = next_batch()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         if mode == "bf16":
             with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -74,10 +76,11 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
             loss = model.loss(x, y)
         loss.backward()
         opt.step()
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         losses.append(loss.item())
         if i >= warmup:
             times.append(dt)
+            cpu_times.append(dc)
     ms = statistics.median(times) * 1e3
     return {
         "mode": mode if mode == "f32" else "bf16 autocast",
@@ -89,6 +92,7 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
         "ms_per_step": round(ms, 1),
         "min_ms": round(min(times) * 1e3, 1),
         "max_ms": round(max(times) * 1e3, 1),
+        "cpu_ms": round(statistics.median(cpu_times) * 1e3, 1),
         "tokens_per_s": round(batch * t / (ms / 1e3)),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "first_loss": round(losses[0], 4),
@@ -125,7 +129,7 @@ def main():
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     if not args.json:
-        cols = ["mode", "threads", "ms_per_step", "min_ms", "max_ms", "tokens_per_s",
+        cols = ["mode", "threads", "ms_per_step", "min_ms", "max_ms", "cpu_ms", "tokens_per_s",
                 "peak_rss_mib", "first_loss", "last_loss"]
         widths = [max(len(c), *(len(str(r[c])) for r in results)) for c in cols]
         print(f"PyTorch {results[0]['torch']} GPT small() ({results[0]['parameters']:,} parameters), "
