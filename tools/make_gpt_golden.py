@@ -13,6 +13,8 @@ The file holds, all f32 unless said:
     logits         [B, T, vocab]
     loss           [] mean cross entropy
     grad.<name>    d loss / d param for every parameter (the tied wte gets both uses' sum)
+    sgd_losses     [4] the loss before each of four SGD steps (lr 0.1, momentum 0.9) on the
+                   same batch, starting from the same weights: the training loop end to end
 and metadata with the config. The reference is computed in float64 from the f32 weights and
 rounded once to f32, so the C++ f32 model's difference from it is its own rounding error.
 """
@@ -30,6 +32,7 @@ from gpt_torch import CONFIGS, GPT  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "tests", "models", "data", "gpt_tiny_golden.safetensors")
+SGD_LR, SGD_MOMENTUM = 0.1, 0.9
 DTYPE_NAMES = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}
 
 
@@ -82,14 +85,27 @@ def main():
                                              targets.reshape(-1))
     loss.backward()
 
+    grads = [(f"grad.{n}", p.grad.float().numpy()) for n, p in model.named_parameters()]
+    opt = torch.optim.SGD(model.parameters(), lr=SGD_LR, momentum=SGD_MOMENTUM)
+    sgd_losses = []
+    for _ in range(4):
+        opt.zero_grad()
+        step_loss = torch.nn.functional.cross_entropy(model(tokens).reshape(-1, config["vocab"]),
+                                                      targets.reshape(-1))
+        sgd_losses.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+
     tensors = [(f"param.{n}", w.numpy()) for n, w in weights.items()]
     tensors += [("tokens", tokens.numpy()), ("targets", targets.numpy()),
                 ("logits", logits.detach().float().numpy()),
                 ("loss", loss.detach().float().numpy())]
-    tensors += [(f"grad.{n}", p.grad.float().numpy()) for n, p in model.named_parameters()]
+    tensors += grads
+    tensors.append(("sgd_losses", np.array(sgd_losses, dtype=np.float32)))
     metadata = {k: str(v) for k, v in config.items()}
     metadata.update(source="tools/make_gpt_golden.py", torch=torch.__version__,
-                    seed=str(args.seed), batch=str(b), seq_len=str(t))
+                    seed=str(args.seed), batch=str(b), seq_len=str(t), sgd_lr=str(SGD_LR),
+                    sgd_momentum=str(SGD_MOMENTUM))
     save_safetensors(args.out, tensors, metadata)
     size = os.path.getsize(args.out)
     print(f"wrote {args.out}: {len(tensors)} tensors, {size} bytes, loss {loss.item():.6f}")
