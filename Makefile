@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
-BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data
+BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
@@ -43,9 +43,9 @@ $(ASAN_BUILD)/build.ninja: | deps
 	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data io_test_tool mixprec_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models io_test_tool mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data)\.|^cli\.(io|inspect|convert)'
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models)\.|^cli\.(io|inspect|convert)'
 
 # The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60

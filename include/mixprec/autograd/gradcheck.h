@@ -28,4 +28,12 @@ struct GradcheckResult {
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
+// The same check for tensors that `fn` reaches by itself, such as a module's own parameters
+// (gradcheck's fresh copies of its inputs cannot reach them): each element of `params` is
+// perturbed in place and restored. `params` must be contiguous f64 leaves that require grad;
+// their .grad() is replaced by the analytical gradient.
+GradcheckResult gradcheck_parameters(const std::function<Tensor()>& fn,
+                                     const std::vector<Tensor>& params,
+                                     const GradcheckOptions& options = {});
+
 }  // namespace mixprec::autograd

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""PyTorch peer of the GPT training benchmark (issue #5): the model of models::GPT small()
+(tools/gpt_torch.py: 6 layers, d_model 384, 6 heads, context 256, byte vocab, tied head) trained
+with AdamW (lr 3e-4) on batches of 8 x 256 bytes of data/shakespeare.txt, in f32 and under
+torch.autocast("cpu", dtype=torch.bfloat16).
+
+    /usr/bin/python3 bench/peers/gpt_train.py [--threads 2] [--warmup 3] [--steps 10]
+                                              [--modes f32,bf16] [--json]
+
+Each mode runs in its own child process so its peak RSS is its own. A step is
+zero_grad + forward + loss + backward + AdamW step; the first --warmup steps are not timed.
+ms_per_step is the median wall time, min_ms the fastest step, cpu_ms the median process CPU
+time (all threads) per step: with --threads 1 the undisturbed step time on a shared machine.
+Prints a table, then one JSON object (with --json, only the JSON).
+Needs Debian's python3-torch (run with /usr/bin/python3, not a pyenv interpreter).
+"""
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "data", "shakespeare.txt")
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def run_mode(mode, threads, warmup, steps, batch, seed):
+    """Trains in this process and returns one result dict."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from gpt_torch import CONFIGS, GPT, num_parameters
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    config = CONFIGS["small"]
+    t = config["context"]
+    data = np.frombuffer(open(CORPUS, "rb").read(), dtype=np.uint8)
+    split = len(data) - len(data) // 10  # the first 90% trains, as TextDataset's default
+    train = torch.from_numpy(data[:split].astype(np.int64))
+    rng = np.random.default_rng(seed)
+
+    def next_batch():
+        starts = rng.integers(0, len(train) - t, size=batch)
+        windows = torch.stack([train[s:s + t + 1] for s in starts])  # [B, T + 1]
+        return windows[:, :-1], windows[:, 1:]
+
+    model = GPT(**config)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    times, cpu_times, losses = [], [], []
+    for i in range(warmup + steps):
+        x, y = next_batch()
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad(set_to_none=True)
+        if mode == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model.loss(x, y)
+        else:
+            loss = model.loss(x, y)
+        loss.backward()
+        opt.step()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        losses.append(loss.item())
+        if i >= warmup:
+            times.append(dt)
+            cpu_times.append(dc)
+    ms = statistics.median(times) * 1e3
+    return {
+        "mode": mode if mode == "f32" else "bf16 autocast",
+        "threads": threads,
+        "batch": batch,
+        "seq": t,
+        "parameters": num_parameters(model),
+        "steps_timed": steps,
+        "ms_per_step": round(ms, 1),
+        "min_ms": round(min(times) * 1e3, 1),
+        "max_ms": round(max(times) * 1e3, 1),
+        "cpu_ms": round(statistics.median(cpu_times) * 1e3, 1),
+        "tokens_per_s": round(batch * t / (ms / 1e3)),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "first_loss": round(losses[0], 4),
+        "last_loss": round(losses[-1], 4),
+        "torch": torch.__version__,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description="PyTorch GPT small() training-step benchmark")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--modes", default="f32,bf16")
+    parser.add_argument("--json", action="store_true", help="print only the JSON")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # run one mode, print its JSON
+    args = parser.parse_args()
+    if args.threads < 1 or args.steps < 1 or args.warmup < 0 or args.batch < 1:
+        parser.error("--threads, --steps and --batch must be >= 1, --warmup >= 0")
+
+    if args.child:
+        print(json.dumps(run_mode(args.child, args.threads, args.warmup, args.steps, args.batch,
+                                  args.seed)))
+        return
+    results = []
+    for mode in args.modes.split(","):
+        if mode not in ("f32", "bf16"):
+            parser.error(f"unknown mode {mode!r} (f32 or bf16)")
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--threads",
+               str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
+               "--batch", str(args.batch), "--seed", str(args.seed)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    if not args.json:
+        cols = ["mode", "threads", "ms_per_step", "min_ms", "max_ms", "cpu_ms", "tokens_per_s",
+                "peak_rss_mib", "first_loss", "last_loss"]
+        widths = [max(len(c), *(len(str(r[c])) for r in results)) for c in cols]
+        print(f"PyTorch {results[0]['torch']} GPT small() ({results[0]['parameters']:,} parameters), "
+              f"batch {args.batch} x {results[0]['seq']}, AdamW, {args.steps} timed steps")
+        print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+        for r in results:
+            print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
+    print(json.dumps({"benchmark": "gpt_train_pytorch", "cpu": cpu_model(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()
