@@ -1,0 +1,25 @@
+// `mixprec bench <video|train>`: end-to-end benchmarks of the applications. The kernel
+// benchmarks are separate programs in bench/ (make bench).
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+
+namespace mixprec::app {
+
+int run_bench(Args args) {
+  const std::string_view sub = args.empty() ? "--help" : args[0];
+  if (sub == "video") return run_bench_video(args.subspan(1));
+  if (sub == "--help" || sub == "-h") {
+    std::printf(
+        "Usage: mixprec bench <benchmark> [options]\n\n"
+        "Benchmarks:\n"
+        "  video   video generation: precisions x presets x DDIM steps (ms/frame, FPS, memory,\n"
+        "          PSNR vs fp32), baselines with --save / --compare, Markdown + SVG report\n\n"
+        "Run 'mixprec bench <benchmark> --help' for its options. Kernel benchmarks: make bench.\n");
+    return 0;
+  }
+  throw UsageError{"bench: unknown benchmark '" + std::string(sub) + "'"};
+}
+
+}  // namespace mixprec::app

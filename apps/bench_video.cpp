@@ -1,0 +1,387 @@
+// `mixprec bench video`: the benchmark matrix of seed document 000 — precisions x presets x
+// DDIM steps — for frame-by-frame video generation. Every configuration runs in its own child
+// process (this binary with --run-one), so its peak RSS is its own and one configuration's
+// caches and threads cannot flatter the next. The parent gathers the results, compares each
+// with fp32 (speedup, memory, PSNR of the same stream), saves or compares a baseline, and writes
+// a Markdown report and an SVG chart.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "mixprec/amp/autocast.h"
+#include "mixprec/core/allocator.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/data/moving_shapes.h"
+#include "mixprec/io/json.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/kernels/peak.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
+#include "video_common.h"
+
+namespace mixprec::app {
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+struct Result {
+  std::string preset, precision;
+  int64_t steps = 0;
+  double p50 = 0, p95 = 0, p99 = 0, mean = 0, min = 0, max = 0, spread = 0;  // ms/frame
+  double peak_alloc_mib = 0, rss_mib = 0, gflop_per_frame = 0;
+  int64_t params = 0;
+  bool trained = false;
+  std::string frames_file;  // frame 1 and frame K for the PSNR against fp32
+  // Filled in by the parent:
+  double speedup = NAN, memory_reduction = NAN, psnr_first = NAN, psnr_last = NAN, ssim_last = NAN,
+         pct_peak = NAN;
+  std::string key() const { return preset + "/" + precision + "/" + std::to_string(steps); }
+};
+
+// ---- one configuration, in a child process ----
+
+struct RunOne {
+  std::string preset, precision, checkpoint, frames_out;
+  int64_t steps = 4, frames = 20, warmup = 3, quality_frame = 20, seed = 0;
+};
+
+std::unique_ptr<models::UNetVideo> make_model(const std::string& preset,
+                                              const std::string& checkpoint,
+                                              models::VideoModelInfo& info, bool& trained) {
+  if (!checkpoint.empty() && std::filesystem::exists(checkpoint)) {
+    auto model = models::load_video_model(checkpoint, &info);
+    if (info.config.name == preset) {
+      trained = true;
+      return model;
+    }
+  }
+  trained = false;
+  info = models::VideoModelInfo{.config = models::UNetVideoConfig::preset(preset)};
+  Generator gen(1234);  // untrained: the same random weights in every child
+  return std::make_unique<models::UNetVideo>(info.config, gen);
+}
+
+int run_one(const RunOne& o) {
+  const InferencePrecision prec = parse_inference_precision(o.precision);
+  models::VideoModelInfo info;
+  bool trained = false;
+  auto model = make_model(o.preset, o.checkpoint, info, trained);
+  apply_precision(*model, prec);
+  const data::MovingShapes videos({}, 0);
+  models::VideoStream stream(
+      *model, models::NoiseSchedule::cosine(info.schedule_steps),
+      videos.frame(data::MovingShapesConfig{}.num_videos, 0).unsqueeze(0),
+      {.steps = o.steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(o.seed)});
+  // The peak counts the weights too: what a deployment must hold.
+  CachingAllocator::global().reset_peak();
+  std::vector<double> ms;
+  io::NamedTensors keep;
+  const int64_t total = std::max(o.warmup + o.frames, o.quality_frame);
+  for (int64_t i = 0; i < total; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor frame;
+    {
+      amp::Autocast autocast(prec.autocast_dtype, prec.autocast);
+      frame = stream.next();
+    }
+    const double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= o.warmup && i < o.warmup + o.frames) ms.push_back(t);
+    if (i == 0) keep.emplace_back("frame_first", frame.contiguous());
+    if (i + 1 == o.quality_frame) keep.emplace_back("frame_last", frame.contiguous());
+  }
+  if (!o.frames_out.empty()) io::save_safetensors(o.frames_out, keep);
+  double sum = 0;
+  for (double v : ms) sum += v;
+  std::printf(
+      "{\"preset\": \"%s\", \"precision\": \"%s\", \"steps\": %lld, \"p50\": %.4f, \"p95\": "
+      "%.4f, \"p99\": %.4f, \"mean\": %.4f, \"min\": %.4f, \"max\": %.4f, \"spread\": %.4f, "
+      "\"peak_alloc_mib\": %.3f, \"rss_mib\": %.2f, \"gflop_per_frame\": %.4f, \"params\": "
+      "%lld, \"trained\": %s}\n",
+      o.preset.c_str(), prec.name.c_str(), static_cast<long long>(o.steps), median(ms),
+      percentile(ms, 95), percentile(ms, 99), sum / static_cast<double>(ms.size()),
+      *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()),
+      percentile(ms, 75) - percentile(ms, 25),
+      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
+      static_cast<double>(peak_rss_bytes()) / (1 << 20),
+      model->gflop_per_forward(64, 64) * static_cast<double>(o.steps),
+      static_cast<long long>(model->parameter_count()), trained ? "true" : "false");
+  return 0;
+}
+
+// ---- the parent ----
+
+// The member `key` of a JSON object, or an Error naming it.
+const io::JsonValue& member(const io::JsonValue& object, std::string_view key) {
+  const io::JsonValue* v = object.is_object() ? object.find(key) : nullptr;
+  if (v == nullptr) throw Error("[bench video] result has no '" + std::string(key) + "'");
+  return *v;
+}
+
+Result parse_result(const std::string& line) {
+  const io::JsonValue v = io::parse_json(line);
+  Result r;
+  r.preset = member(v, "preset").as_string();
+  r.precision = member(v, "precision").as_string();
+  r.steps = static_cast<int64_t>(member(v, "steps").as_double());
+  r.p50 = member(v, "p50").as_double();
+  r.p95 = member(v, "p95").as_double();
+  r.p99 = member(v, "p99").as_double();
+  r.mean = member(v, "mean").as_double();
+  r.min = member(v, "min").as_double();
+  r.max = member(v, "max").as_double();
+  r.spread = member(v, "spread").as_double();
+  r.peak_alloc_mib = member(v, "peak_alloc_mib").as_double();
+  r.rss_mib = member(v, "rss_mib").as_double();
+  r.gflop_per_frame = member(v, "gflop_per_frame").as_double();
+  r.params = static_cast<int64_t>(member(v, "params").as_double());
+  r.trained = member(v, "trained").as_bool();
+  return r;
+}
+
+std::string run_child(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) throw Error("[bench video] could not run " + command);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe.get()) != nullptr) out += buf;
+  const int status = pclose(pipe.release());
+  if (status != 0) throw Error("[bench video] a configuration failed: " + command);
+  return out;
+}
+
+std::string json_of(const std::vector<Result>& results, double peak_bf16) {
+  std::ostringstream s;
+  s << "{\"bf16_peak_gflops\": " << peak_bf16 << ", \"results\": [";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    auto num = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("null"); };
+    s << (i ? ", " : "") << "{\"preset\": \"" << r.preset << "\", \"precision\": \"" << r.precision
+      << "\", \"steps\": " << r.steps << ", \"ms_p50\": " << r.p50 << ", \"ms_p95\": " << r.p95
+      << ", \"ms_p99\": " << r.p99 << ", \"ms_spread\": " << r.spread
+      << ", \"fps\": " << 1000.0 / r.p50 << ", \"peak_alloc_mib\": " << r.peak_alloc_mib
+      << ", \"rss_mib\": " << r.rss_mib << ", \"speedup_vs_fp32\": " << num(r.speedup)
+      << ", \"memory_reduction_pct\": " << num(r.memory_reduction)
+      << ", \"psnr_vs_fp32_first\": " << num(r.psnr_first)
+      << ", \"psnr_vs_fp32_last\": " << num(r.psnr_last)
+      << ", \"ssim_vs_fp32_last\": " << num(r.ssim_last)
+      << ", \"gflop_per_frame\": " << r.gflop_per_frame
+      << ", \"pct_of_bf16_peak\": " << num(r.pct_peak) << ", \"params\": " << r.params
+      << ", \"trained\": " << (r.trained ? "true" : "false") << "}";
+  }
+  s << "]}";
+  return s.str();
+}
+
+std::string markdown_of(const std::vector<Result>& results, double peak, int64_t quality_frame) {
+  std::ostringstream s;
+  s << "| preset | precision | steps | ms/frame p50 | p95 | p99 | FPS | alloc peak MiB | RSS MiB "
+       "| speedup | mem -% | PSNR f1 | PSNR f"
+    << quality_frame
+    << " | % bf16 peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  char row[512];
+  for (const Result& r : results) {
+    std::snprintf(row, sizeof row,
+                  "| %s%s | %s | %lld | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f | %.2fx | %.0f | "
+                  "%.1f | %.1f | %.1f |\n",
+                  r.preset.c_str(), r.trained ? "" : " (untrained)", r.precision.c_str(),
+                  static_cast<long long>(r.steps), r.p50, r.p95, r.p99, 1000.0 / r.p50,
+                  r.peak_alloc_mib, r.rss_mib, r.speedup, r.memory_reduction, r.psnr_first,
+                  r.psnr_last, r.pct_peak);
+    s << row;
+  }
+  s << "\nbf16 peak (vdpbf16ps probe, all threads): " << peak << " GFLOP/s. PSNR is against "
+    << "the fp32 stream with the same weights and noise (inf: identical).\n";
+  return s.str();
+}
+
+// A horizontal bar chart of p50 ms/frame with the 40 ms and 16 ms targets.
+std::string svg_of(const std::vector<Result>& results) {
+  const double row = 22, left = 260, width = 520;
+  double max_ms = 45;
+  for (const Result& r : results) max_ms = std::max(max_ms, r.p50 * 1.1);
+  const double height = 60 + row * static_cast<double>(results.size());
+  std::ostringstream s;
+  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + width + 80 << "' height='"
+    << height << "' font-family='sans-serif' font-size='12'>\n"
+    << "<text x='10' y='18' font-size='14'>mixprec bench video: ms/frame (p50), lower is "
+       "better</text>\n";
+  auto x_of = [&](double ms) { return left + width * ms / max_ms; };
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const double y = 35 + row * static_cast<double>(i);
+    const char* colour = r.precision.find("fp32") != std::string::npos   ? "#7f7f7f"
+                         : r.precision.find("fp16") != std::string::npos ? "#1f77b4"
+                                                                         : "#d62728";
+    s << "<text x='10' y='" << y + 14 << "'>" << r.preset << " " << r.precision << " " << r.steps
+      << " steps</text>\n<rect x='" << left << "' y='" << y + 3 << "' width='" << x_of(r.p50) - left
+      << "' height='" << row - 6 << "' fill='" << colour << "'/>\n<text x='" << x_of(r.p50) + 4
+      << "' y='" << y + 14 << "'>" << std::round(r.p50 * 10) / 10 << "</text>\n";
+  }
+  for (double target : {16.0, 40.0})
+    s << "<line x1='" << x_of(target) << "' y1='28' x2='" << x_of(target) << "' y2='" << height - 10
+      << "' stroke='black' stroke-dasharray='4 3'/>\n<text x='" << x_of(target) + 3 << "' y='"
+      << height - 12 << "'>" << target << " ms</text>\n";
+  s << "</svg>\n";
+  return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) throw Error("[bench video] could not write " + path);
+}
+
+}  // namespace
+
+int run_bench_video(Args args) {
+  std::string presets = "lightweight", precisions = "fp32,fp16,bf16,autocast-bf16,auto";
+  std::string steps_list = "1,4", checkpoint = default_video_model_path(), save, compare;
+  std::string report = "bench_video.md", chart = "bench_video.svg";
+  int64_t frames = 20, warmup = 3, quality_frame = 20, seed = 0;
+  bool json = false, quick = false;
+  RunOne one;
+  bool run_one_mode = false;
+  ArgParser p("bench video",
+              "Video generation benchmark matrix: precisions x presets x DDIM steps; ms/frame,\n"
+              "FPS, peak memory, speedup and memory reduction vs fp32, PSNR vs fp32, % of peak.");
+  p.option("--presets", &presets, "comma-separated: lightweight,medium,heavy,xl");
+  p.option("--precisions", &precisions, "comma-separated: fp32,fp16,bf16,autocast-bf16,auto");
+  p.option("--steps", &steps_list, "comma-separated DDIM steps per frame");
+  p.option("--frames", &frames, "timed frames per configuration");
+  p.option("--warmup", &warmup, "untimed frames first");
+  p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32");
+  p.option("--checkpoint", &checkpoint, "trained model used where its preset matches");
+  p.option("--seed", &seed, "noise seed (the same for every configuration)");
+  p.option("--save", &save, "write the results as a baseline JSON file");
+  p.option("--compare", &compare, "flag regressions against a baseline JSON file");
+  p.option("--report", &report, "Markdown report to write ('' for none)");
+  p.option("--chart", &chart, "SVG chart to write ('' for none)");
+  p.flag("--json", &json, "print the results as JSON on stdout");
+  p.flag("--quick", &quick, "lightweight only, fp32 and bf16, 4 steps, 8 frames");
+  p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
+  if (!p.parse(args)) return 0;
+  if (run_one_mode) {
+    one = {split(presets).at(0),
+           split(precisions).at(0),
+           checkpoint,
+           save,
+           0,
+           frames,
+           warmup,
+           quality_frame,
+           seed};
+    one.steps = std::stoll(split(steps_list).at(0));
+    return run_one(one);
+  }
+  if (quick) {
+    presets = "lightweight";
+    precisions = "fp32,bf16";
+    steps_list = "4";
+    frames = 8;
+    warmup = 2;
+    quality_frame = std::min<int64_t>(quality_frame, 10);
+  }
+  if (frames < 3 || warmup < 0 || quality_frame < 1)
+    throw UsageError{"bench video: --frames must be >= 3, --quality-frame >= 1"};
+  std::vector<std::string> precision_names = split(precisions);
+  for (const std::string& name : precision_names) parse_inference_precision(name);  // validate
+  if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())
+    precision_names.insert(precision_names.begin(), "fp32");  // the reference of every ratio
+
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() / ("mixprec_bench_video_" + std::to_string(getpid())))
+          .string();
+  std::filesystem::create_directories(tmp);
+  const double peak = kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, num_threads());
+  std::vector<Result> results;
+  for (const std::string& preset : split(presets)) {
+    models::UNetVideoConfig::preset(preset);  // validate before the long run
+    for (const std::string& steps : split(steps_list))
+      for (const std::string& precision : precision_names) {
+        const std::string frames_file =
+            tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";
+        std::ostringstream cmd;
+        cmd << "'" << self << "' bench video --run-one --presets " << preset << " --precisions "
+            << precision << " --steps " << std::stoll(steps) << " --frames " << frames
+            << " --warmup " << warmup << " --quality-frame " << quality_frame << " --seed " << seed
+            << " --checkpoint '" << checkpoint << "' --save '" << frames_file << "'";
+        std::fprintf(stderr, "bench video: %s %s, %s steps ...\n", preset.c_str(),
+                     precision.c_str(), steps.c_str());
+        Result r = parse_result(run_child(cmd.str()));
+        r.frames_file = frames_file;
+        results.push_back(r);
+      }
+  }
+  // Ratios against fp32 of the same preset and steps.
+  for (Result& r : results) {
+    const auto ref = std::find_if(results.begin(), results.end(), [&](const Result& x) {
+      return x.preset == r.preset && x.steps == r.steps && x.precision == "fp32";
+    });
+    r.pct_peak = 100.0 * r.gflop_per_frame / (r.p50 / 1000.0) / peak;
+    if (ref == results.end()) continue;
+    r.speedup = ref->p50 / r.p50;
+    r.memory_reduction = 100.0 * (1.0 - r.peak_alloc_mib / ref->peak_alloc_mib);
+    const io::SafetensorsFile mine = io::SafetensorsFile::open(r.frames_file);
+    const io::SafetensorsFile base = io::SafetensorsFile::open(ref->frames_file);
+    r.psnr_first = psnr(mine.tensor("frame_first"), base.tensor("frame_first"));
+    r.psnr_last = psnr(mine.tensor("frame_last"), base.tensor("frame_last"));
+    r.ssim_last = ssim(mine.tensor("frame_last"), base.tensor("frame_last"));
+  }
+  std::filesystem::remove_all(tmp);
+
+  const std::string md = markdown_of(results, peak, quality_frame);
+  if (json)
+    std::printf("%s\n", json_of(results, peak).c_str());
+  else
+    std::printf("%s", md.c_str());
+  if (!report.empty()) write_file(report, "# mixprec bench video\n\n" + md);
+  if (!chart.empty()) write_file(chart, svg_of(results));
+  if (!save.empty()) write_file(save, json_of(results, peak) + "\n");
+  int regressions = 0;
+  if (!compare.empty()) {
+    std::ifstream f(compare);
+    std::stringstream text;
+    text << f.rdbuf();
+    if (!f) throw Error("[bench video] could not read baseline " + compare);
+    const io::JsonValue base = io::parse_json(text.str());
+    for (const io::JsonValue& b : member(base, "results").items()) {
+      const std::string key = member(b, "preset").as_string() + "/" +
+                              member(b, "precision").as_string() + "/" +
+                              std::to_string(static_cast<int64_t>(member(b, "steps").as_double()));
+      for (const Result& r : results) {
+        if (r.key() != key) continue;
+        const double old_ms = member(b, "ms_p50").as_double();
+        // Noise: the larger interquartile range of the two runs, and never less than 5%.
+        const double noise =
+            std::max({0.05 * old_ms, member(b, "ms_spread").as_double(), r.spread});
+        const bool slower = r.p50 > old_ms + 2 * noise;
+        regressions += slower ? 1 : 0;
+        std::printf("%-40s %8.2f -> %8.2f ms  %+6.1f%%  %s\n", key.c_str(), old_ms, r.p50,
+                    100.0 * (r.p50 / old_ms - 1.0), slower ? "REGRESSION" : "ok");
+      }
+    }
+  }
+  return regressions > 0 ? 1 : 0;
+}
+
+}  // namespace mixprec::app

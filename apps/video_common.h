@@ -1,0 +1,39 @@
+#pragma once
+// What the video commands share: where the shipped model lives, how a --precision name turns
+// into an inference setup, and run statistics.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/dtype.h"
+#include "mixprec/models/unet_video.h"
+
+namespace mixprec::app {
+
+// The trained lightweight model shipped in the repository (made by `make video-model`).
+std::string default_video_model_path();
+
+// How a video model runs: its weights' dtype, and whether f32 weights run under autocast.
+struct InferencePrecision {
+  std::string name;            // fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16
+  DType weights = DType::F32;  // true half precision converts the weights (norms stay f32)
+  bool autocast = false;       // f32 weights, 16-bit compute per op
+  DType autocast_dtype = DType::BF16;
+};
+// fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16 | auto (this CPU's recommended dtype).
+InferencePrecision parse_inference_precision(const std::string& name);
+void apply_precision(models::UNetVideo& model, const InferencePrecision& p);
+
+// Latency percentiles (nearest rank) of a sample, in the sample's unit.
+double percentile(std::vector<double> values, double p);
+double median(const std::vector<double>& values);
+
+// The process's peak resident set size, bytes (getrusage).
+std::size_t peak_rss_bytes();
+
+// Peak signal-to-noise ratio of two images in [-1, 1] (peak-to-peak 2), dB; inf if equal.
+double psnr(const Tensor& a, const Tensor& b);
+// Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
+double ssim(const Tensor& a, const Tensor& b);
+
+}  // namespace mixprec::app

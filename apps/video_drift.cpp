@@ -1,0 +1,118 @@
+// `mixprec video drift`: error accumulation over long streams. Each model generates a long
+// stream from the ground-truth first frame of held-out videos; every generated frame is
+// compared (PSNR) with the dataset's true continuation. A model whose errors feed back and grow
+// loses PSNR with the frame index; history augmentation is meant to flatten that curve.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "mixprec/data/moving_shapes.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
+#include "progress.h"
+#include "video_common.h"
+
+namespace mixprec::app {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, sep);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int run_video_drift(Args args) {
+  std::string models_list, precision = "bf16", csv;
+  int64_t frames = 600, steps = 4, videos = 4, seed = 0;
+  ArgParser p("video drift",
+              "Roll models out for many frames from held-out ground-truth first frames and\n"
+              "report PSNR against the true continuation, frame by frame.");
+  p.option("--models", &models_list,
+           "comma-separated model files (e.g. with,without augmentation)");
+  p.option("--frames", &frames, "frames to generate per video");
+  p.option("--steps", &steps, "DDIM steps per frame");
+  p.option("--videos", &videos, "held-out videos to average over");
+  p.option("--precision", &precision, "fp32 | fp16 | bf16 | autocast-bf16 | auto");
+  p.option("--seed", &seed, "noise seed");
+  p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
+  if (!p.parse(args)) return 0;
+  const std::vector<std::string> paths = split(models_list, ',');
+  if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
+  if (frames < 1 || videos < 1) throw UsageError{"video drift: --frames and --videos must be >= 1"};
+  const InferencePrecision prec = parse_inference_precision(precision);
+
+  // psnr[m][i]: model m's PSNR at frame i + 1, averaged over the videos.
+  std::vector<std::vector<double>> psnr_by_model;
+  for (const std::string& path : paths) {
+    models::VideoModelInfo info;
+    auto model = models::load_video_model(path, &info);
+    apply_precision(*model, prec);
+    data::MovingShapesConfig config;
+    const data::MovingShapes data(
+        config, info.extra.count("seed") ? std::stoull(info.extra.at("seed")) : 0);
+    std::vector<double> sum(static_cast<std::size_t>(frames), 0.0);
+    ProgressBar bar("drift " + path, frames * videos);
+    for (int64_t v = 0; v < videos; ++v) {
+      const int64_t video = config.num_videos + v;  // held out from training
+      const Tensor truth = data.clip(video, 0, frames + 1);
+      models::VideoStream stream(
+          *model, models::NoiseSchedule::cosine(info.schedule_steps),
+          truth.select(0, 0).unsqueeze(0),
+          {.steps = steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(seed + v)});
+      for (int64_t i = 0; i < frames; ++i) {
+        const Tensor frame = stream.next();
+        sum[static_cast<std::size_t>(i)] += std::min(60.0, psnr(frame, truth.select(0, i + 1)));
+        bar.update(v * frames + i + 1);
+      }
+    }
+    bar.finish();
+    for (double& s : sum) s /= static_cast<double>(videos);
+    psnr_by_model.push_back(sum);
+  }
+
+  std::printf(
+      "PSNR (dB) against the ground-truth continuation, mean of %lld held-out videos, "
+      "%lld DDIM steps, %s\n%8s",
+      static_cast<long long>(videos), static_cast<long long>(steps), prec.name.c_str(), "frame");
+  for (const std::string& path : paths) std::printf("  %24.24s", path.c_str());
+  std::printf("\n");
+  for (int64_t f : {1, 2, 5, 10, 25, 50, 100, 200, 300, 400, 500, 600, 800, 1000}) {
+    if (f > frames) break;
+    std::printf("%8lld", static_cast<long long>(f));
+    for (const auto& curve : psnr_by_model)
+      std::printf("  %24.2f", curve[static_cast<std::size_t>(f - 1)]);
+    std::printf("\n");
+  }
+  std::printf("%8s", "mean");
+  for (const auto& curve : psnr_by_model) {
+    double m = 0;
+    for (double v : curve) m += v;
+    std::printf("  %24.2f", m / static_cast<double>(curve.size()));
+  }
+  std::printf("\n");
+  if (!csv.empty()) {
+    std::ofstream file(csv);
+    file << "frame";
+    for (std::size_t m = 0; m < paths.size(); ++m) file << ",psnr_" << m;
+    file << "\n";
+    for (int64_t i = 0; i < frames; ++i) {
+      file << i + 1;
+      for (const auto& curve : psnr_by_model) file << "," << curve[static_cast<std::size_t>(i)];
+      file << "\n";
+    }
+    if (!file) throw Error("[video drift] could not write " + csv);
+    std::printf("wrote %s\n", csv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace mixprec::app

@@ -1,0 +1,193 @@
+// `mixprec video generate`: streams frames from a trained UNetVideo, each conditioned on the
+// last, timing every frame (p50/p95/p99, FPS), optionally paced to a real-time frame rate with
+// missed deadlines counted, checking the stream stays in range, and writing a GIF and PNGs.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "mixprec/amp/autocast.h"
+#include "mixprec/core/allocator.h"
+#include "mixprec/data/moving_shapes.h"
+#include "mixprec/io/image.h"
+#include "mixprec/io/json.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
+#include "progress.h"
+#include "video_common.h"
+
+namespace mixprec::app {
+namespace {
+
+// Per-frame health: a stream that drifts shows it here long before it is visibly broken.
+struct FrameStats {
+  double mean = 0, stddev = 0;
+  int64_t non_finite = 0;
+  double saturated = 0;  // fraction of values at |x| >= 0.99 (clamped by the sampler)
+};
+
+FrameStats frame_stats(const Tensor& frame) {
+  const Tensor f = frame.to(DType::F64).contiguous();
+  FrameStats s;
+  double sum = 0, sq = 0;
+  int64_t sat = 0;
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const double v = f.data<double>()[i];
+    if (!std::isfinite(v)) {
+      ++s.non_finite;
+      continue;
+    }
+    sum += v;
+    sq += v * v;
+    sat += std::abs(v) >= 0.99 ? 1 : 0;
+  }
+  const double n = static_cast<double>(f.numel());
+  s.mean = sum / n;
+  s.stddev = std::sqrt(std::max(0.0, sq / n - s.mean * s.mean));
+  s.saturated = static_cast<double>(sat) / n;
+  return s;
+}
+
+}  // namespace
+
+int run_video_generate(Args args) {
+  std::string checkpoint = default_video_model_path(), precision = "auto", out = "stream.gif";
+  std::string png_dir;
+  int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2;
+  double fps = 25.0;
+  bool realtime = false, json = false;
+  ArgParser p("video generate",
+              "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
+              "sampled by DDIM conditioned on the previous one (the first on a dataset frame).");
+  p.option("--checkpoint", &checkpoint, "model file written by 'mixprec video train'");
+  p.option("--frames", &frames, "frames to generate");
+  p.option("--steps", &steps, "DDIM steps per frame (1, 2, 4, 8, 25, 50, ...)");
+  p.option("--precision", &precision, "auto | fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16");
+  p.option("--out", &out, "animated GIF to write ('' for none)");
+  p.option("--png-dir", &png_dir, "also write every frame as DIR/frame_00000.png");
+  p.option("--fps", &fps, "GIF playback rate and the real-time target");
+  p.flag("--realtime", &realtime, "pace generation to --fps and count missed deadlines");
+  p.option("--seed", &seed, "noise seed");
+  p.option("--video", &video, "dataset video whose frame 0 starts the stream (-1: a held-out one)");
+  p.option("--warmup", &warmup, "first frames left out of the timing statistics");
+  p.flag("--json", &json, "print the statistics as one JSON object on stdout");
+  if (!p.parse(args)) return 0;
+  if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0)
+    throw UsageError{"video generate: --frames and --steps must be >= 1, --fps > 0"};
+
+  const InferencePrecision prec = parse_inference_precision(precision);
+  models::VideoModelInfo info;
+  auto model = models::load_video_model(checkpoint, &info);
+  apply_precision(*model, prec);
+  const int64_t size = 64;
+  data::MovingShapesConfig data_config{.height = size, .width = size};
+  const data::MovingShapes videos(
+      data_config, info.extra.count("seed") ? std::stoull(info.extra.at("seed")) : 0);
+  const int64_t first_video = video >= 0 ? video : data_config.num_videos;  // never trained on
+  models::VideoStream stream(
+      *model, models::NoiseSchedule::cosine(info.schedule_steps),
+      videos.frame(first_video, 0).unsqueeze(0),
+      {.steps = steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(seed)});
+
+  std::optional<io::GifWriter> gif;
+  if (!out.empty()) gif.emplace(out, size, size, fps);
+  if (!png_dir.empty()) std::filesystem::create_directories(png_dir);
+  if (!json)
+    std::fprintf(stderr, "video generate: %s (%s, %lld parameters), %lld frames, %lld steps, %s\n",
+                 checkpoint.c_str(), info.config.name.c_str(),
+                 static_cast<long long>(model->parameter_count()), static_cast<long long>(frames),
+                 static_cast<long long>(steps), prec.name.c_str());
+
+  CachingAllocator::global().reset_peak();
+  std::vector<double> ms;
+  int64_t missed = 0, non_finite = 0;
+  double max_saturated = 0, min_std = 1e9, max_std = 0, max_abs_mean = 0;
+  ProgressBar bar("video generate", frames);
+  using clock = std::chrono::steady_clock;
+  const auto period = std::chrono::duration<double>(1.0 / fps);
+  const auto stream_start = clock::now();
+  for (int64_t i = 0; i < frames; ++i) {
+    const auto t0 = clock::now();
+    Tensor frame;
+    {
+      amp::Autocast autocast(prec.autocast_dtype, prec.autocast);
+      frame = stream.next();
+    }
+    const auto t1 = clock::now();
+    const double frame_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    if (i >= warmup) ms.push_back(frame_ms);
+    const FrameStats s = frame_stats(frame);
+    non_finite += s.non_finite;
+    max_saturated = std::max(max_saturated, s.saturated);
+    min_std = std::min(min_std, s.stddev);
+    max_std = std::max(max_std, s.stddev);
+    max_abs_mean = std::max(max_abs_mean, std::abs(s.mean));
+    if (gif) gif->add_frame(frame.select(0, 0));
+    if (!png_dir.empty()) {
+      char name[32];
+      std::snprintf(name, sizeof name, "/frame_%05lld.png", static_cast<long long>(i));
+      io::write_png(png_dir + name, frame.select(0, 0));
+    }
+    if (realtime) {
+      const auto deadline = stream_start + period * static_cast<double>(i + 1);
+      if (clock::now() > deadline)
+        ++missed;
+      else
+        std::this_thread::sleep_until(deadline);
+    }
+    if (!json) {
+      char metrics[64];
+      std::snprintf(metrics, sizeof metrics, "%.1f ms/frame", frame_ms);
+      bar.update(i + 1, metrics);
+    }
+  }
+  if (gif) gif->close();
+  const double p50 = median(ms), p95 = percentile(ms, 95), p99 = percentile(ms, 99);
+  double total_ms = 0;
+  for (double v : ms) total_ms += v;
+  const double mean_ms = ms.empty() ? 0 : total_ms / static_cast<double>(ms.size());
+  const double peak_mib =
+      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20);
+  const double rss_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
+  const bool stable = non_finite == 0 && max_saturated < 0.5 && min_std > 0.02;
+  if (json) {
+    std::printf(
+        "{\"checkpoint\": %s, \"preset\": \"%s\", \"precision\": \"%s\", \"frames\": %lld, "
+        "\"steps\": %lld, \"timed_frames\": %zu, \"ms_per_frame\": {\"mean\": %.3f, \"p50\": %.3f, "
+        "\"p95\": %.3f, \"p99\": %.3f}, \"fps\": %.2f, \"realtime\": %s, \"target_fps\": %.2f, "
+        "\"missed_deadlines\": %lld, \"peak_allocated_mib\": %.2f, \"peak_rss_mib\": %.1f, "
+        "\"non_finite\": %lld, \"max_saturated_fraction\": %.4f, \"frame_std_range\": [%.4f, "
+        "%.4f], \"max_abs_frame_mean\": %.4f, \"stable\": %s}\n",
+        io::json_quote(checkpoint).c_str(), info.config.name.c_str(), prec.name.c_str(),
+        static_cast<long long>(frames), static_cast<long long>(steps), ms.size(), mean_ms, p50, p95,
+        p99, 1000.0 / mean_ms, realtime ? "true" : "false", fps, static_cast<long long>(missed),
+        peak_mib, rss_mib, static_cast<long long>(non_finite), max_saturated, min_std, max_std,
+        max_abs_mean, stable ? "true" : "false");
+  } else {
+    bar.finish();
+    std::printf("frames        %lld (%zu timed after %lld warm-up)\n",
+                static_cast<long long>(frames), ms.size(), static_cast<long long>(warmup));
+    std::printf("ms/frame      p50 %.2f  p95 %.2f  p99 %.2f  mean %.2f  -> %.1f FPS\n", p50, p95,
+                p99, mean_ms, 1000.0 / mean_ms);
+    std::printf("targets       25 FPS (40 ms): %s   62.5 FPS (16 ms): %s\n",
+                p50 <= 40 ? "met" : "missed", p50 <= 16 ? "met" : "missed");
+    if (realtime)
+      std::printf("real time     %.1f FPS target, %lld missed deadlines\n", fps,
+                  static_cast<long long>(missed));
+    std::printf("memory        allocator peak %.1f MiB, process peak RSS %.1f MiB\n", peak_mib,
+                rss_mib);
+    std::printf("stability     %s: non-finite %lld, max saturated %.2f%%, frame std %.3f..%.3f\n",
+                stable ? "ok" : "UNSTABLE", static_cast<long long>(non_finite), 100 * max_saturated,
+                min_std, max_std);
+    if (gif) std::printf("wrote %s\n", out.c_str());
+  }
+  return stable ? 0 : 1;
+}
+
+}  // namespace mixprec::app
