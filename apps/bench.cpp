@@ -10,12 +10,15 @@ namespace mixprec::app {
 int run_bench(Args args) {
   const std::string_view sub = args.empty() ? "--help" : args[0];
   if (sub == "video") return run_bench_video(args.subspan(1));
+  if (sub == "train") return run_bench_train(args.subspan(1));
   if (sub == "--help" || sub == "-h") {
     std::printf(
         "Usage: mixprec bench <benchmark> [options]\n\n"
         "Benchmarks:\n"
         "  video   video generation: precisions x presets x DDIM steps (ms/frame, FPS, memory,\n"
-        "          PSNR vs fp32), baselines with --save / --compare, Markdown + SVG report\n\n"
+        "          PSNR vs fp32), baselines with --save / --compare, Markdown + SVG report\n"
+        "  train   GPT training step: fp32 / bf16 / bf16 params + master / fp16 + scaler, and\n"
+        "          PyTorch f32 and bf16 autocast on the identical model\n\n"
         "Run 'mixprec bench <benchmark> --help' for its options. Kernel benchmarks: make bench.\n");
     return 0;
   }

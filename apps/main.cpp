@@ -15,7 +15,8 @@ constexpr Command kCommands[] = {
     {"inspect", "tensors of a safetensors file: name, dtype, shape, min/max/mean", run_inspect},
     {"convert", "convert a safetensors file's floating tensors to f32/f16/bf16", run_convert},
     {"video", "real-time video diffusion: train, generate (FPS, GIF), drift", run_video},
-    {"bench", "end-to-end benchmarks: video (precision x preset x steps matrix)", run_bench},
+    {"train", "train a GPT language model in mixed precision", run_train},
+    {"bench", "end-to-end benchmarks: video matrix, GPT training step", run_bench},
 };
 
 void print_help() {

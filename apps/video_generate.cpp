@@ -85,7 +85,7 @@ int run_video_generate(Args args) {
   models::VideoModelInfo info;
   auto model = models::load_video_model(checkpoint, &info);
   apply_precision(*model, prec);
-  const int64_t size = 64;
+  const int64_t size = info.extra.count("size") ? std::stoll(info.extra.at("size")) : 64;
   data::MovingShapesConfig data_config{.height = size, .width = size};
   const data::MovingShapes videos(
       data_config, info.extra.count("seed") ? std::stoull(info.extra.at("seed")) : 0);

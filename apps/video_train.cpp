@@ -94,7 +94,8 @@ int run_video_train(Args args) {
                                             {"precision", pc.name()},
                                             {"seed", std::to_string(seed)},
                                             {"batch", std::to_string(batch)},
-                                            {"prediction", prediction}};
+                                            {"prediction", prediction},
+                                            {"size", std::to_string(size)}};
   auto save = [&](int64_t step) {
     io::SafetensorsMetadata meta = run_info;
     meta["step"] = std::to_string(step);

@@ -1,0 +1,192 @@
+// `mixprec bench train`: the GPT training step (GPTConfig::small(): 6 layers, d_model 384,
+// 6 heads, context 256; batch 8; AdamW) in fp32, bf16 autocast, bf16 parameters with f32
+// master weights, and f16 autocast with loss scaling, side by side with PyTorch's f32 and bf16
+// autocast step on the identical model (bench/peers/gpt_train.py) in the same run. Every
+// configuration runs in its own process, so peak RSS is its own.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "mixprec/core/allocator.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/io/json.h"
+#include "mixprec/models/gpt_train.h"
+#include "video_common.h"
+
+#ifndef MIXPREC_SOURCE_DIR
+#define MIXPREC_SOURCE_DIR "."
+#endif
+
+namespace mixprec::app {
+namespace {
+
+struct Row {
+  std::string name;
+  double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
+};
+
+std::string run_child(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) throw Error("[bench train] could not run " + command);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe.get()) != nullptr) out += buf;
+  if (pclose(pipe.release()) != 0) throw Error("[bench train] failed: " + command);
+  return out;
+}
+
+const io::JsonValue& member(const io::JsonValue& object, std::string_view key) {
+  const io::JsonValue* v = object.is_object() ? object.find(key) : nullptr;
+  if (v == nullptr) throw Error("[bench train] result has no '" + std::string(key) + "'");
+  return *v;
+}
+
+int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch) {
+  const models::TextDataset data =
+      models::TextDataset::from_file(std::string(MIXPREC_SOURCE_DIR) + "/data/shakespeare.txt");
+  Generator gen(1337);
+  models::GPT model(models::GPTConfig::small(), gen);
+  models::GPTTrainer trainer(model, data,
+                             {.precision = amp::PrecisionConfig::parse(precision),
+                              .batch = batch,
+                              .lr = 3e-4,
+                              .warmup = 1,
+                              .total_steps = warmup + steps});
+  CachingAllocator::global().reset_peak();
+  std::vector<double> ms;
+  double loss = 0;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    loss = trainer.step(i);
+    const double t =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) ms.push_back(t);
+  }
+  const double p50 = median(ms);
+  std::printf(
+      "{\"mode\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": %.1f, "
+      "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f}\n",
+      precision.c_str(), p50, *std::min_element(ms.begin(), ms.end()),
+      static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
+      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
+      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss);
+  return 0;
+}
+
+Row parse_row(const io::JsonValue& v, const std::string& prefix) {
+  Row r;
+  r.name = prefix + member(v, "mode").as_string();
+  r.ms = member(v, "ms_per_step").as_double();
+  r.min_ms = member(v, "min_ms").as_double();
+  r.tokens_per_s = member(v, "tokens_per_s").as_double();
+  if (const io::JsonValue* a = v.find("peak_alloc_mib")) r.peak_alloc_mib = a->as_double();
+  r.rss_mib = member(v, "peak_rss_mib").as_double();
+  r.loss = member(v, "last_loss").as_double();
+  return r;
+}
+
+}  // namespace
+
+int run_bench_train(Args args) {
+  std::string modes = "fp32,bf16,bf16-params,fp16", one, python = "/usr/bin/python3";
+  int64_t warmup = 2, steps = 8, batch = 8;
+  bool json = false, no_peer = false, quick = false;
+  ArgParser p("bench train",
+              "GPT small() training step (6 layers, d_model 384, 6 heads, context 256, AdamW):\n"
+              "ms/step, tokens/s and peak memory per precision, with PyTorch in the same run.");
+  p.option("--modes", &modes, "comma-separated: fp32,bf16,bf16-params,fp16,fp16-params");
+  p.option("--warmup", &warmup, "untimed steps first");
+  p.option("--steps", &steps, "timed steps");
+  p.option("--batch", &batch, "sequences per step");
+  p.option("--python", &python, "interpreter for the PyTorch peer (Debian's python3-torch)");
+  p.flag("--no-peer", &no_peer, "skip PyTorch");
+  p.flag("--quick", &quick, "fp32 and bf16, 1 + 3 steps, no peer");
+  p.flag("--json", &json, "print the results as JSON on stdout");
+  p.option("--run-one", &one, "(internal) time one mode and print JSON");
+  if (!p.parse(args)) return 0;
+  if (steps < 1 || warmup < 0 || batch < 1)
+    throw UsageError{"bench train: --steps and --batch must be >= 1"};
+  if (!one.empty()) return run_one(one, warmup, steps, batch);
+  if (quick) {
+    modes = "fp32,bf16";
+    warmup = 1;
+    steps = 3;
+    no_peer = true;
+  }
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  std::vector<Row> rows;
+  std::stringstream list(modes);
+  for (std::string mode; std::getline(list, mode, ',');) {
+    amp::PrecisionConfig::parse(mode);  // validate
+    std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
+    const std::string out = run_child("'" + self + "' bench train --run-one " + mode +
+                                      " --warmup " + std::to_string(warmup) + " --steps " +
+                                      std::to_string(steps) + " --batch " + std::to_string(batch));
+    rows.push_back(parse_row(io::parse_json(out), "mixprec "));
+  }
+  std::string peer_note;
+  if (!no_peer) {
+    const std::string script = std::string(MIXPREC_SOURCE_DIR) + "/bench/peers/gpt_train.py";
+    std::fprintf(stderr, "bench train: PyTorch f32 and bf16 autocast (%s) ...\n", python.c_str());
+    try {
+      const std::string out = run_child(
+          "'" + python + "' '" + script + "' --json --threads " + std::to_string(num_threads()) +
+          " --warmup " + std::to_string(warmup) + " --steps " + std::to_string(steps) +
+          " --batch " + std::to_string(batch) + " 2>/dev/null");
+      const std::size_t end = out.find_last_not_of('\n');
+      const std::size_t begin = out.rfind('\n', end);  // the JSON is the last line
+      const io::JsonValue v =
+          io::parse_json(out.substr(begin == std::string::npos ? 0 : begin + 1, end - begin));
+      for (const io::JsonValue& r : member(v, "results").items())
+        rows.push_back(parse_row(r, "pytorch "));
+    } catch (const std::exception& e) {
+      peer_note =
+          std::string("PyTorch peer not run: ") + e.what() + " (apt-get install python3-torch)";
+    }
+  }
+  auto find = [&](const std::string& name) -> const Row* {
+    for (const Row& r : rows)
+      if (r.name == name) return &r;
+    return nullptr;
+  };
+  const Row* f32 = find("mixprec fp32");
+  const Row* torch_bf16 = find("pytorch bf16 autocast");
+  if (json) {
+    std::printf("{\"threads\": %d, \"batch\": %lld, \"rows\": [", num_threads(),
+                static_cast<long long>(batch));
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::printf(
+          "%s{\"name\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": "
+          "%.1f, \"peak_alloc_mib\": %s, \"peak_rss_mib\": %.1f, \"last_loss\": %.4f}",
+          i ? ", " : "", rows[i].name.c_str(), rows[i].ms, rows[i].min_ms, rows[i].tokens_per_s,
+          std::isfinite(rows[i].peak_alloc_mib) ? std::to_string(rows[i].peak_alloc_mib).c_str()
+                                                : "null",
+          rows[i].rss_mib, rows[i].loss);
+    std::printf("]}\n");
+  } else {
+    std::printf(
+        "GPT small() training step, batch %lld x 256 tokens, %d threads, %lld timed steps\n",
+        static_cast<long long>(batch), num_threads(), static_cast<long long>(steps));
+    std::printf("%-24s %10s %9s %10s %11s %9s %12s %14s\n", "configuration", "ms/step", "min ms",
+                "tokens/s", "alloc MiB", "RSS MiB", "vs own f32", "vs torch bf16");
+    for (const Row& r : rows)
+      std::printf("%-24s %10.1f %9.1f %10.0f %11.1f %9.1f %11.2fx %13.2fx\n", r.name.c_str(), r.ms,
+                  r.min_ms, r.tokens_per_s, r.peak_alloc_mib, r.rss_mib,
+                  f32 != nullptr ? f32->ms / r.ms : NAN,
+                  torch_bf16 != nullptr ? torch_bf16->ms / r.ms : NAN);
+    if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+  }
+  return 0;
+}
+
+}  // namespace mixprec::app

@@ -1,0 +1,78 @@
+#include "mixprec/models/gpt_train.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "mixprec/amp/autocast.h"
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/core/error.h"
+#include "mixprec/nn/clip.h"
+
+namespace mixprec::models {
+
+void prepare_for_precision(nn::Module& model, const amp::PrecisionConfig& p) {
+  if (p.half_params())
+    model.to(
+        p.params, p.keep_f32 ? nn::Module::is_norm_layer : [](const nn::Module&) { return false; });
+}
+
+namespace {
+
+optim::AdamW make_optimizer(GPT& model, const GPTTrainOptions& o) {
+  prepare_for_precision(model, o.precision);  // before the optimizer takes the parameters
+  return optim::AdamW(model.parameters(), {.lr = o.lr, .weight_decay = o.weight_decay});
+}
+
+}  // namespace
+
+GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions options)
+    : model_(model),
+      data_(data),
+      options_(options),
+      optimizer_(make_optimizer(model, options)),
+      scaler_(options.precision.scaler_options()) {
+  MIXPREC_CHECK(options.batch >= 1 && options.warmup >= 1 && options.total_steps >= 1,
+                "[GPTTrainer] batch, warmup and total_steps must be >= 1");
+}
+
+double GPTTrainer::learning_rate(int64_t index) const {
+  const GPTTrainOptions& o = options_;
+  if (index < o.warmup)
+    return o.lr * static_cast<double>(index + 1) / static_cast<double>(o.warmup);
+  const double progress =
+      std::min(1.0, static_cast<double>(index - o.warmup) /
+                        static_cast<double>(std::max<int64_t>(1, o.total_steps - o.warmup)));
+  return o.lr * (0.1 + 0.45 * (1.0 + std::cos(std::numbers::pi * progress)));
+}
+
+Tensor GPTTrainer::forward_loss(const TokenBatch& batch) {
+  const amp::PrecisionConfig& p = options_.precision;
+  amp::Autocast autocast(p.autocast() ? p.compute : DType::BF16, p.autocast());
+  return model_.loss(batch.inputs, batch.targets);
+}
+
+double GPTTrainer::step(int64_t index) {
+  optimizer_.set_lr(learning_rate(index));
+  const TokenBatch batch =
+      data_.batch_at(Split::Train, options_.batch, model_.config().context, options_.seed, index);
+  const Tensor loss = forward_loss(batch);
+  scaler_.scale(loss).backward();
+  scaler_.unscale(optimizer_);
+  if (options_.clip > 0) nn::clip_grad_norm(model_.parameters(), options_.clip);
+  scaler_.step(optimizer_);
+  scaler_.update();
+  optimizer_.zero_grad();
+  return loss.item<double>();
+}
+
+double GPTTrainer::evaluate(int64_t batches, uint64_t seed) {
+  NoGrad no_grad;
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i)
+    sum += forward_loss(
+               data_.batch_at(Split::Validation, options_.batch, model_.config().context, seed, i))
+               .item<double>();
+  return sum / static_cast<double>(std::max<int64_t>(1, batches));
+}
+
+}  // namespace mixprec::models
