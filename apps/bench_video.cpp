@@ -312,10 +312,11 @@ int run_bench_video(Args args) {
       (std::filesystem::temp_directory_path() / ("mixprec_bench_video_" + std::to_string(getpid())))
           .string();
   std::filesystem::create_directories(tmp);
+  for (const std::string& preset : split(presets))
+    models::UNetVideoConfig::preset(preset);  // validate before the long run
   const double peak = kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, num_threads());
   std::vector<Result> results;
   for (const std::string& preset : split(presets)) {
-    models::UNetVideoConfig::preset(preset);  // validate before the long run
     for (const std::string& steps : split(steps_list))
       for (const std::string& precision : precision_names) {
         const std::string frames_file =
