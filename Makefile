@@ -53,8 +53,13 @@ fuzz:
 	@tools/install_deps.sh $(FUZZ_DEPS)
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# The main job: the machine, a real-time video stream from the shipped model (demo_stream.gif),
+# and the lightweight benchmark matrix (bench_video.md, bench_video.svg). About 2-3 minutes.
 demo: build
 	$(BUILD)/mixprec info
+	$(BUILD)/mixprec video generate --frames 100 --steps 4 --precision auto --out demo_stream.gif
+	$(BUILD)/mixprec bench video --presets lightweight --precisions fp32,fp16,bf16,autocast-bf16 \
+	  --steps 4 --frames 12 --quality-frame 50
 
 bench-deps:
 	@tools/install_deps.sh $(DEPS) $(BENCH_DEPS)
