@@ -42,10 +42,12 @@ $(ASAN_BUILD)/build.ninja: | deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON \
 	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
+# The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models io_test_tool mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models)\.|^cli\.(io|inspect|convert)'
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models)\.|^cli\.(io|inspect|convert)' \
+	  -E 'GPTParity'
 
 # The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60
