@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "mixprec/core/allocator.h"
@@ -30,26 +31,17 @@
 namespace mixprec::app {
 namespace {
 
+double number(const io::JsonValue& v, std::string_view key) {
+  return json_member(v, key, "bench train").as_double();
+}
+const std::string& text(const io::JsonValue& v, std::string_view key) {
+  return json_member(v, key, "bench train").as_string();
+}
+
 struct Row {
   std::string name;
   double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
 };
-
-std::string run_child(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) throw Error("[bench train] could not run " + command);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe.get()) != nullptr) out += buf;
-  if (pclose(pipe.release()) != 0) throw Error("[bench train] failed: " + command);
-  return out;
-}
-
-const io::JsonValue& member(const io::JsonValue& object, std::string_view key) {
-  const io::JsonValue* v = object.is_object() ? object.find(key) : nullptr;
-  if (v == nullptr) throw Error("[bench train] result has no '" + std::string(key) + "'");
-  return *v;
-}
 
 int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch) {
   const models::TextDataset data =
@@ -85,13 +77,13 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
 
 Row parse_row(const io::JsonValue& v, const std::string& prefix) {
   Row r;
-  r.name = prefix + member(v, "mode").as_string();
-  r.ms = member(v, "ms_per_step").as_double();
-  r.min_ms = member(v, "min_ms").as_double();
-  r.tokens_per_s = member(v, "tokens_per_s").as_double();
+  r.name = prefix + text(v, "mode");
+  r.ms = number(v, "ms_per_step");
+  r.min_ms = number(v, "min_ms");
+  r.tokens_per_s = number(v, "tokens_per_s");
   if (const io::JsonValue* a = v.find("peak_alloc_mib")) r.peak_alloc_mib = a->as_double();
-  r.rss_mib = member(v, "peak_rss_mib").as_double();
-  r.loss = member(v, "last_loss").as_double();
+  r.rss_mib = number(v, "peak_rss_mib");
+  r.loss = number(v, "last_loss");
   return r;
 }
 
@@ -129,9 +121,10 @@ int run_bench_train(Args args) {
   for (std::string mode; std::getline(list, mode, ',');) {
     amp::PrecisionConfig::parse(mode);  // validate
     std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
-    const std::string out = run_child("'" + self + "' bench train --run-one " + mode +
-                                      " --warmup " + std::to_string(warmup) + " --steps " +
-                                      std::to_string(steps) + " --batch " + std::to_string(batch));
+    const std::string out = run_and_capture(
+        "'" + self + "' bench train --run-one " + mode + " --warmup " + std::to_string(warmup) +
+            " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch),
+        "bench train");
     rows.push_back(parse_row(io::parse_json(out), "mixprec "));
   }
   std::string peer_note;
@@ -139,15 +132,16 @@ int run_bench_train(Args args) {
     const std::string script = std::string(MIXPREC_SOURCE_DIR) + "/bench/peers/gpt_train.py";
     std::fprintf(stderr, "bench train: PyTorch f32 and bf16 autocast (%s) ...\n", python.c_str());
     try {
-      const std::string out = run_child(
+      const std::string out = run_and_capture(
           "'" + python + "' '" + script + "' --json --threads " + std::to_string(num_threads()) +
-          " --warmup " + std::to_string(warmup) + " --steps " + std::to_string(steps) +
-          " --batch " + std::to_string(batch) + " 2>/dev/null");
+              " --warmup " + std::to_string(warmup) + " --steps " + std::to_string(steps) +
+              " --batch " + std::to_string(batch) + " 2>/dev/null",
+          "bench train");
       const std::size_t end = out.find_last_not_of('\n');
       const std::size_t begin = out.rfind('\n', end);  // the JSON is the last line
       const io::JsonValue v =
           io::parse_json(out.substr(begin == std::string::npos ? 0 : begin + 1, end - begin));
-      for (const io::JsonValue& r : member(v, "results").items())
+      for (const io::JsonValue& r : json_member(v, "results", "bench train").items())
         rows.push_back(parse_row(r, "pytorch "));
     } catch (const std::exception& e) {
       peer_note =

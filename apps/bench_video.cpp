@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "mixprec/amp/autocast.h"
@@ -33,6 +34,13 @@
 
 namespace mixprec::app {
 namespace {
+
+double number(const io::JsonValue& v, std::string_view key) {
+  return json_member(v, key, "bench video").as_double();
+}
+const std::string& text(const io::JsonValue& v, std::string_view key) {
+  return json_member(v, key, "bench video").as_string();
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -74,7 +82,8 @@ std::unique_ptr<models::UNetVideo> make_model(const std::string& preset,
     }
   }
   trained = false;
-  info = models::VideoModelInfo{.config = models::UNetVideoConfig::preset(preset)};
+  info = models::VideoModelInfo{};
+  info.config = models::UNetVideoConfig::preset(preset);
   Generator gen(1234);  // untrained: the same random weights in every child
   return std::make_unique<models::UNetVideo>(info.config, gen);
 }
@@ -129,43 +138,25 @@ int run_one(const RunOne& o) {
 
 // ---- the parent ----
 
-// The member `key` of a JSON object, or an Error naming it.
-const io::JsonValue& member(const io::JsonValue& object, std::string_view key) {
-  const io::JsonValue* v = object.is_object() ? object.find(key) : nullptr;
-  if (v == nullptr) throw Error("[bench video] result has no '" + std::string(key) + "'");
-  return *v;
-}
-
 Result parse_result(const std::string& line) {
   const io::JsonValue v = io::parse_json(line);
   Result r;
-  r.preset = member(v, "preset").as_string();
-  r.precision = member(v, "precision").as_string();
-  r.steps = static_cast<int64_t>(member(v, "steps").as_double());
-  r.p50 = member(v, "p50").as_double();
-  r.p95 = member(v, "p95").as_double();
-  r.p99 = member(v, "p99").as_double();
-  r.mean = member(v, "mean").as_double();
-  r.min = member(v, "min").as_double();
-  r.max = member(v, "max").as_double();
-  r.spread = member(v, "spread").as_double();
-  r.peak_alloc_mib = member(v, "peak_alloc_mib").as_double();
-  r.rss_mib = member(v, "rss_mib").as_double();
-  r.gflop_per_frame = member(v, "gflop_per_frame").as_double();
-  r.params = static_cast<int64_t>(member(v, "params").as_double());
-  r.trained = member(v, "trained").as_bool();
+  r.preset = text(v, "preset");
+  r.precision = text(v, "precision");
+  r.steps = static_cast<int64_t>(number(v, "steps"));
+  r.p50 = number(v, "p50");
+  r.p95 = number(v, "p95");
+  r.p99 = number(v, "p99");
+  r.mean = number(v, "mean");
+  r.min = number(v, "min");
+  r.max = number(v, "max");
+  r.spread = number(v, "spread");
+  r.peak_alloc_mib = number(v, "peak_alloc_mib");
+  r.rss_mib = number(v, "rss_mib");
+  r.gflop_per_frame = number(v, "gflop_per_frame");
+  r.params = static_cast<int64_t>(number(v, "params"));
+  r.trained = json_member(v, "trained", "bench video").as_bool();
   return r;
-}
-
-std::string run_child(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) throw Error("[bench video] could not run " + command);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe.get()) != nullptr) out += buf;
-  const int status = pclose(pipe.release());
-  if (status != 0) throw Error("[bench video] a configuration failed: " + command);
-  return out;
 }
 
 std::string json_of(const std::vector<Result>& results, double peak_bf16) {
@@ -328,7 +319,7 @@ int run_bench_video(Args args) {
             << " --checkpoint '" << checkpoint << "' --save '" << frames_file << "'";
         std::fprintf(stderr, "bench video: %s %s, %s steps ...\n", preset.c_str(),
                      precision.c_str(), steps.c_str());
-        Result r = parse_result(run_child(cmd.str()));
+        Result r = parse_result(run_and_capture(cmd.str(), "bench video"));
         r.frames_file = frames_file;
         results.push_back(r);
       }
@@ -361,20 +352,18 @@ int run_bench_video(Args args) {
   int regressions = 0;
   if (!compare.empty()) {
     std::ifstream f(compare);
-    std::stringstream text;
-    text << f.rdbuf();
+    std::stringstream contents;
+    contents << f.rdbuf();
     if (!f) throw Error("[bench video] could not read baseline " + compare);
-    const io::JsonValue base = io::parse_json(text.str());
-    for (const io::JsonValue& b : member(base, "results").items()) {
-      const std::string key = member(b, "preset").as_string() + "/" +
-                              member(b, "precision").as_string() + "/" +
-                              std::to_string(static_cast<int64_t>(member(b, "steps").as_double()));
+    const io::JsonValue base = io::parse_json(contents.str());
+    for (const io::JsonValue& b : json_member(base, "results", "bench video").items()) {
+      const std::string key = text(b, "preset") + "/" + text(b, "precision") + "/" +
+                              std::to_string(static_cast<int64_t>(number(b, "steps")));
       for (const Result& r : results) {
         if (r.key() != key) continue;
-        const double old_ms = member(b, "ms_p50").as_double();
+        const double old_ms = number(b, "ms_p50");
         // Noise: the larger interquartile range of the two runs, and never less than 5%.
-        const double noise =
-            std::max({0.05 * old_ms, member(b, "ms_spread").as_double(), r.spread});
+        const double noise = std::max({0.05 * old_ms, number(b, "ms_spread"), r.spread});
         const bool slower = r.p50 > old_ms + 2 * noise;
         regressions += slower ? 1 : 0;
         std::printf("%-40s %8.2f -> %8.2f ms  %+6.1f%%  %s\n", key.c_str(), old_ms, r.p50,
