@@ -38,6 +38,7 @@ int run_video_train(Args args) {
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0;
   bool resume = false;
+  std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
               "frame conditioned on the previous one, in mixed precision.");
@@ -58,7 +59,11 @@ int run_video_train(Args args) {
   p.option("--out", &out, "directory for checkpoint.safetensors and model.safetensors");
   p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
   p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
+  p.option("--init", &init_from,
+           "start from this model file's weights (fine-tuning; a fresh optimizer)");
   if (!p.parse(args)) return 0;
+  if (resume && !init_from.empty())
+    throw UsageError{"video train: --resume and --init exclude each other"};
   if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1)
     throw UsageError{"video train: --steps, --batch, --warmup and --checkpoint-every must be >= 1"};
 
@@ -67,6 +72,14 @@ int run_video_train(Args args) {
   const data::MovingShapes videos({.height = size, .width = size}, static_cast<uint64_t>(seed));
   Generator init(static_cast<uint64_t>(seed));
   models::UNetVideo model(models::UNetVideoConfig::preset(preset), init);
+  if (!init_from.empty()) {
+    models::VideoModelInfo from;
+    const auto source = models::load_video_model(init_from, &from);
+    if (from.config.name != preset)
+      throw UsageError{"video train: --init " + init_from + " holds a '" + from.config.name +
+                       "' model, not '" + preset + "'"};
+    model.load_state_dict(source->state_dict());
+  }
   if (pc.half_params()) model.to(pc.params);
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
   amp::GradScaler scaler(pc.scaler_options());
@@ -96,10 +109,22 @@ int run_video_train(Args args) {
                                             {"batch", std::to_string(batch)},
                                             {"prediction", prediction},
                                             {"size", std::to_string(size)}};
-  auto save = [&](int64_t step) {
+  const std::string model_path = out + "/model.safetensors";
+  // The checkpoint (for --resume) and the model file (for generate) after every interval, so
+  // an interrupted run leaves a usable model.
+  auto save = [&](int64_t step, double loss) {
     io::SafetensorsMetadata meta = run_info;
     meta["step"] = std::to_string(step);
     io::save_checkpoint(checkpoint, model, opt, &scaler, meta);
+    models::VideoModelInfo info{.config = model.config(),
+                                .prediction = pred,
+                                .schedule_steps = schedule.steps(),
+                                .extra = run_info};
+    info.extra["train_steps"] = std::to_string(step);
+    info.extra["context_noise"] = std::to_string(context_noise);
+    info.extra["loss"] = std::to_string(loss);
+    if (!init_from.empty()) info.extra["init"] = init_from;
+    models::save_video_model(model_path, model, info);
   };
 
   ProgressBar bar("video train", steps);
@@ -130,21 +155,12 @@ int run_video_train(Args args) {
     std::snprintf(metrics, sizeof metrics, "loss %.4f | lr %.2e%s", smoothed, opt.lr(),
                   scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
-    if ((step + 1) % checkpoint_every == 0 || step + 1 == steps) save(step + 1);
+    if ((step + 1) % checkpoint_every == 0 || step + 1 == steps) save(step + 1, smoothed);
   }
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f", smoothed);
   bar.finish(final_metrics);
 
-  models::VideoModelInfo info{.config = model.config(),
-                              .prediction = pred,
-                              .schedule_steps = schedule.steps(),
-                              .extra = run_info};
-  info.extra["train_steps"] = std::to_string(steps);
-  info.extra["context_noise"] = std::to_string(context_noise);
-  info.extra["final_loss"] = std::to_string(smoothed);
-  const std::string model_path = out + "/model.safetensors";
-  models::save_video_model(model_path, model, info);
   std::printf("wrote %s and %s\n", checkpoint.c_str(), model_path.c_str());
   return 0;
 }
