@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,14 +73,19 @@ int main(int argc, char** argv) {
   using namespace mixprec::bench;
   const Options o = parse_options(
       argc, argv,
-      "Usage: bench_conv [--quick] [--json]\n"
-      "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads.");
+      "Usage: bench_conv [--quick] [--json] [--threads N]\n"
+      "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads (--threads N),\n"
+      "timed in interleaved rounds. ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 keeps oneDNN off AMX.");
   std::vector<ConvShape> shapes;
   for (int64_t n : {1, 4})
     for (int64_t c : {64, 128})
       for (int64_t hw : {64, 32}) shapes.push_back({n, c, hw, c});
-  if (o.quick) shapes = {{1, 64, 64, 64}, {1, 128, 32, 128}};
-  const int threads = 2;
+  // The video U-Net's small batch-1 convolutions (channels 32-256 at 64x64 .. 16x16).
+  shapes.push_back({1, 32, 64, 32});
+  shapes.push_back({1, 128, 16, 128});
+  shapes.push_back({1, 256, 16, 256});
+  if (o.quick) shapes = {{1, 64, 64, 64}, {1, 128, 32, 128}, {1, 128, 16, 128}};
+  const int threads = o.threads > 0 ? o.threads : 2;
   set_num_threads(threads);
   omp_set_num_threads(threads);
   const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
@@ -90,7 +96,6 @@ int main(int argc, char** argv) {
   Generator gen(1);
   for (const ConvShape& s : shapes) {
     const double flops = 2.0 * s.n * s.o * s.hw * s.hw * s.c * 9;
-    double dnnl_ms[2] = {0, 0};
     for (DType t : {DType::F32, DType::BF16}) {
       const Tensor x = Tensor::randn({s.n, s.c, s.hw, s.hw}, gen, t).to(MemoryFormat::ChannelsLast);
       const Tensor w = Tensor::randn({s.o, s.c, 3, 3}, gen, t);
@@ -115,23 +120,32 @@ int main(int argc, char** argv) {
             .text("note", note);
         rows.push_back(r);
       };
-      const int slot = t == DType::BF16;
+      std::vector<std::function<void()>> fns;
+      std::vector<std::string> names, notes;
 #ifdef MIXPREC_HAVE_DNNL
       DnnlConv dc(s, t, x, w, b, y);
-      const Timing td = time_it([&] { dc.run(); }, 2, 5, o.quick ? 0.15 : 0.5);
-      dnnl_ms[slot] = td.median_s * 1e3;
-      add("onednn", td, 0, dc.impl);
+      fns.emplace_back([&] { dc.run(); });
+      names.emplace_back("onednn");
+      notes.push_back(dc.impl);
 #endif
       kernels::Conv2dOptions opt;
       opt.pad_h = opt.pad_w = 1;
-      const Timing tm =
-          time_it([&] { kernels::conv2d(x, w, &b, y, opt); }, 2, 5, o.quick ? 0.15 : 0.5);
-      add("mixprec", tm, dnnl_ms[slot], "im2col tiles + GEMM, weights packed per call");
+      const kernels::PackedConvWeights packed = kernels::pack_conv_weights(w, t);
+      fns.emplace_back([&] { kernels::conv2d(x, w, &b, y, opt); });
+      names.emplace_back("mixprec");
+      notes.emplace_back("weights packed per call");
+      fns.emplace_back([&] { kernels::conv2d(x, packed, &b, y, opt); });
+      names.emplace_back("mixprec-prepacked");
+      notes.emplace_back("weights packed once (pack_conv_weights)");
+      const std::vector<Timing> tms = time_interleaved(fns, 2, o.quick ? 7 : 15, o.quick ? 0.3 : 1.5);
+      const bool have_peer = names.front() == "onednn";
+      for (std::size_t i = 0; i < fns.size(); ++i)
+        add(names[i].c_str(), tms[i], have_peer && i > 0 ? tms[0].median_s * 1e3 : 0, notes[i]);
     }
   }
   if (!o.json)
-    std::printf("CPU %s; 2-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
-                cpu_features().model.c_str(), peak_f32, peak_bf16);
+    std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
+                cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
   print_table(rows, o);
   if (o.json) {
     char peak[96];

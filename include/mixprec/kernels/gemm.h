@@ -89,8 +89,12 @@ class PackedMatrix {
   int64_t rows() const { return k_; }
   int64_t cols() const { return n_; }
   DType compute_dtype() const { return compute_; }
+  DType a_dtype() const { return a_dtype_; }  // the A dtype it was packed for
   IsaLevel level() const { return level_; }
   std::size_t bytes() const { return storage_.size(); }
+  // The packed panels themselves, for kernels that walk them directly (the direct
+  // convolution): panel j holds columns [j * nr, (j + 1) * nr) in the micro-kernel's layout.
+  const void* panels() const { return storage_.data(); }
 
  private:
   friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);

@@ -1,13 +1,16 @@
 #include "mixprec/kernels/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "conv_direct.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
+#include "mixprec/kernels/peak.h"
 #include "simd_math.h"
 #include "simd_scalar.h"
 
@@ -208,20 +211,235 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
   }
 }
 
-}  // namespace
+std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
-int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
-                         int64_t dilation) {
-  const int64_t span = dilation * (kernel - 1) + 1;
-  const int64_t out = (input + 2 * pad - span) / stride + 1;
-  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ",
-                dilation, ") does not fit an input of ", input, " with padding ", pad);
-  return out;
+// Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
+Bf16ConvCompute measured_bf16_mode() {
+  static const Bf16ConvCompute mode = [] {
+    if (!isa_supported(IsaLevel::Avx512Bf16)) return Bf16ConvCompute::WidenToF32;
+    const ScopedIsa level(IsaLevel::Avx512Bf16);
+    const double dot = measure_peak_gflops(PeakKind::Bf16Dot, 1, 0.004);
+    const double fma = measure_peak_gflops(PeakKind::F32Fma, 1, 0.004);
+    return dot >= 1.4 * fma ? Bf16ConvCompute::DotProduct : Bf16ConvCompute::WidenToF32;
+  }();
+  return mode;
 }
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
-            const Conv2dOptions& opt) {
-  const Geometry g = check(x, weight, bias, out, opt);
+// The dtype A is packed for (and the direct kernel reads): bf16 stays bf16 where vdpbf16ps
+// pays; the AVX-512 levels widen other 16-bit inputs to f32 for the direct kernel. Below
+// AVX-512 the input dtype is kept (the GEMM converts while packing).
+DType pack_dtype_for(DType x_dtype, int64_t cg) {
+  const IsaLevel level = active_isa();
+  if (level < IsaLevel::Avx512 || x_dtype == DType::F32) return x_dtype;
+  if (x_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 && cg % 2 == 0 &&
+      bf16_conv_compute() == Bf16ConvCompute::DotProduct)
+    return DType::BF16;
+  return DType::F32;
+}
+
+// Weights of every group packed as GEMM B [K = KH*KW*Cg, Og], rows in gather order (ky, kx, c).
+std::vector<PackedMatrix> pack_groups(const Tensor& weight, DType x_dtype, const Geometry& g) {
+  const int64_t k = g.kh * g.kw * g.cg;
+  const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();  // [O, KH, KW, Cg]
+  std::vector<PackedMatrix> packed;
+  packed.reserve(static_cast<std::size_t>(g.groups));
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const MatrixView wmat =
+        MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
+                                  static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
+                              wr.dtype(), g.og, k, k);
+    packed.push_back(pack_b(wmat.transposed(), x_dtype));
+  }
+  return packed;
+}
+
+// The direct kernel for these packed weights and input, or null (then im2col tiles).
+const conv_detail::DirectKernel* direct_kernel_for(const PackedMatrix& b, DType x_dtype,
+                                                   int64_t cg) {
+  if (b.level() >= IsaLevel::Avx512Bf16 && b.compute_dtype() == DType::BF16 &&
+      x_dtype == DType::BF16 && cg % 2 == 0)
+    return conv_detail::direct_kernel_avx512bf16();
+  if (b.level() >= IsaLevel::Avx512 && b.compute_dtype() == DType::F32 && x_dtype == DType::F32)
+    return conv_detail::direct_kernel_avx512();
+  return nullptr;
+}
+
+// Per-thread scratch of the direct convolution, reused across calls.
+struct DirectScratch {
+  std::vector<const void*> a_rows;  // [taps][kDirectMaxMr]
+  std::vector<int> tap_index;       // [taps]
+  Allocation zeros;                 // one zeroed pixel: the rows outside the image
+};
+DirectScratch& thread_direct_scratch() {
+  thread_local DirectScratch scratch;
+  return scratch;
+}
+
+// Fused epilogue of one group, made per tile by the drivers below.
+struct GroupOutput {
+  const Tensor& ys;        // NHWC output
+  const Tensor* bias;      // contiguous [O] or null
+  const Tensor* residual;  // NHWC or null
+  Activation activation;
+  int64_t o, col0;  // all output channels; the group's first
+};
+
+gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col) {
+  const int64_t c = out.col0 + col;
+  gemm_detail::TileEpilogue ep{1.0f,
+                               0.0f,
+                               nullptr,
+                               DType::F32,
+                               out.activation,
+                               nullptr,
+                               DType::F32,
+                               out.o,
+                               static_cast<char*>(out.ys.data_ptr()) +
+                                   static_cast<std::size_t>(pixel * out.o + c) *
+                                       out.ys.element_size(),
+                               out.ys.dtype(),
+                               out.o};
+  if (out.bias != nullptr) {
+    ep.bias = static_cast<const char*>(out.bias->data_ptr()) +
+              static_cast<std::size_t>(c) * out.bias->element_size();
+    ep.bias_dtype = out.bias->dtype();
+  }
+  if (out.residual != nullptr) {
+    ep.residual = static_cast<const char*>(out.residual->data_ptr()) +
+                  static_cast<std::size_t>(pixel * out.o + c) * out.residual->element_size();
+    ep.residual_dtype = out.residual->dtype();
+  }
+  return ep;
+}
+
+// Direct convolution of group `grp`: threads take whole output rows; each row is cut into
+// near-equal tiles of at most kDirectMaxMr pixels, and each tile runs once per column panel
+// with the same row pointers.
+void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
+                const Conv2dOptions& opt, const Geometry& g, int64_t grp, const GroupOutput& out) {
+  const std::size_t es = xs.element_size();
+  MIXPREC_ASSERT(dtype_size(dk.compute) == es);
+  const std::size_t tap_bytes = static_cast<std::size_t>(g.cg * dk.nr) * es;
+  const std::size_t panel_bytes = tap_bytes * static_cast<std::size_t>(g.kh * g.kw);
+  const int64_t tiles = (g.ow + conv_detail::kDirectMaxMr - 1) / conv_detail::kDirectMaxMr;
+  const int64_t panels = (g.og + dk.nr - 1) / dk.nr;
+  const char* xp = static_cast<const char*>(xs.data_ptr());
+  parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
+    DirectScratch& s = thread_direct_scratch();
+    const std::size_t max_rows = static_cast<std::size_t>(g.kh * g.kw * conv_detail::kDirectMaxMr);
+    if (s.a_rows.size() < max_rows) s.a_rows.resize(max_rows);
+    if (s.tap_index.size() < static_cast<std::size_t>(g.kh * g.kw))
+      s.tap_index.resize(static_cast<std::size_t>(g.kh * g.kw));
+    if (s.zeros.size() < static_cast<std::size_t>(g.cg) * es) {
+      s.zeros = Allocation(static_cast<std::size_t>(g.cg) * es);
+      std::memset(s.zeros.data(), 0, s.zeros.size());
+    }
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t n = row / g.oh, oy = row % g.oh;
+      for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
+        const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
+        int taps = 0;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+          const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < g.kw; ++kx) {
+            const void** rows = s.a_rows.data() + taps * conv_detail::kDirectMaxMr;
+            bool inside = false;
+            for (int i = 0; i < width; ++i) {
+              const int64_t ix = (ox0 + i) * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
+              if (ix < 0 || ix >= g.w) {
+                rows[i] = s.zeros.data();
+              } else {
+                rows[i] = xp + static_cast<std::size_t>(n * xs.stride(0) + iy * xs.stride(2) +
+                                                        ix * xs.stride(3) + grp * g.cg) *
+                                   es;
+                inside = true;
+              }
+            }
+            if (inside) s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
+          }
+        }
+        const conv_detail::DirectArgs args0{taps,    s.a_rows.data(), s.tap_index.data(),
+                                            nullptr, tap_bytes,       g.cg};
+        for (int64_t j = 0; j < panels; ++j) {
+          conv_detail::DirectArgs args = args0;
+          args.b_panel = static_cast<const char*>(b.panels()) + static_cast<std::size_t>(j) * panel_bytes;
+          const int cols = static_cast<int>(std::min<int64_t>(dk.nr, g.og - j * dk.nr));
+          dk.tiles[width - 1](args, cols, tile_epilogue(out, row * g.ow + ox0, j * dk.nr));
+        }
+        ox0 += width;
+      }
+    }
+  });
+}
+
+// Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
+// im2col tiles times the packed weights.
+void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, const Tensor* bias,
+                   const Tensor& ys, const Tensor* residual, const Conv2dOptions& opt,
+                   const Geometry& g) {
+  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
+  const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
+  const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
+                         opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
+  const std::size_t ys_es = ys.element_size();
+  Tensor widened;  // xs in the packed A dtype, made on first use
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const PackedMatrix& b = packed[static_cast<std::size_t>(grp)];
+    const GroupOutput go{ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o,
+                         grp * g.og};
+    auto epilogue_at = [&](int64_t row0) {
+      GemmEpilogue ep;
+      ep.activation = opt.activation;
+      if (bias_c.defined()) {
+        ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
+                  static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
+        ep.bias_dtype = bias_c.dtype();
+      }
+      if (residual != nullptr) {
+        ep.residual = static_cast<const char*>(residual->data_ptr()) +
+                      static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual->element_size();
+        ep.residual_dtype = residual->dtype();
+        ep.residual_ld = g.o;
+      }
+      return ep;
+    };
+    auto out_rows = [&](int64_t row0, int64_t rows) {
+      return MutableMatrixView::row_major(
+          static_cast<char*>(ys.data_ptr()) +
+              static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
+          ys.dtype(), rows, g.og, g.o);
+    };
+    if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
+      gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), b,
+                     out_rows(0, m), epilogue_at(0));
+      continue;
+    }
+    if (const conv_detail::DirectKernel* dk = direct_kernel_for(b, b.a_dtype(), g.cg)) {
+      if (!widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
+        widened = xs.dtype() == b.a_dtype() ? xs : xs.to(b.a_dtype());
+      run_direct(*dk, widened, b, opt, g, grp, go);
+      continue;
+    }
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+    parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
+      Allocation& patches = thread_patches();
+      const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
+      if (patches.size() < bytes) patches = Allocation(bytes);
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
+        gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
+        gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), b,
+                       out_rows(r0, rows), epilogue_at(r0));
+      }
+    });
+  }
+}
+
+// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands.
+void conv2d_impl(const Tensor& x, const Tensor& weight, const std::vector<PackedMatrix>* prepacked,
+                 const Tensor* bias, const Tensor& out, const Conv2dOptions& opt,
+                 const Geometry& g) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || out.dtype() == DType::F64) {
     MIXPREC_CHECK(
@@ -240,62 +458,81 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
     Conv2dOptions o = opt;
     o.residual = residual.defined() ? &residual : nullptr;
     depthwise(xs, weight, bias, ys, o, g);
+  } else if (prepacked != nullptr) {
+    conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
-    const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
-    // Weights as [O, KH, KW, Cg]: row o is output channel o's patch weights in gather order.
-    const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();
-    const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
-    const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
-                           opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
-    const std::size_t ys_es = ys.element_size();
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      const MatrixView wmat =
-          MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
-                                    static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
-                                wr.dtype(), g.og, k, k);
-      const PackedMatrix packed = pack_b(wmat.transposed(), xs.dtype());  // B [K, Og]
-      auto epilogue_at = [&](int64_t row0) {
-        GemmEpilogue ep;
-        ep.activation = opt.activation;
-        if (bias_c.defined()) {
-          ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
-                    static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
-          ep.bias_dtype = bias_c.dtype();
-        }
-        if (residual.defined()) {
-          ep.residual = static_cast<const char*>(residual.data_ptr()) +
-                        static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual.element_size();
-          ep.residual_dtype = residual.dtype();
-          ep.residual_ld = g.o;
-        }
-        return ep;
-      };
-      auto out_rows = [&](int64_t row0, int64_t rows) {
-        return MutableMatrixView::row_major(
-            static_cast<char*>(ys.data_ptr()) +
-                static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
-            ys.dtype(), rows, g.og, g.o);
-      };
-      if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
-        gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), packed,
-                       out_rows(0, m), epilogue_at(0));
-        continue;
-      }
-      const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-      parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
-        Allocation& patches = thread_patches();
-        const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
-        if (patches.size() < bytes) patches = Allocation(bytes);
-        for (int64_t t = lo; t < hi; ++t) {
-          const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-          gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
-          gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), packed,
-                         out_rows(r0, rows), epilogue_at(r0));
-        }
-      });
-    }
+    conv2d_packed(xs, pack_groups(weight, pack_dtype_for(xs.dtype(), g.cg), g), bias, ys,
+                  residual.defined() ? &residual : nullptr, opt, g);
   }
   if (!out_direct) out.copy_(ys);
+}
+
+}  // namespace
+
+void set_bf16_conv_compute(Bf16ConvCompute mode) { g_bf16_mode.store(mode); }
+
+Bf16ConvCompute bf16_conv_compute() {
+  const Bf16ConvCompute mode = g_bf16_mode.load();
+  return mode == Bf16ConvCompute::Auto ? measured_bf16_mode() : mode;
+}
+
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
+                         int64_t dilation) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const int64_t out = (input + 2 * pad - span) / stride + 1;
+  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ",
+                dilation, ") does not fit an input of ", input, " with padding ", pad);
+  return out;
+}
+
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& opt) {
+  const Geometry g = check(x, weight, bias, out, opt);
+  conv2d_impl(x, weight, nullptr, bias, out, opt, g);
+}
+
+PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups) {
+  MIXPREC_CHECK(weight.dim() == 4 && is_conv_float(weight.dtype()) && is_conv_float(x_dtype),
+                "[pack_conv_weights] expected weight [O, C/groups, KH, KW] of a float dtype and a "
+                "float input dtype, got ",
+                shape_to_string(weight.shape()), " ", dtype_name(weight.dtype()), " for ",
+                dtype_name(x_dtype));
+  MIXPREC_CHECK(groups >= 1 && weight.size(0) % groups == 0, "[pack_conv_weights] ", groups,
+                " groups must divide the ", weight.size(0), " output channels");
+  PackedConvWeights p;
+  p.weight_ = weight.clone(MemoryFormat::Contiguous);
+  p.groups_ = groups;
+  p.x_dtype_ = x_dtype;
+  p.level_ = active_isa();
+  p.pack_dtype_ = pack_dtype_for(x_dtype, weight.size(1));
+  const bool depthwise = groups == weight.size(0) && weight.size(1) == 1;
+  if (weight.dtype() != DType::F64 && x_dtype != DType::F64 && !depthwise) {
+    Geometry g{};
+    g.o = weight.size(0);
+    g.kh = weight.size(2);
+    g.kw = weight.size(3);
+    g.groups = groups;
+    g.cg = weight.size(1);
+    g.og = g.o / groups;
+    p.packed_ = pack_groups(p.weight_, p.pack_dtype_, g);
+  }
+  return p;
+}
+
+void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias,
+            const Tensor& out, const Conv2dOptions& opt) {
+  MIXPREC_CHECK(weight.defined(), "[conv2d] the packed weights are empty");
+  MIXPREC_CHECK(opt.groups == weight.groups_, "[conv2d] weights were packed for ", weight.groups_,
+                " groups, options ask for ", opt.groups);
+  MIXPREC_CHECK(x.dtype() == weight.x_dtype_, "[conv2d] weights were packed for ",
+                dtype_name(weight.x_dtype_), " inputs, x is ", dtype_name(x.dtype()),
+                "; pack them for this dtype");
+  MIXPREC_CHECK(weight.level_ == active_isa(), "[conv2d] weights were packed at kernel level ",
+                isa_name(weight.level_), " but the active level is ", isa_name(active_isa()),
+                "; pack them again");
+  const Geometry g = check(x, weight.weight_, bias, out, opt);
+  conv2d_impl(x, weight.weight_, weight.packed_.empty() ? nullptr : &weight.packed_, bias, out,
+              opt, g);
 }
 
 }  // namespace mixprec::kernels
