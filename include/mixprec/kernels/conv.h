@@ -37,15 +37,18 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
             const Conv2dOptions& options = {});
 
-// How a bf16 convolution computes at the avx512bf16 level. vdpbf16ps does 64 flops per
-// instruction, but its throughput differs by CPU: on Zen 4 it issues like an FMA (twice the
-// f32 flops), on the Xeon this was tuned on only every other cycle (the same flops as f32
-// FMA, measured by the peak probe). Auto measures both once per process and widens bf16 to
-// f32 for the f32 kernels when vdpbf16ps is not at least 1.4x faster. Widening is exact (every
-// bf16 is an f32) and the f32 accumulation keeps subnormal products that vdpbf16ps flushes.
-enum class Bf16ConvCompute : uint8_t { Auto, DotProduct, WidenToF32 };
+// How a bf16 convolution computes at the avx512bf16 level. Amx: AMX-BF16 tiles (where the
+// CPU and OS have them, and the channels per group are a multiple of 32). DotProduct:
+// vdpbf16ps, 64 flops per instruction, whose throughput differs by CPU: on Zen 4 it issues
+// like an FMA (twice the f32 flops), on the Xeon this was tuned on only every other cycle (the
+// flops of f32 FMA, measured by the peak probe). WidenToF32: bf16 widened to f32 once per call
+// for the f32 kernels (exact: every bf16 is an f32; f32 accumulation then keeps the subnormal
+// products that vdpbf16ps and AMX flush). Auto: Amx where usable; otherwise, and for shapes
+// Amx does not take, DotProduct if a one-off probe finds vdpbf16ps at least 1.4x faster than
+// f32 FMA, else WidenToF32.
+enum class Bf16ConvCompute : uint8_t { Auto, Amx, DotProduct, WidenToF32 };
 void set_bf16_conv_compute(Bf16ConvCompute mode);  // process-wide; Auto by default
-Bf16ConvCompute bf16_conv_compute();                // the mode in force (never Auto)
+Bf16ConvCompute bf16_conv_compute();  // the mode in force (never Auto)
 
 // Weights packed once for inputs of one dtype at the active kernel level (inference: the
 // packing is a snapshot; pack again after changing the weights or the level).

@@ -211,6 +211,15 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
   }
 }
 
+// Fused epilogue of one group, made per tile by the drivers below.
+struct GroupOutput {
+  const Tensor& ys;        // NHWC output
+  const Tensor* bias;      // contiguous [O] or null
+  const Tensor* residual;  // NHWC or null
+  Activation activation;
+  int64_t o, col0;  // all output channels; the group's first
+};
+
 std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
 // Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
@@ -225,16 +234,29 @@ Bf16ConvCompute measured_bf16_mode() {
   return mode;
 }
 
-// The dtype A is packed for (and the direct kernel reads): bf16 stays bf16 where vdpbf16ps
-// pays; the AVX-512 levels widen other 16-bit inputs to f32 for the direct kernel. Below
-// AVX-512 the input dtype is kept (the GEMM converts while packing).
+// Whether AMX takes a bf16 group of cg channels under the mode in force.
+bool use_amx(int64_t cg) {
+  return active_isa() >= IsaLevel::Avx512Bf16 && cg % 32 == 0 &&
+         bf16_conv_compute() == Bf16ConvCompute::Amx && conv_detail::amx_usable();
+}
+
+// The dtype A is packed for (and the direct kernel reads): bf16 stays bf16 for AMX and where
+// vdpbf16ps pays; the AVX-512 levels widen other 16-bit inputs to f32 for the direct kernel.
+// Below AVX-512 the input dtype is kept (the GEMM converts while packing).
 DType pack_dtype_for(DType x_dtype, int64_t cg) {
   const IsaLevel level = active_isa();
   if (level < IsaLevel::Avx512 || x_dtype == DType::F32) return x_dtype;
-  if (x_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 && cg % 2 == 0 &&
-      bf16_conv_compute() == Bf16ConvCompute::DotProduct)
-    return DType::BF16;
+  if (x_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 && cg % 2 == 0) {
+    Bf16ConvCompute mode = bf16_conv_compute();
+    if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = measured_bf16_mode();
+    if (mode != Bf16ConvCompute::WidenToF32) return DType::BF16;
+  }
   return DType::F32;
+}
+
+gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col);
+gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t col) {
+  return tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
 }
 
 // Weights of every group packed as GEMM B [K = KH*KW*Cg, Og], rows in gather order (ky, kx, c).
@@ -274,15 +296,6 @@ DirectScratch& thread_direct_scratch() {
   thread_local DirectScratch scratch;
   return scratch;
 }
-
-// Fused epilogue of one group, made per tile by the drivers below.
-struct GroupOutput {
-  const Tensor& ys;        // NHWC output
-  const Tensor* bias;      // contiguous [O] or null
-  const Tensor* residual;  // NHWC or null
-  Activation activation;
-  int64_t o, col0;  // all output channels; the group's first
-};
 
 gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col) {
   const int64_t c = out.col0 + col;
@@ -415,6 +428,16 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
                      out_rows(0, m), epilogue_at(0));
       continue;
     }
+    if (b.compute_dtype() == DType::BF16 && xs.dtype() == DType::BF16 && use_amx(g.cg) &&
+        b.level() >= IsaLevel::Avx512Bf16) {
+      const conv_detail::AmxConvProblem ap{
+          static_cast<const uint16_t*>(xs.data_ptr()) + grp * g.cg,
+          xs.stride(0), xs.stride(2), xs.stride(3), g.n, g.h, g.w, g.cg, g.kh, g.kw, g.oh, g.ow,
+          opt.stride_h, opt.stride_w, opt.pad_h, opt.pad_w, opt.dilation_h, opt.dilation_w,
+          b.panels(), g.og, amx_epilogue, &go};
+      conv_detail::amx_conv(ap);
+      continue;
+    }
     if (const conv_detail::DirectKernel* dk = direct_kernel_for(b, b.a_dtype(), g.cg)) {
       if (!widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
         widened = xs.dtype() == b.a_dtype() ? xs : xs.to(b.a_dtype());
@@ -473,7 +496,8 @@ void set_bf16_conv_compute(Bf16ConvCompute mode) { g_bf16_mode.store(mode); }
 
 Bf16ConvCompute bf16_conv_compute() {
   const Bf16ConvCompute mode = g_bf16_mode.load();
-  return mode == Bf16ConvCompute::Auto ? measured_bf16_mode() : mode;
+  if (mode != Bf16ConvCompute::Auto) return mode;
+  return conv_detail::amx_usable() ? Bf16ConvCompute::Amx : measured_bf16_mode();
 }
 
 int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,

@@ -40,4 +40,29 @@ struct DirectKernel {
 const DirectKernel* direct_kernel_avx512();      // f32
 const DirectKernel* direct_kernel_avx512bf16();  // bf16
 
+// ---- AMX-BF16 (conv_direct_amx.cpp) ----
+// The same direct convolution on AMX tiles: A tiles are 16 output pixels of one output row x 32
+// input channels loaded in place (row stride = the input's pixel stride), B tiles are 16 k
+// pairs x 16 columns of the bf16 GEMM panels (nr = 32, read with a 128-byte row stride),
+// 2 x 2 tiles of 16 x 16 f32 accumulators; pixels whose window leaves the image, and partial
+// segments, are staged through a zero-filled 1 KiB tile.
+
+// CPU, OS (XCR0) and the kernel's permission (arch_prctl, asked once per process).
+bool amx_usable();
+
+struct AmxConvProblem {
+  const uint16_t* x;                         // NHWC bf16, at the group's first channel
+  int64_t x_stride_n, x_stride_h, x_stride_w;  // elements
+  int64_t n, h, w, cg;                       // cg a multiple of 32
+  int64_t kh, kw, oh, ow;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  const void* b_panels;  // bf16 GEMM panels of B [KH*KW*Cg, Og], 32 columns each
+  int64_t og;
+  // The epilogue of output pixel `pixel` (n * OH * OW + oy * OW + ox), columns from `col`.
+  gemm_detail::TileEpilogue (*epilogue)(const void* ctx, int64_t pixel, int64_t col);
+  const void* epilogue_ctx;
+};
+
+void amx_conv(const AmxConvProblem& p);
+
 }  // namespace mixprec::kernels::conv_detail
