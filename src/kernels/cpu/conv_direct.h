@@ -44,8 +44,8 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 // The same direct convolution on AMX tiles: A tiles are 16 output pixels of one output row x 32
 // input channels loaded in place (row stride = the input's pixel stride), B tiles are 16 k
 // pairs x 16 columns of the bf16 GEMM panels (nr = 32, read with a 128-byte row stride),
-// 2 x 2 tiles of 16 x 16 f32 accumulators; pixels whose window leaves the image, and partial
-// segments, are staged through a zero-filled 1 KiB tile.
+// 2 x 2 tiles of 16 x 16 f32 accumulators. The input is first copied with a zero border
+// (one pass, reused buffer), so every tap of every segment is one strided tile load.
 
 // CPU, OS (XCR0) and the kernel's permission (arch_prctl, asked once per process).
 bool amx_usable();

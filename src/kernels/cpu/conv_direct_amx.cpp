@@ -15,6 +15,7 @@
 
 #include "conv_direct.h"
 #include "gemm_tile.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "simd_avx512.h"
@@ -41,49 +42,77 @@ struct Segment {
   int width;
 };
 
-// Where a segment's A tile comes from under one tap.
-struct SegmentTap {
-  enum Kind { Skip, Direct, Staged } kind = Skip;
-  const char* base = nullptr;      // Direct: pixel 0 (stride `stride` bytes per pixel)
-  const char* rows[kSeg] = {};     // Staged: each pixel, or null for zeros
+// A zero-padded copy of the group's input: [N][H + 2 pad_h][W + 2 pad_w][Cg], then slack for
+// the rows past a partial segment's end (computed, never stored). Every tap of every segment
+// is then one strided tile load; the taps whose input row is padding are skipped.
+struct Padded {
+  const char* data;
+  int64_t row_bytes, image_bytes, pixel_bytes;  // one padded row, image, pixel
 };
 
-void locate(const AmxConvProblem& p, const Segment& s, int64_t ky, int64_t kx, SegmentTap& out) {
-  out.kind = SegmentTap::Skip;
+// Pixel 0 of segment s under tap (ky, kx) in the padded copy, or null when the tap's input row
+// is padding for the whole segment.
+inline const char* tap_base(const AmxConvProblem& p, const Padded& x, const Segment& s, int64_t ky,
+                            int64_t kx) {
   const int64_t iy = s.oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-  if (iy < 0 || iy >= p.h) return;
-  int valid = 0;
-  const char* x = reinterpret_cast<const char*>(p.x);
-  for (int r = 0; r < kSeg; ++r) {
-    const int64_t ix = (s.ox0 + r) * p.stride_w - p.pad_w + kx * p.dilation_w;
-    if (r < s.width && ix >= 0 && ix < p.w) {
-      out.rows[r] = x + (s.n * p.x_stride_n + iy * p.x_stride_h + ix * p.x_stride_w) * 2;
-      ++valid;
-    } else {
-      out.rows[r] = nullptr;
-    }
-  }
-  if (valid == 0) return;
-  out.kind = valid == kSeg ? SegmentTap::Direct : SegmentTap::Staged;
-  out.base = out.rows[0];
+  if (iy < 0 || iy >= p.h) return nullptr;
+  return x.data + s.n * x.image_bytes + (iy + p.pad_h) * x.row_bytes +
+         (s.ox0 * p.stride_w + kx * p.dilation_w) * x.pixel_bytes;
 }
 
-// Channels [32 ch, 32 ch + 32) of each staged pixel into a 16 x 64-byte tile image.
-inline void stage(const SegmentTap& t, int64_t ch, char* tile) {
-  for (int r = 0; r < kSeg; ++r) {
-    const __m512i v = t.rows[r] != nullptr ? _mm512_loadu_si512(t.rows[r] + ch * 64)
-                                           : _mm512_setzero_si512();
-    _mm512_store_si512(tile + r * 64, v);
+// The epilogue of `rows` accumulator rows (cbuf row stride kPanel floats), `cols` columns,
+// rows going to ep.c + r * ep.ldc. The common inference case (bias, ReLU or none, bf16 out) runs
+// with its constants hoisted out of the row loop; anything else row by row through the GEMM's
+// epilogue. Both round once, RNE, bit-exact with the scalar rule.
+void store_rows(const float* cbuf, int rows, int cols, gemm_detail::TileEpilogue ep) {
+  using S = simd::Avx512;
+  const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
+                     (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
+                     ep.c_dtype == DType::BF16;
+  if (!plain) {
+    const std::size_t c_row = static_cast<std::size_t>(ep.ldc) * dtype_size(ep.c_dtype);
+    const std::size_t r_row = ep.residual != nullptr ? static_cast<std::size_t>(ep.residual_ld) *
+                                                           dtype_size(ep.residual_dtype)
+                                                     : 0;
+    for (int r = 0; r < rows; ++r) {
+      const float* row = cbuf + r * kPanel;
+      __m512 acc[1][2] = {{_mm512_load_ps(row), _mm512_load_ps(row + 16)}};
+      gemm_detail::finish_tile<S, 1, 2>(acc, cols, ep);
+      ep.c = static_cast<char*>(ep.c) + c_row;
+      if (ep.residual != nullptr) ep.residual = static_cast<const char*>(ep.residual) + r_row;
+    }
+    return;
+  }
+  __m512 bias0 = S::zero(), bias1 = S::zero();
+  if (ep.bias != nullptr) {
+    bias0 = S::load_n(ep.bias, ep.bias_dtype, cols);
+    bias1 = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
+                      ep.bias_dtype, cols - 16);
+  }
+  const bool relu = ep.activation == Activation::ReLU;
+  const __mmask32 keep = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
+  uint16_t* out = static_cast<uint16_t*>(ep.c);
+  for (int r = 0; r < rows; ++r, out += ep.ldc) {
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kPanel), bias0);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kPanel + 16), bias1);
+    if (relu) {  // max(0, NaN) = NaN, as the GEMM epilogue
+      v0 = S::max(S::zero(), v0);
+      v1 = S::max(S::zero(), v1);
+    }
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)),
+                                            S::narrow_bf16(v1), 1);
+    _mm512_mask_storeu_epi16(out, keep, both);
   }
 }
 
 // Segments s0 and (if two) s1 times every column panel.
-void run_unit(const AmxConvProblem& p, const Segment* segs, int count, SegmentTap* taps,
-              char* staging, float* cbuf) {
+void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int count,
+              const char** taps, float* cbuf) {
   const int64_t ntaps = p.kh * p.kw, chunks = p.cg / kChunk;
-  const int64_t a_stride = p.stride_w * p.x_stride_w * 2;
+  const int64_t a_stride = p.stride_w * x.pixel_bytes;
   for (int64_t t = 0; t < ntaps; ++t)
-    for (int s = 0; s < count; ++s) locate(p, segs[s], t / p.kw, t % p.kw, taps[t * 2 + s]);
+    for (int s = 0; s < 2; ++s)
+      taps[t * 2 + s] = s < count ? tap_base(p, x, segs[s], t / p.kw, t % p.kw) : nullptr;
   const int64_t panels = (p.og + kPanel - 1) / kPanel;
   const std::size_t panel_bytes = static_cast<std::size_t>(ntaps * p.cg / 2) * kPanelRowBytes;
   for (int64_t j = 0; j < panels; ++j) {
@@ -93,31 +122,20 @@ void run_unit(const AmxConvProblem& p, const Segment* segs, int count, SegmentTa
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t t = 0; t < ntaps; ++t) {
-      const SegmentTap& t0 = taps[t * 2];
-      const SegmentTap& t1 = taps[t * 2 + 1];
-      const bool use0 = t0.kind != SegmentTap::Skip, use1 = count > 1 && t1.kind != SegmentTap::Skip;
-      if (!use0 && !use1) continue;
+      const char* a0 = taps[t * 2];
+      const char* a1 = taps[t * 2 + 1];
+      if (a0 == nullptr && a1 == nullptr) continue;
       for (int64_t ch = 0; ch < chunks; ++ch) {
         const char* b = panel + static_cast<std::size_t>((t * p.cg + ch * kChunk) / 2) * kPanelRowBytes;
         _tile_loadd(6, b, kPanelRowBytes);
         _tile_loadd(7, b + 64, kPanelRowBytes);
-        if (use0) {
-          if (t0.kind == SegmentTap::Direct) {
-            _tile_loadd(4, t0.base + ch * 64, a_stride);
-          } else {
-            stage(t0, ch, staging);
-            _tile_loadd(4, staging, 64);
-          }
+        if (a0 != nullptr) {
+          _tile_loadd(4, a0 + ch * 64, a_stride);
           _tile_dpbf16ps(0, 4, 6);
           _tile_dpbf16ps(1, 4, 7);
         }
-        if (use1) {
-          if (t1.kind == SegmentTap::Direct) {
-            _tile_loadd(5, t1.base + ch * 64, a_stride);
-          } else {
-            stage(t1, ch, staging + 1024);
-            _tile_loadd(5, staging + 1024, 64);
-          }
+        if (a1 != nullptr) {
+          _tile_loadd(5, a1 + ch * 64, a_stride);
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
@@ -129,14 +147,11 @@ void run_unit(const AmxConvProblem& p, const Segment* segs, int count, SegmentTa
     _tile_stored(2, cbuf + 16 * 32, 128);
     _tile_stored(3, cbuf + 16 * 32 + 16, 128);
     const int cols = static_cast<int>(std::min<int64_t>(kPanel, p.og - j * kPanel));
-    for (int s = 0; s < count; ++s)
-      for (int r = 0; r < segs[s].width; ++r) {
-        const float* row = cbuf + (s * kSeg + r) * kPanel;
-        __m512 acc[1][2] = {{_mm512_loadu_ps(row), _mm512_loadu_ps(row + 16)}};
-        const int64_t pixel = (segs[s].n * p.oh + segs[s].oy) * p.ow + segs[s].ox0 + r;
-        gemm_detail::finish_tile<simd::Avx512, 1, 2>(acc, cols,
-                                                     p.epilogue(p.epilogue_ctx, pixel, j * kPanel));
-      }
+    for (int s = 0; s < count; ++s) {
+      const int64_t pixel0 = (segs[s].n * p.oh + segs[s].oy) * p.ow + segs[s].ox0;
+      store_rows(cbuf + s * kSeg * kPanel, segs[s].width, cols,
+                 p.epilogue(p.epilogue_ctx, pixel0, j * kPanel));
+    }
   }
 }
 
@@ -153,6 +168,41 @@ bool amx_usable() {
 }
 
 void amx_conv(const AmxConvProblem& p) {
+  // The padded copy, in a buffer reused across calls (grown on demand).
+  const int64_t hp = p.h + 2 * p.pad_h, wp = p.w + 2 * p.pad_w;
+  const int64_t pixel_bytes = p.cg * 2;
+  const Padded x{nullptr, wp * pixel_bytes, hp * wp * pixel_bytes, pixel_bytes};
+  const std::size_t slack = static_cast<std::size_t>((kSeg * p.stride_w + 1) * pixel_bytes + 64);
+  const std::size_t bytes = static_cast<std::size_t>(p.n * x.image_bytes) + slack;
+  static thread_local Allocation buffer;  // the calling thread's; workers only fill and read it
+  if (buffer.size() < bytes) buffer = Allocation(bytes);
+  char* padded = static_cast<char*>(buffer.data());
+  std::memset(padded + p.n * x.image_bytes, 0, slack);
+  parallel_for(0, p.n * hp, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / hp, y = r % hp - p.pad_h;
+      char* row = padded + r * x.row_bytes;
+      if (y < 0 || y >= p.h) {
+        std::memset(row, 0, static_cast<std::size_t>(x.row_bytes));
+        continue;
+      }
+      std::memset(row, 0, static_cast<std::size_t>(p.pad_w * pixel_bytes));
+      std::memset(row + (p.pad_w + p.w) * pixel_bytes, 0,
+                  static_cast<std::size_t>(p.pad_w * pixel_bytes));
+      const char* src = reinterpret_cast<const char*>(p.x + n * p.x_stride_n + y * p.x_stride_h);
+      char* dst = row + p.pad_w * pixel_bytes;
+      if (p.x_stride_w == p.cg) {
+        std::memcpy(dst, src, static_cast<std::size_t>(p.w * pixel_bytes));
+      } else {
+        for (int64_t i = 0; i < p.w; ++i)
+          std::memcpy(dst + i * pixel_bytes, src + i * p.x_stride_w * 2,
+                      static_cast<std::size_t>(pixel_bytes));
+      }
+    }
+  });
+  Padded xp = x;
+  xp.data = padded;
+
   const int64_t per_row = (p.ow + kSeg - 1) / kSeg;
   const int64_t segments = p.n * p.oh * per_row;
   const int64_t units = (segments + 1) / 2;
@@ -168,14 +218,14 @@ void amx_conv(const AmxConvProblem& p) {
       cfg.colsb[i] = 64;
     }
     _tile_loadconfig(&cfg);
-    alignas(64) char staging[2 * 1024];
     alignas(64) float cbuf[2 * kSeg * kPanel];
-    thread_local std::vector<SegmentTap> taps;
+    thread_local std::vector<const char*> taps;
     if (taps.size() < static_cast<std::size_t>(2 * p.kh * p.kw))
       taps.resize(static_cast<std::size_t>(2 * p.kh * p.kw));
     for (int64_t u = lo; u < hi; ++u) {
-      const Segment segs[2] = {segment(2 * u), 2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
-      run_unit(p, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), staging, cbuf);
+      const Segment segs[2] = {segment(2 * u),
+                               2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
+      run_unit(p, xp, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbuf);
     }
     _tile_release();
   });
