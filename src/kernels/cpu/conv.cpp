@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 #include <cstring>
 #include <vector>
 
@@ -259,18 +260,71 @@ gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t c
   return tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
 }
 
+// Group `grp` of OIHW weights w into GEMM panels: B [K = KH*KW*Cg, Og] with k = tap * Cg + c,
+// element (k, o) = w[grp * Og + o][c][tap], converted to the compute dtype (pack_b's layout,
+// without an intermediate [O, KH, KW, Cg] copy). Each panel row (one k, or k pair, x nr
+// columns) is written in order; its reads come from nr output channels' weights at the same
+// (c, tap), which stay in L1 while c advances.
+template <typename Src, typename Dst>
+void pack_group(const Src* w, const Geometry& g, int64_t grp, PackedMatrix& packed) {
+  const int64_t taps = g.kh * g.kw, k = taps * g.cg;
+  const int nr = packed.nr(), kp = packed.k_pack();
+  const int64_t panel_elems = packed.k_padded() * nr;
+  const int64_t panels = (g.og + nr - 1) / nr;
+  Dst* out = static_cast<Dst*>(packed.mutable_panels());
+  auto cast = [](Src v) {
+    if constexpr (std::is_same_v<Src, Dst>)
+      return v;
+    else
+      return static_cast<Dst>(static_cast<float>(v));
+  };
+  for (int64_t j = 0; j < panels; ++j) {
+    Dst* panel = out + j * panel_elems;
+    const int width = static_cast<int>(std::min<int64_t>(nr, g.og - j * nr));
+    if (packed.k_padded() != k || width < nr) std::fill(panel, panel + panel_elems, Dst{});
+    const Src* base = w + (grp * g.og + j * nr) * g.cg * taps;  // [width][Cg][taps]
+    const int64_t o_stride = g.cg * taps;
+    for (int64_t c = 0; c < g.cg; ++c)
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t kk = t * g.cg + c;
+        Dst* row = panel + (kk / kp) * nr * kp + kk % kp;
+        const Src* src = base + c * taps + t;
+        for (int o = 0; o < width; ++o) row[o * kp] = cast(src[o * o_stride]);
+      }
+  }
+}
+
 // Weights of every group packed as GEMM B [K = KH*KW*Cg, Og], rows in gather order (ky, kx, c).
 std::vector<PackedMatrix> pack_groups(const Tensor& weight, DType x_dtype, const Geometry& g) {
-  const int64_t k = g.kh * g.kw * g.cg;
-  const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();  // [O, KH, KW, Cg]
+  const Tensor w = weight.contiguous();
   std::vector<PackedMatrix> packed;
   packed.reserve(static_cast<std::size_t>(g.groups));
   for (int64_t grp = 0; grp < g.groups; ++grp) {
-    const MatrixView wmat =
-        MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
-                                  static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
-                              wr.dtype(), g.og, k, k);
-    packed.push_back(pack_b(wmat.transposed(), x_dtype));
+    packed.push_back(allocate_packed_b(g.kh * g.kw * g.cg, g.og, w.dtype(), x_dtype));
+    PackedMatrix& b = packed.back();
+    auto fill = [&](auto src_tag) {
+      using Src = typename decltype(src_tag)::type;
+      const Src* src = w.data<Src>();
+      if (b.compute_dtype() == DType::BF16) {
+        MIXPREC_ASSERT(w.dtype() == DType::BF16);
+        pack_group<Src, Src>(src, g, grp, b);
+      } else {
+        pack_group<Src, float>(src, g, grp, b);
+      }
+    };
+    switch (w.dtype()) {
+      case DType::F32:
+        fill(TypeTag<float>{});
+        break;
+      case DType::BF16:
+        fill(TypeTag<BFloat16>{});
+        break;
+      case DType::F16:
+        fill(TypeTag<Half>{});
+        break;
+      default:
+        MIXPREC_ASSERT(false && "conv weights reach packing only as f32, f16 or bf16");
+    }
   }
   return packed;
 }

@@ -310,7 +310,26 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
   packed.n_ = b.cols;
   packed.compute_ = uk.compute;
   packed.a_dtype_ = a_dtype;
+  packed.nr_ = uk.nr;
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
+  return packed;
+}
+
+PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
+  MIXPREC_CHECK(is_gemm_float(b_dtype) && is_gemm_float(a_dtype) && k >= 0 && n >= 0,
+                "[allocate_packed_b] expected f32, f16 or bf16 and k, n >= 0, got B ",
+                dtype_name(b_dtype), " [", k, ", ", n, "] for A ", dtype_name(a_dtype));
+  PackedMatrix packed;
+  packed.level_ = active_isa();
+  const Ukernel& uk = choose_ukernel(packed.level_, a_dtype, b_dtype);
+  const PackShape ps = pack_shape(uk, k);
+  const int64_t panels = (n + uk.nr - 1) / uk.nr;
+  packed.storage_ = Allocation(static_cast<std::size_t>(panels) * ps.panel_bytes());
+  packed.k_ = k;
+  packed.n_ = n;
+  packed.compute_ = uk.compute;
+  packed.a_dtype_ = a_dtype;
+  packed.nr_ = uk.nr;
   return packed;
 }
 
