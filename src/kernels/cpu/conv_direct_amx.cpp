@@ -105,9 +105,30 @@ void store_rows(const float* cbuf, int rows, int cols, gemm_detail::TileEpilogue
   }
 }
 
-// Segments s0 and (if two) s1 times every column panel.
+// An output block whose accumulators are in a cbuf, waiting for its epilogue.
+struct Pending {
+  const float* cbuf = nullptr;  // f32 [32 pixels][32 columns]
+  Segment segs[2];
+  int count = 0;
+  int64_t col = 0;
+  int cols = 0;
+};
+
+void finish(const AmxConvProblem& p, const Pending& d) {
+  for (int s = 0; s < d.count; ++s) {
+    const Segment& g = d.segs[s];
+    const int64_t pixel0 = (g.n * p.oh + g.oy) * p.ow + g.ox0;
+    store_rows(d.cbuf + s * kSeg * kPanel, g.width, d.cols,
+               p.epilogue(p.epilogue_ctx, pixel0, d.col));
+  }
+}
+
+// Segments s0 and (if two) s1 times every column panel. Software-pipelined: the previous
+// block's epilogue (vector units) runs after this block's tile instructions are issued, so it
+// overlaps with the tile unit working through them; then this block's accumulators are stored
+// to the other cbuf and become the pending one.
 void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int count,
-              const char** taps, float* cbuf) {
+              const char** taps, float* cbufs, int& cur, Pending& pending) {
   const int64_t ntaps = p.kh * p.kw, chunks = p.cg / kChunk;
   const int64_t a_stride = p.stride_w * x.pixel_bytes;
   for (int64_t t = 0; t < ntaps; ++t)
@@ -126,7 +147,8 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
       const char* a1 = taps[t * 2 + 1];
       if (a0 == nullptr && a1 == nullptr) continue;
       for (int64_t ch = 0; ch < chunks; ++ch) {
-        const char* b = panel + static_cast<std::size_t>((t * p.cg + ch * kChunk) / 2) * kPanelRowBytes;
+        const char* b =
+            panel + static_cast<std::size_t>((t * p.cg + ch * kChunk) / 2) * kPanelRowBytes;
         _tile_loadd(6, b, kPanelRowBytes);
         _tile_loadd(7, b + 64, kPanelRowBytes);
         if (a0 != nullptr) {
@@ -141,17 +163,19 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
         }
       }
     }
-    // cbuf: f32 [32 pixels][32 columns]
+    if (pending.count > 0) finish(p, pending);
+    float* cbuf = cbufs + cur * 2 * kSeg * kPanel;
     _tile_stored(0, cbuf, 128);
     _tile_stored(1, cbuf + 16, 128);
     _tile_stored(2, cbuf + 16 * 32, 128);
     _tile_stored(3, cbuf + 16 * 32 + 16, 128);
-    const int cols = static_cast<int>(std::min<int64_t>(kPanel, p.og - j * kPanel));
-    for (int s = 0; s < count; ++s) {
-      const int64_t pixel0 = (segs[s].n * p.oh + segs[s].oy) * p.ow + segs[s].ox0;
-      store_rows(cbuf + s * kSeg * kPanel, segs[s].width, cols,
-                 p.epilogue(p.epilogue_ctx, pixel0, j * kPanel));
-    }
+    pending.cbuf = cbuf;
+    pending.segs[0] = segs[0];
+    pending.segs[1] = segs[1];
+    pending.count = count;
+    pending.col = j * kPanel;
+    pending.cols = static_cast<int>(std::min<int64_t>(kPanel, p.og - j * kPanel));
+    cur ^= 1;
   }
 }
 
@@ -218,15 +242,18 @@ void amx_conv(const AmxConvProblem& p) {
       cfg.colsb[i] = 64;
     }
     _tile_loadconfig(&cfg);
-    alignas(64) float cbuf[2 * kSeg * kPanel];
+    alignas(64) float cbufs[2 * 2 * kSeg * kPanel];  // two blocks: being stored, pending
+    int cur = 0;
+    Pending pending;
     thread_local std::vector<const char*> taps;
     if (taps.size() < static_cast<std::size_t>(2 * p.kh * p.kw))
       taps.resize(static_cast<std::size_t>(2 * p.kh * p.kw));
     for (int64_t u = lo; u < hi; ++u) {
       const Segment segs[2] = {segment(2 * u),
                                2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
-      run_unit(p, xp, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbuf);
+      run_unit(p, xp, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbufs, cur, pending);
     }
+    if (pending.count > 0) finish(p, pending);
     _tile_release();
   });
 }
