@@ -241,6 +241,27 @@ TEST_P(ConvTest, Bf16DirectPathsEveryMode) {
   }
 }
 
+// The bf16 store rounds once, RNE, keeping subnormals (the conversion rule): a subnormal f32
+// bias over zero products must come out as the conversion kernel rounds it, under every mode.
+TEST_P(ConvTest, Bf16OutputKeepsSubnormals) {
+  const Tensor x = Tensor::zeros({1, 32, 4, 20}, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::zeros({32, 32, 3, 3}, DType::BF16);
+  Tensor b = Tensor::empty({32}, DType::F32);
+  for (int64_t i = 0; i < 32; ++i) b.data<float>()[i] = (i % 2 ? -1.0f : 1.0f) * 1e-39f * (i + 1);
+  const Tensor want = b.to(DType::BF16).to(DType::F32);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  for (Bf16ConvCompute mode : kBf16Modes) {
+    SCOPED_TRACE("bf16 mode " + mode_name(mode));
+    const ScopedBf16Mode scoped(mode);
+    const Tensor out = Tensor::empty({1, 32, 4, 20}, DType::BF16, MemoryFormat::ChannelsLast);
+    conv2d(x, w, &b, out, opt);
+    const Tensor got = out.to(DType::F32).contiguous();
+    for (int64_t o = 0; o < 32; ++o)
+      ASSERT_EQ(got.data<float>()[o * 80 + 5], want.data<float>()[o]) << "channel " << o;
+  }
+}
+
 // pack_conv_weights once, then conv2d with the packing: the same result as packing per call,
 // bit for bit (the same kernels run), for every dtype path, groups and depthwise.
 TEST_P(ConvTest, PrepackedWeightsMatchPerCallPacking) {

@@ -99,8 +99,18 @@ void store_rows(const float* cbuf, int rows, int cols, gemm_detail::TileEpilogue
       v0 = S::max(S::zero(), v0);
       v1 = S::max(S::zero(), v1);
     }
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)),
-                                            S::narrow_bf16(v1), 1);
+    // vcvtne2ps2bf16 rounds to nearest even and quiets NaN as the scalar rule does, but reads
+    // subnormal inputs as zero; a block holding one (rare) takes the integer RNE formula.
+    __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
+    const __m512i one = _mm512_set1_epi32(1), max_sub = _mm512_set1_epi32(0x007FFFFF);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __mmask16 sub0 = _mm512_cmplt_epu32_mask(
+        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask), one), max_sub);
+    const __mmask16 sub1 = _mm512_cmplt_epu32_mask(
+        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), abs_mask), one), max_sub);
+    if ((sub0 | sub1) != 0) [[unlikely]]
+      both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1),
+                                1);
     _mm512_mask_storeu_epi16(out, keep, both);
   }
 }
