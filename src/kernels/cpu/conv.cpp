@@ -391,6 +391,7 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
   const int64_t tiles = (g.ow + conv_detail::kDirectMaxMr - 1) / conv_detail::kDirectMaxMr;
   const int64_t panels = (g.og + dk.nr - 1) / dk.nr;
   const char* xp = static_cast<const char*>(xs.data_ptr());
+  const int64_t sx_n = xs.stride(0), sx_h = xs.stride(2), sx_w = xs.stride(3);
   parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
     DirectScratch& s = thread_direct_scratch();
     const std::size_t max_rows = static_cast<std::size_t>(g.kh * g.kw * conv_detail::kDirectMaxMr);
@@ -409,6 +410,7 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
         for (int64_t ky = 0; ky < g.kh; ++ky) {
           const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
           if (iy < 0 || iy >= g.h) continue;
+          const int64_t row_base = n * sx_n + iy * sx_h + grp * g.cg;
           for (int64_t kx = 0; kx < g.kw; ++kx) {
             const void** rows = s.a_rows.data() + taps * conv_detail::kDirectMaxMr;
             bool inside = false;
@@ -417,9 +419,7 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
               if (ix < 0 || ix >= g.w) {
                 rows[i] = s.zeros.data();
               } else {
-                rows[i] = xp + static_cast<std::size_t>(n * xs.stride(0) + iy * xs.stride(2) +
-                                                        ix * xs.stride(3) + grp * g.cg) *
-                                   es;
+                rows[i] = xp + static_cast<std::size_t>(row_base + ix * sx_w) * es;
                 inside = true;
               }
             }
