@@ -152,6 +152,14 @@ TEST_P(ConvTest, GroupedAndDepthwise) {
   }
 }
 
+// f32 weights over 1 MiB are walked panel by panel over all rows (run_direct's panel_outer).
+TEST_P(ConvTest, LargeWeightsPanelByPanel) {
+  Case c{2, 256, 5, 6, 160, 3, 3};
+  c.opt.pad_h = c.opt.pad_w = 1;
+  c.opt.activation = Activation::GeluTanh;
+  check(c, 90);
+}
+
 TEST_P(ConvTest, MixedF32InputBf16Weights) {
   Case c{1, 16, 8, 8, 32, 3, 3};
   c.opt.pad_h = c.opt.pad_w = 1;

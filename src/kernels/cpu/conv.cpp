@@ -381,7 +381,7 @@ gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, i
 
 // Direct convolution of group `grp`: threads take whole output rows; each row is cut into
 // near-equal tiles of at most kDirectMaxMr pixels, and each tile runs once per column panel
-// with the same row pointers.
+// with the same row pointers (or, for large weights, panel by panel over all the rows).
 void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
                 const Conv2dOptions& opt, const Geometry& g, int64_t grp, const GroupOutput& out) {
   const std::size_t es = xs.element_size();
@@ -392,6 +392,9 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
   const int64_t panels = (g.og + dk.nr - 1) / dk.nr;
   const char* xp = static_cast<const char*>(xs.data_ptr());
   const int64_t sx_n = xs.stride(0), sx_h = xs.stride(2), sx_w = xs.stride(3);
+  // Weights beyond about half of L2 are streamed once per panel over all of a thread's rows
+  // instead of once per tile.
+  const bool panel_outer = static_cast<std::size_t>(panels) * panel_bytes > (std::size_t{1} << 20);
   parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
     DirectScratch& s = thread_direct_scratch();
     const std::size_t max_rows = static_cast<std::size_t>(g.kh * g.kw * conv_detail::kDirectMaxMr);
@@ -402,41 +405,58 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
       s.zeros = Allocation(static_cast<std::size_t>(g.cg) * es);
       std::memset(s.zeros.data(), 0, s.zeros.size());
     }
-    for (int64_t row = lo; row < hi; ++row) {
+    // Row pointers of the tile at (row, ox0, width); returns the taps that touch the image.
+    auto locate = [&](int64_t row, int64_t ox0, int width) {
       const int64_t n = row / g.oh, oy = row % g.oh;
-      for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
-        const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
-        int taps = 0;
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
-          if (iy < 0 || iy >= g.h) continue;
-          const int64_t row_base = n * sx_n + iy * sx_h + grp * g.cg;
-          for (int64_t kx = 0; kx < g.kw; ++kx) {
-            const void** rows = s.a_rows.data() + taps * conv_detail::kDirectMaxMr;
-            bool inside = false;
-            for (int i = 0; i < width; ++i) {
-              const int64_t ix = (ox0 + i) * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
-              if (ix < 0 || ix >= g.w) {
-                rows[i] = s.zeros.data();
-              } else {
-                rows[i] = xp + static_cast<std::size_t>(row_base + ix * sx_w) * es;
-                inside = true;
-              }
+      int taps = 0;
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+        if (iy < 0 || iy >= g.h) continue;
+        const int64_t row_base = n * sx_n + iy * sx_h + grp * g.cg;
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const void** rows = s.a_rows.data() + taps * conv_detail::kDirectMaxMr;
+          bool inside = false;
+          for (int i = 0; i < width; ++i) {
+            const int64_t ix = (ox0 + i) * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
+            if (ix < 0 || ix >= g.w) {
+              rows[i] = s.zeros.data();
+            } else {
+              rows[i] = xp + static_cast<std::size_t>(row_base + ix * sx_w) * es;
+              inside = true;
             }
-            if (inside) s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
           }
+          if (inside)
+            s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
         }
-        const conv_detail::DirectArgs args0{taps,    s.a_rows.data(), s.tap_index.data(),
-                                            nullptr, tap_bytes,       g.cg};
-        for (int64_t j = 0; j < panels; ++j) {
-          conv_detail::DirectArgs args = args0;
-          args.b_panel = static_cast<const char*>(b.panels()) + static_cast<std::size_t>(j) * panel_bytes;
-          const int cols = static_cast<int>(std::min<int64_t>(dk.nr, g.og - j * dk.nr));
-          dk.tiles[width - 1](args, cols, tile_epilogue(out, row * g.ow + ox0, j * dk.nr));
-        }
-        ox0 += width;
       }
+      return taps;
+    };
+    auto run_tile = [&](int64_t row, int64_t ox0, int width, int taps, int64_t j) {
+      const conv_detail::DirectArgs args{
+          taps,      s.a_rows.data(),
+          s.tap_index.data(),
+          static_cast<const char*>(b.panels()) + static_cast<std::size_t>(j) * panel_bytes,
+          tap_bytes, g.cg};
+      const int cols = static_cast<int>(std::min<int64_t>(dk.nr, g.og - j * dk.nr));
+      dk.tiles[width - 1](args, cols, tile_epilogue(out, row * g.ow + ox0, j * dk.nr));
+    };
+    if (!panel_outer) {  // each tile's row pointers serve every panel
+      for (int64_t row = lo; row < hi; ++row)
+        for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
+          const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
+          const int taps = locate(row, ox0, width);
+          for (int64_t j = 0; j < panels; ++j) run_tile(row, ox0, width, taps, j);
+          ox0 += width;
+        }
+      return;
     }
+    for (int64_t j = 0; j < panels; ++j)  // one panel at a time stays in L2
+      for (int64_t row = lo; row < hi; ++row)
+        for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
+          const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
+          run_tile(row, ox0, width, locate(row, ox0, width), j);
+          ox0 += width;
+        }
   });
 }
 
