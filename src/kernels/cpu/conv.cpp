@@ -278,20 +278,24 @@ void pack_group(const Src* w, const Geometry& g, int64_t grp, PackedMatrix& pack
     else
       return static_cast<Dst>(static_cast<float>(v));
   };
-  for (int64_t j = 0; j < panels; ++j) {
-    Dst* panel = out + j * panel_elems;
-    const int width = static_cast<int>(std::min<int64_t>(nr, g.og - j * nr));
-    if (packed.k_padded() != k || width < nr) std::fill(panel, panel + panel_elems, Dst{});
-    const Src* base = w + (grp * g.og + j * nr) * g.cg * taps;  // [width][Cg][taps]
-    const int64_t o_stride = g.cg * taps;
-    for (int64_t c = 0; c < g.cg; ++c)
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t kk = t * g.cg + c;
-        Dst* row = panel + (kk / kp) * nr * kp + kk % kp;
-        const Src* src = base + c * taps + t;
-        for (int o = 0; o < width; ++o) row[o * kp] = cast(src[o * o_stride]);
-      }
-  }
+  // Panels are independent: threads split them when there is enough to pack.
+  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * nr));
+  parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      Dst* panel = out + j * panel_elems;
+      const int width = static_cast<int>(std::min<int64_t>(nr, g.og - j * nr));
+      if (packed.k_padded() != k || width < nr) std::fill(panel, panel + panel_elems, Dst{});
+      const Src* base = w + (grp * g.og + j * nr) * g.cg * taps;  // [width][Cg][taps]
+      const int64_t o_stride = g.cg * taps;
+      for (int64_t c = 0; c < g.cg; ++c)
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t kk = t * g.cg + c;
+          Dst* row = panel + (kk / kp) * nr * kp + kk % kp;
+          const Src* src = base + c * taps + t;
+          for (int o = 0; o < width; ++o) row[o * kp] = cast(src[o * o_stride]);
+        }
+    }
+  });
 }
 
 // Weights of every group packed as GEMM B [K = KH*KW*Cg, Og], rows in gather order (ky, kx, c).
