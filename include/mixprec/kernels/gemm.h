@@ -127,6 +127,12 @@ PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtyp
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
                     const GemmEpilogue& epilogue = {}, const PackedRange& range = {});
 
+// AMX-BF16 tiles for bf16 x bf16 products whose K is a multiple of 32 and whose A rows are
+// contiguous, where the CPU and OS have them: on by default; off forces the vdpbf16ps
+// micro-kernel (tests, comparisons). Process-wide.
+void set_gemm_amx(bool enabled);
+bool gemm_amx_enabled();  // enabled and usable on this machine
+
 // Plain triple loop in f64: the reference the tests compare every path against.
 void gemm_reference(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
                     const GemmEpilogue& epilogue = {});

@@ -47,8 +47,7 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 // 2 x 2 tiles of 16 x 16 f32 accumulators. The input is first copied with a zero border
 // (one pass, reused buffer), so every tap of every segment is one strided tile load.
 
-// CPU, OS (XCR0) and the kernel's permission (arch_prctl, asked once per process).
-bool amx_usable();
+using gemm_detail::amx_usable;
 
 struct AmxConvProblem {
   const uint16_t* x;                         // NHWC bf16, at the group's first channel

@@ -6,13 +6,12 @@
 // are added to the f32 accumulator, round to nearest even, bf16 subnormal inputs read as zero
 // and subnormal results flushed: as vdpbf16ps (docs/NUMERICS.md).
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "amx_tile.h"
 #include "conv_direct.h"
 #include "gemm_tile.h"
 #include "mixprec/core/allocator.h"
@@ -23,18 +22,13 @@
 namespace mixprec::kernels::conv_detail {
 namespace {
 
+using gemm_detail::amx_configure_16x64;
+using gemm_detail::amx_store_rows;
+
 constexpr int kSeg = 16;             // pixels per A tile
 constexpr int kChunk = 32;           // channels per A tile row (64 bytes)
-constexpr int kPanel = 32;           // columns per packed B panel
+constexpr int kPanel = gemm_detail::kAmxPanel;  // columns per packed B panel
 constexpr int kPanelRowBytes = 128;  // one k pair of a panel: 32 columns x 2 bf16
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // One segment: up to 16 consecutive output pixels of one output row.
 struct Segment {
@@ -60,61 +54,6 @@ inline const char* tap_base(const AmxConvProblem& p, const Padded& x, const Segm
          (s.ox0 * p.stride_w + kx * p.dilation_w) * x.pixel_bytes;
 }
 
-// The epilogue of `rows` accumulator rows (cbuf row stride kPanel floats), `cols` columns,
-// rows going to ep.c + r * ep.ldc. The common inference case (bias, ReLU or none, bf16 out) runs
-// with its constants hoisted out of the row loop; anything else row by row through the GEMM's
-// epilogue. Both round once, RNE, bit-exact with the scalar rule.
-void store_rows(const float* cbuf, int rows, int cols, gemm_detail::TileEpilogue ep) {
-  using S = simd::Avx512;
-  const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
-                     (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
-                     ep.c_dtype == DType::BF16;
-  if (!plain) {
-    const std::size_t c_row = static_cast<std::size_t>(ep.ldc) * dtype_size(ep.c_dtype);
-    const std::size_t r_row = ep.residual != nullptr ? static_cast<std::size_t>(ep.residual_ld) *
-                                                           dtype_size(ep.residual_dtype)
-                                                     : 0;
-    for (int r = 0; r < rows; ++r) {
-      const float* row = cbuf + r * kPanel;
-      __m512 acc[1][2] = {{_mm512_load_ps(row), _mm512_load_ps(row + 16)}};
-      gemm_detail::finish_tile<S, 1, 2>(acc, cols, ep);
-      ep.c = static_cast<char*>(ep.c) + c_row;
-      if (ep.residual != nullptr) ep.residual = static_cast<const char*>(ep.residual) + r_row;
-    }
-    return;
-  }
-  __m512 bias0 = S::zero(), bias1 = S::zero();
-  if (ep.bias != nullptr) {
-    bias0 = S::load_n(ep.bias, ep.bias_dtype, cols);
-    bias1 = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
-                      ep.bias_dtype, cols - 16);
-  }
-  const bool relu = ep.activation == Activation::ReLU;
-  const __mmask32 keep = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
-  uint16_t* out = static_cast<uint16_t*>(ep.c);
-  for (int r = 0; r < rows; ++r, out += ep.ldc) {
-    __m512 v0 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kPanel), bias0);
-    __m512 v1 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kPanel + 16), bias1);
-    if (relu) {  // max(0, NaN) = NaN, as the GEMM epilogue
-      v0 = S::max(S::zero(), v0);
-      v1 = S::max(S::zero(), v1);
-    }
-    // vcvtne2ps2bf16 rounds to nearest even and quiets NaN as the scalar rule does, but reads
-    // subnormal inputs as zero; a block holding one (rare) takes the integer RNE formula.
-    __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
-    const __m512i one = _mm512_set1_epi32(1), max_sub = _mm512_set1_epi32(0x007FFFFF);
-    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    const __mmask16 sub0 = _mm512_cmplt_epu32_mask(
-        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask), one), max_sub);
-    const __mmask16 sub1 = _mm512_cmplt_epu32_mask(
-        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), abs_mask), one), max_sub);
-    if ((sub0 | sub1) != 0) [[unlikely]]
-      both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1),
-                                1);
-    _mm512_mask_storeu_epi16(out, keep, both);
-  }
-}
-
 // An output block whose accumulators are in a cbuf, waiting for its epilogue.
 struct Pending {
   const float* cbuf = nullptr;  // f32 [32 pixels][32 columns]
@@ -128,7 +67,7 @@ void finish(const AmxConvProblem& p, const Pending& d) {
   for (int s = 0; s < d.count; ++s) {
     const Segment& g = d.segs[s];
     const int64_t pixel0 = (g.n * p.oh + g.oy) * p.ow + g.ox0;
-    store_rows(d.cbuf + s * kSeg * kPanel, g.width, d.cols,
+    amx_store_rows(d.cbuf + s * kSeg * kPanel, g.width, d.cols,
                p.epilogue(p.epilogue_ctx, pixel0, d.col));
   }
 }
@@ -191,16 +130,6 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
 
 }  // namespace
 
-bool amx_usable() {
-  static const bool usable = [] {
-    const CpuFeatures& f = cpu_features();
-    if (!(f.amx_tile && f.amx_bf16 && f.os_amx)) return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return usable;
-}
-
 void amx_conv(const AmxConvProblem& p) {
   // The padded copy, in a buffer reused across calls (grown on demand).
   const int64_t hp = p.h + 2 * p.pad_h, wp = p.w + 2 * p.pad_w;
@@ -246,12 +175,7 @@ void amx_conv(const AmxConvProblem& p) {
                    static_cast<int>(std::min<int64_t>(kSeg, p.ow - k * kSeg))};
   };
   parallel_for(0, units, 1, [&](int64_t lo, int64_t hi) {
-    TileConfig cfg;
-    for (int i = 0; i < 8; ++i) {
-      cfg.rows[i] = 16;
-      cfg.colsb[i] = 64;
-    }
-    _tile_loadconfig(&cfg);
+    amx_configure_16x64();
     alignas(64) float cbufs[2 * 2 * kSeg * kPanel];  // two blocks: being stored, pending
     int cur = 0;
     Pending pending;

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "gemm_internal.h"
@@ -85,7 +86,42 @@ struct Problem {
   PackShape ps;
 };
 
+std::atomic<bool> g_gemm_amx{true};
+
+// bf16 x bf16 with K a multiple of 32 and A rows contiguous: AMX tiles read A in place.
+bool amx_takes(const Problem& p) {
+  return p.uk->compute == DType::BF16 && p.uk->nr == gemm_detail::kAmxNr &&
+         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 &&
+         p.a.cols > 0 && g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
+}
+
+// run_block on AMX: B slabs as there, A never packed.
+void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const Ukernel& uk = *p.uk;
+  const PackShape& ps = p.ps;
+  Workspace& ws = thread_workspace();
+  const int64_t panels_per_slab = std::max<int64_t>(
+      1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
+  const int64_t nc = panels_per_slab * uk.nr;
+  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  for (int64_t jc = n0; jc < n1; jc += nc) {
+    const int64_t jc_end = std::min(n1, jc + nc);
+    const char* slab;
+    if (p.b.view != nullptr) {
+      const std::size_t bytes =
+          static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
+      void* buf = Workspace::reserve(ws.b_slab, bytes);
+      uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
+      slab = static_cast<const char*>(buf);
+    } else {
+      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
+    }
+    gemm_detail::amx_gemm_block(p.a, m0, m1, slab, panel_stride, jc, jc_end, p.c, p.ep);
+  }
+}
+
 void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (amx_takes(p)) return run_block_amx(p, m0, m1, n0, n1);
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
@@ -314,6 +350,9 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
   return packed;
 }
+
+void set_gemm_amx(bool enabled) { g_gemm_amx.store(enabled); }
+bool gemm_amx_enabled() { return g_gemm_amx.load() && gemm_detail::amx_usable(); }
 
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
   MIXPREC_CHECK(is_gemm_float(b_dtype) && is_gemm_float(a_dtype) && k >= 0 && n >= 0,

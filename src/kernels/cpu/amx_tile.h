@@ -1,0 +1,93 @@
+#pragma once
+// What the AMX translation units (*_amx.cpp) share: the tile configuration and the f32
+// accumulator epilogue. Internal linkage (see simd_avx512.h for why); include only from
+// *_amx.cpp.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gemm_internal.h"
+#include "gemm_tile.h"
+#include "simd_avx512.h"
+
+namespace mixprec::kernels::gemm_detail {
+namespace {
+
+constexpr int kAmxPanel = kAmxNr;  // columns per packed bf16 B panel (the GEMM's nr)
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Every tile 16 rows x 64 bytes (palette 1): f32 16 x 16, bf16 16 x 32, or 16 k pairs x 16.
+inline void amx_configure_16x64() {
+  TileConfig cfg;
+  for (int i = 0; i < 8; ++i) {
+    cfg.rows[i] = 16;
+    cfg.colsb[i] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// The epilogue of `rows` accumulator rows (cbuf row stride kAmxPanel floats), `cols` columns,
+// rows going to ep.c + r * ep.ldc. The common inference case (bias, ReLU or none, bf16 out) runs
+// with its constants hoisted out of the row loop; anything else row by row through the GEMM's
+// epilogue. Both round once, RNE, bit-exact with the scalar rule.
+inline void amx_store_rows(const float* cbuf, int rows, int cols, TileEpilogue ep) {
+  using S = simd::Avx512;
+  const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
+                     (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
+                     ep.c_dtype == DType::BF16;
+  if (!plain) {
+    const std::size_t c_row = static_cast<std::size_t>(ep.ldc) * dtype_size(ep.c_dtype);
+    const std::size_t r_row = ep.residual != nullptr ? static_cast<std::size_t>(ep.residual_ld) *
+                                                           dtype_size(ep.residual_dtype)
+                                                     : 0;
+    for (int r = 0; r < rows; ++r) {
+      const float* row = cbuf + r * kAmxPanel;
+      __m512 acc[1][2] = {{_mm512_load_ps(row), _mm512_load_ps(row + 16)}};
+      finish_tile<S, 1, 2>(acc, cols, ep);
+      ep.c = static_cast<char*>(ep.c) + c_row;
+      if (ep.residual != nullptr) ep.residual = static_cast<const char*>(ep.residual) + r_row;
+    }
+    return;
+  }
+  __m512 bias0 = S::zero(), bias1 = S::zero();
+  if (ep.bias != nullptr) {
+    bias0 = S::load_n(ep.bias, ep.bias_dtype, cols);
+    bias1 = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
+                      ep.bias_dtype, cols - 16);
+  }
+  const bool relu = ep.activation == Activation::ReLU;
+  const __mmask32 keep = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
+  uint16_t* out = static_cast<uint16_t*>(ep.c);
+  for (int r = 0; r < rows; ++r, out += ep.ldc) {
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kAmxPanel), bias0);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kAmxPanel + 16), bias1);
+    if (relu) {  // max(0, NaN) = NaN, as the GEMM epilogue
+      v0 = S::max(S::zero(), v0);
+      v1 = S::max(S::zero(), v1);
+    }
+    // vcvtne2ps2bf16 rounds to nearest even and quiets NaN as the scalar rule does, but reads
+    // subnormal inputs as zero; a block holding one (rare) takes the integer RNE formula.
+    __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
+    const __m512i one = _mm512_set1_epi32(1), max_sub = _mm512_set1_epi32(0x007FFFFF);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __mmask16 sub0 = _mm512_cmplt_epu32_mask(
+        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask), one), max_sub);
+    const __mmask16 sub1 = _mm512_cmplt_epu32_mask(
+        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), abs_mask), one), max_sub);
+    if ((sub0 | sub1) != 0) [[unlikely]]
+      both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1),
+                                1);
+    _mm512_mask_storeu_epi16(out, keep, both);
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::kernels::gemm_detail
