@@ -27,6 +27,9 @@ int main(int argc, char** argv) {
   const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
                                ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
                                : peak_f32;
+  const double peak_amx = kernels::gemm_amx_enabled()
+                              ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads)
+                              : 0.0;
   struct Shape {
     int64_t b, h, s, d;
     bool causal;
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < tms.size(); ++i) {
         const Timing& tm = tms[i];
         const double gflops = flops / tm.median_s / 1e9;
-        const double peak = t == DType::BF16 ? peak_bf16 : peak_f32;
+        const double peak = t != DType::BF16 ? peak_f32 : i == 0 && amx_variant ? peak_amx : peak_bf16;
         Row r;
         r.text("shape", "b" + std::to_string(s.b) + " h" + std::to_string(s.h) + " s" +
                             std::to_string(s.s) + " d" + std::to_string(s.d) +
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
   if (!o.json)
     std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
                 cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
+  if (!o.json && peak_amx > 0) std::printf("AMX tile peak %.1f GFLOP/s (the amx rows' %%)\n\n", peak_amx);
   print_table(rows, o);
   if (o.json) {
     char peak[96];

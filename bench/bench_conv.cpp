@@ -12,6 +12,7 @@
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/conv.h"
+#include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/peak.h"
 
 #ifdef MIXPREC_HAVE_DNNL
@@ -89,9 +90,15 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   omp_set_num_threads(threads);
   const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
-  const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
+  // bf16 rows are a percentage of the AMX tile peak where the convolution runs on AMX.
+  const bool amx = kernels::bf16_conv_compute() == kernels::Bf16ConvCompute::Amx &&
+                   kernels::gemm_amx_enabled();
+  const double peak_amx =
+      amx ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads) : 0.0;
+  const double peak_bf16_dot = isa_supported(IsaLevel::Avx512Bf16)
                                ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
                                : peak_f32;
+  const double peak_bf16 = amx ? peak_amx : peak_bf16_dot;
   std::vector<Row> rows;
   Generator gen(1);
   for (const ConvShape& s : shapes) {
@@ -101,7 +108,7 @@ int main(int argc, char** argv) {
       const Tensor w = Tensor::randn({s.o, s.c, 3, 3}, gen, t);
       const Tensor b = Tensor::randn({s.o}, gen, DType::F32);
       const Tensor y = Tensor::empty({s.n, s.o, s.hw, s.hw}, t, MemoryFormat::ChannelsLast);
-      const double peak = t == DType::BF16 ? peak_bf16 : peak_f32;
+      const double peak = t == DType::BF16 ? peak_bf16 : peak_f32;  // of the path that runs
       const std::string shape_name = "n" + std::to_string(s.n) + " " + std::to_string(s.c) + "->" +
                                      std::to_string(s.o) + " " + std::to_string(s.hw) + "x" +
                                      std::to_string(s.hw);
@@ -151,12 +158,16 @@ int main(int argc, char** argv) {
     }
   }
   if (!o.json)
-    std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
-                cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
+    std::printf(
+        "CPU %s; %d-thread peak f32 FMA %.1f, bf16 vdpbf16ps %.1f, AMX %.1f GFLOP/s (bf16 rows: "
+        "%% of %s)\n\n",
+        cpu_features().model.c_str(), threads, peak_f32, peak_bf16_dot, peak_amx,
+        amx ? "AMX" : "vdpbf16ps");
   print_table(rows, o);
   if (o.json) {
     char peak[96];
-    std::snprintf(peak, sizeof peak, "{\"f32\": %.1f, \"bf16\": %.1f}", peak_f32, peak_bf16);
+    std::snprintf(peak, sizeof peak, "{\"f32\": %.1f, \"bf16\": %.1f, \"amx\": %.1f}", peak_f32,
+                  peak_bf16_dot, peak_amx);
     print_json("conv", rows, {{"peak_gflops_2t", peak}});
   }
   return 0;

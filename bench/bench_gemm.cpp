@@ -56,6 +56,7 @@ struct Operands {
 struct Peaks {
   double f32[3] = {0, 0, 0};  // by thread count
   double bf16[3] = {0, 0, 0};
+  double amx[3] = {0, 0, 0};  // AMX tiles (0 where absent); the AMX rows' percentage
 };
 
 #ifdef MIXPREC_HAVE_DNNL
@@ -121,7 +122,9 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     const MatrixView av = MatrixView::row_major(ops.a.data(), t, s.m, s.k, s.k);
     const MatrixView bv = MatrixView::row_major(ops.b.data(), t, s.k, s.n, s.n);
     const MutableMatrixView cv = MutableMatrixView::row_major(ops.c.data(), t, s.m, s.n, s.n);
-    const double peak = t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
+    const bool amx = t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0;
+    const double peak = amx ? peaks.amx[threads]
+                        : t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
                             ? peaks.bf16[threads]
                             : peaks.f32[threads];
     const std::string dt(dtype_name(t));
@@ -183,8 +186,9 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
                            : t == DType::F16 && have_dnnl_f32 ? &dnnl_f32
                                                               : nullptr;
       const bool f32_row = names[i] == "openblas";
+      const bool dot_row = names[i] == "mixprec-vdpbf16ps";
       add(names[i].c_str(), f32_row ? "f32" : dt.c_str(), tms[i],
-          f32_row ? peaks.f32[threads] : peak, peer, notes[i]);
+          f32_row ? peaks.f32[threads] : dot_row ? peaks.bf16[threads] : peak, peer, notes[i]);
     }
   }
 }
@@ -218,13 +222,17 @@ int main(int argc, char** argv) {
   std::vector<Row> peak_rows;
   for (int t : {1, 2}) {
     peaks.f32[t] = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, t);
+    peaks.amx[t] = kernels::gemm_amx_enabled()
+                       ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, t)
+                       : 0.0;
     peaks.bf16[t] = isa_supported(IsaLevel::Avx512Bf16)
                         ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, t)
                         : peaks.f32[t];
     Row r;
     r.num("threads", t, 0)
         .num("peak_f32_gflops", peaks.f32[t], 1)
-        .num("peak_bf16_gflops", peaks.bf16[t], 1);
+        .num("peak_bf16_gflops", peaks.bf16[t], 1)
+        .num("peak_amx_gflops", peaks.amx[t], 1);
     peak_rows.push_back(r);
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "conv_direct.h"
 #include "gemm_internal.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -120,8 +121,74 @@ void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
   }
 }
 
+// Thin f32 products (at most kThinPanels column panels per thread) on AVX-512 skip packing A:
+// each packed A element would feed only a panel or two, so packing costs as much as the
+// FMAs it feeds. The direct-convolution tile (conv_direct.h, one tap, Cg = K) broadcasts A
+// from its rows in place instead.
+constexpr int64_t kThinPanels = 2;
+
+const conv_detail::DirectKernel* thin_kernel(const Problem& p, int64_t n0, int64_t n1) {
+  if (p.uk->compute != DType::F32 || p.a.dtype != DType::F32 || p.a.col_stride != 1 ||
+      active_isa() < IsaLevel::Avx512 || n1 - n0 > kThinPanels * p.uk->nr)
+    return nullptr;
+  const conv_detail::DirectKernel* dk = conv_detail::direct_kernel_avx512();
+  return dk->nr == p.uk->nr ? dk : nullptr;
+}
+
+void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64_t m0, int64_t m1,
+                    int64_t n0, int64_t n1) {
+  const Ukernel& uk = *p.uk;
+  const PackShape& ps = p.ps;
+  Workspace& ws = thread_workspace();
+  const char* slab;
+  if (p.b.view != nullptr) {
+    void* buf = Workspace::reserve(
+        ws.b_slab, static_cast<std::size_t>(round_up(n1 - n0, uk.nr) / uk.nr) * ps.panel_bytes());
+    uk.pack_b(*p.b.view, n0, n1, ps.k_padded, buf);
+    slab = static_cast<const char*>(buf);
+  } else {
+    slab = p.b.packed + static_cast<std::size_t>(n0 / uk.nr) * p.b.panel_stride;
+  }
+  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  const std::size_t c_size = dtype_size(p.c.dtype);
+  const void* rows[conv_detail::kDirectMaxMr];
+  const int tap0 = 0;
+  const float* a = static_cast<const float*>(p.a.data);
+  for (int64_t ir = m0; ir < m1; ir += conv_detail::kDirectMaxMr) {
+    const int height = static_cast<int>(std::min<int64_t>(conv_detail::kDirectMaxMr, m1 - ir));
+    for (int i = 0; i < height; ++i) rows[i] = a + (ir + i) * p.a.row_stride;
+    for (int64_t jr = n0; jr < n1; jr += uk.nr) {
+      const conv_detail::DirectArgs args{
+          1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride, 0,
+          ps.k};
+      TileEpilogue tep{p.ep.alpha,
+                       p.ep.beta,
+                       nullptr,
+                       p.ep.bias_dtype,
+                       p.ep.activation,
+                       nullptr,
+                       p.ep.residual_dtype,
+                       p.ep.residual_ld,
+                       static_cast<char*>(p.c.data) +
+                           static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
+                       p.c.dtype,
+                       p.c.row_stride};
+      if (p.ep.bias != nullptr)
+        tep.bias = static_cast<const char*>(p.ep.bias) +
+                   static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
+      if (p.ep.residual != nullptr)
+        tep.residual = static_cast<const char*>(p.ep.residual) +
+                       static_cast<std::size_t>(ir * p.ep.residual_ld + jr) *
+                           dtype_size(p.ep.residual_dtype);
+      dk.tiles[height - 1](args, static_cast<int>(std::min<int64_t>(uk.nr, n1 - jr)), tep);
+    }
+  }
+}
+
 void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (amx_takes(p)) return run_block_amx(p, m0, m1, n0, n1);
+  if (const conv_detail::DirectKernel* dk = thin_kernel(p, n0, n1))
+    return run_block_thin(*dk, p, m0, m1, n0, n1);
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
