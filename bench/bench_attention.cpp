@@ -70,14 +70,18 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < tms.size(); ++i) {
         const Timing& tm = tms[i];
         const double gflops = flops / tm.median_s / 1e9;
-        const double peak = t != DType::BF16 ? peak_f32 : i == 0 && amx_variant ? peak_amx : peak_bf16;
+        const double peak = t != DType::BF16        ? peak_f32
+                            : i == 0 && amx_variant ? peak_amx
+                                                    : peak_bf16;
         Row r;
         r.text("shape", "b" + std::to_string(s.b) + " h" + std::to_string(s.h) + " s" +
                             std::to_string(s.s) + " d" + std::to_string(s.d) +
                             (s.causal ? " causal" : ""));
         r.num("threads", threads, 0)
             .text("dtype", std::string(dtype_name(t)))
-            .text("gemm", t != DType::BF16 ? "f32 fma" : i == 0 && amx_variant ? "amx" : "vdpbf16ps")
+            .text("gemm", t != DType::BF16        ? "f32 fma"
+                          : i == 0 && amx_variant ? "amx"
+                                                  : "vdpbf16ps")
             .num("ms", tm.median_s * 1e3, 3);
         r.num("spread_ms", (tm.max_s - tm.min_s) * 1e3, 3).num("gflops", gflops, 1);
         r.num("pct_peak", 100 * gflops / peak, 1)
@@ -90,7 +94,8 @@ int main(int argc, char** argv) {
   if (!o.json)
     std::printf("CPU %s; %d-thread peak f32 %.1f, bf16 %.1f GFLOP/s\n\n",
                 cpu_features().model.c_str(), threads, peak_f32, peak_bf16);
-  if (!o.json && peak_amx > 0) std::printf("AMX tile peak %.1f GFLOP/s (the amx rows' %%)\n\n", peak_amx);
+  if (!o.json && peak_amx > 0)
+    std::printf("AMX tile peak %.1f GFLOP/s (the amx rows' %%)\n\n", peak_amx);
   print_table(rows, o);
   if (o.json) {
     char peak[96];

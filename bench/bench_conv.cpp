@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   const Options o = parse_options(
       argc, argv,
       "Usage: bench_conv [--quick] [--json] [--threads N]\n"
-      "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads (--threads N),\n"
+      "3x3 convolution (NHWC, pad 1) GFLOP/s: mixprec f32/bf16 vs oneDNN f32/bf16, 2 threads "
+      "(--threads N),\n"
       "timed in interleaved rounds. ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 keeps oneDNN off AMX.");
   std::vector<ConvShape> shapes;
   for (int64_t n : {1, 4})
@@ -91,13 +92,14 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
   // bf16 rows are a percentage of the AMX tile peak where the convolution runs on AMX.
-  const bool amx = kernels::bf16_conv_compute() == kernels::Bf16ConvCompute::Amx &&
-                   kernels::gemm_amx_enabled();
+  const bool amx =
+      kernels::bf16_conv_compute() == kernels::Bf16ConvCompute::Amx && kernels::gemm_amx_enabled();
   const double peak_amx =
       amx ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads) : 0.0;
-  const double peak_bf16_dot = isa_supported(IsaLevel::Avx512Bf16)
-                               ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
-                               : peak_f32;
+  const double peak_bf16_dot =
+      isa_supported(IsaLevel::Avx512Bf16)
+          ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
+          : peak_f32;
   const double peak_bf16 = amx ? peak_amx : peak_bf16_dot;
   std::vector<Row> rows;
   Generator gen(1);

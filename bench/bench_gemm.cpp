@@ -2,11 +2,10 @@
 // side by side in one run, reported as GFLOP/s and % of this machine's measured peak.
 #include <omp.h>
 
-
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -143,8 +142,7 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     fns.emplace_back([&] { kernels::gemm(av, bv, cv); });
     names.emplace_back("mixprec");
     notes.emplace_back(t == DType::F16 ? "f16 converted to f32 while packing; vs oneDNN f32"
-                       : t == DType::BF16 && kernels::gemm_amx_enabled() &&
-                               s.k % 32 == 0
+                       : t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0
                            ? "AMX tiles"
                            : "");
     fns.emplace_back([&] { kernels::gemm_prepacked(av, packed, cv); });
@@ -167,9 +165,8 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
       openblas_set_num_threads(threads);
       fns.emplace_back([&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m),
-                    static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a32,
-                    static_cast<int>(s.k), b32, static_cast<int>(s.n), 0.0f, c32,
-                    static_cast<int>(s.n));
+                    static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a32, static_cast<int>(s.k),
+                    b32, static_cast<int>(s.n), 0.0f, c32, static_cast<int>(s.n));
       });
       names.emplace_back("openblas");
       notes.push_back(std::string("core ") + openblas_get_corename());
@@ -182,13 +179,16 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
       have_dnnl_f32 = true;
     }
     for (std::size_t i = 0; i < fns.size(); ++i) {
-      const Timing* peer = have_peer && i > 0 ? &tms[0]
+      const Timing* peer = have_peer && i > 0                 ? &tms[0]
                            : t == DType::F16 && have_dnnl_f32 ? &dnnl_f32
                                                               : nullptr;
       const bool f32_row = names[i] == "openblas";
       const bool dot_row = names[i] == "mixprec-vdpbf16ps";
       add(names[i].c_str(), f32_row ? "f32" : dt.c_str(), tms[i],
-          f32_row ? peaks.f32[threads] : dot_row ? peaks.bf16[threads] : peak, peer, notes[i]);
+          f32_row   ? peaks.f32[threads]
+          : dot_row ? peaks.bf16[threads]
+                    : peak,
+          peer, notes[i]);
     }
   }
 }
@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
   const std::vector<Shape> shapes_quick = {shapes_full[1], shapes_full[5], shapes_full[6]};
   const std::vector<Shape>& shapes = o.quick ? shapes_quick : shapes_full;
   const std::vector<int> thread_counts = o.threads > 0 ? std::vector<int>{o.threads}
-                                         : o.quick      ? std::vector<int>{2}
-                                                        : std::vector<int>{1, 2};
+                                         : o.quick     ? std::vector<int>{2}
+                                                       : std::vector<int>{1, 2};
 
   Peaks peaks;
   std::vector<Row> peak_rows;

@@ -278,8 +278,9 @@ TEST_P(ConvTest, PrepackedWeightsMatchPerCallPacking) {
     int64_t c, o, groups;
     DType t;
   };
-  for (const P& p : {P{32, 64, 1, DType::BF16}, P{17, 33, 1, DType::F32}, P{64, 64, 2, DType::BF16},
-                     P{16, 16, 16, DType::F32}, P{24, 8, 1, DType::F16}, P{6, 10, 1, DType::BF16}}) {
+  for (const P& p :
+       {P{32, 64, 1, DType::BF16}, P{17, 33, 1, DType::F32}, P{64, 64, 2, DType::BF16},
+        P{16, 16, 16, DType::F32}, P{24, 8, 1, DType::F16}, P{6, 10, 1, DType::BF16}}) {
     SCOPED_TRACE("c " + std::to_string(p.c) + " o " + std::to_string(p.o) + " groups " +
                  std::to_string(p.groups) + " " + std::string(dtype_name(p.t)));
     const Tensor x =

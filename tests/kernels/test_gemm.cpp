@@ -1,10 +1,9 @@
 #include <gtest/gtest.h>
 
-#include <tuple>
-
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mixprec/core/error.h"
@@ -236,7 +235,10 @@ TEST_P(GemmTest, Bf16AmxAndDotProductPathsMatchReference) {
     set_gemm_amx(amx);
     uint32_t seed = 500;
     for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 32},
-                                  {15, 33, 64}, {16, 32, 96}, {17, 31, 32}, {33, 65, 160},
+                                  {15, 33, 64},
+                                  {16, 32, 96},
+                                  {17, 31, 32},
+                                  {33, 65, 160},
                                   {100, 70, 2048}}) {
       check_case({m, n, k, DType::BF16, DType::BF16, DType::BF16}, seed++);
       Case fused{m, n, k, DType::BF16, DType::BF16, DType::F32};
@@ -261,10 +263,10 @@ TEST_P(GemmTest, Bf16AmxAndDotProductPathsMatchReference) {
         MatrixView::row_major(static_cast<char*>(a.data()) + 32 * 2, DType::BF16, m, 64, k);
     gemm_prepacked(a_cols, packed, MutableMatrixView::row_major(got.data(), DType::F32, m, n, n),
                    {}, {32, 96, 0, -1});
-    gemm_reference(a_cols,
-                   MatrixView::row_major(static_cast<char*>(b.data()) + 32 * n * 2, DType::BF16,
-                                         64, n, n),
-                   MutableMatrixView::row_major(want.data(), DType::F32, m, n, n));
+    gemm_reference(
+        a_cols,
+        MatrixView::row_major(static_cast<char*>(b.data()) + 32 * n * 2, DType::BF16, 64, n, n),
+        MutableMatrixView::row_major(want.data(), DType::F32, m, n, n));
     for (std::size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-4 * 64) << "element " << i;
   }

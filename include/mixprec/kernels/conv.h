@@ -48,7 +48,7 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
 // f32 FMA, else WidenToF32.
 enum class Bf16ConvCompute : uint8_t { Auto, Amx, DotProduct, WidenToF32 };
 void set_bf16_conv_compute(Bf16ConvCompute mode);  // process-wide; Auto by default
-Bf16ConvCompute bf16_conv_compute();  // the mode in force (never Auto)
+Bf16ConvCompute bf16_conv_compute();               // the mode in force (never Auto)
 
 // Weights packed once for inputs of one dtype at the active kernel level (inference: the
 // packing is a snapshot; pack again after changing the weights or the level).
@@ -76,7 +76,7 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
 
 // As conv2d with the weights packed by pack_conv_weights; options.groups must match theirs and
 // x must have the dtype they were packed for.
-void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias,
-            const Tensor& out, const Conv2dOptions& options = {});
+void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& options = {});
 
 }  // namespace mixprec::kernels

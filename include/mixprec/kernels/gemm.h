@@ -95,7 +95,7 @@ class PackedMatrix {
   // The packed panels themselves, for kernels that walk them directly (the direct
   // convolution): panel j holds columns [j * nr, (j + 1) * nr) in the micro-kernel's layout.
   const void* panels() const { return storage_.data(); }
-  int nr() const { return nr_; }        // columns per panel
+  int nr() const { return nr_; }                                  // columns per panel
   int k_pack() const { return compute_ == DType::BF16 ? 2 : 1; }  // k values interleaved per word
   int64_t k_padded() const { return (k_ + k_pack() - 1) / k_pack() * k_pack(); }
   // For packers outside the GEMM (allocate_packed_b): element (k, n) of B, as the compute
@@ -105,9 +105,9 @@ class PackedMatrix {
 
  private:
   friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
-// Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
-// make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
-PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
+  // Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
+  // make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
+  PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
                              const GemmEpilogue&, const PackedRange&);

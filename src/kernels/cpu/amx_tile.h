@@ -83,8 +83,7 @@ inline void amx_store_rows(const float* cbuf, int rows, int cols, TileEpilogue e
     const __mmask16 sub1 = _mm512_cmplt_epu32_mask(
         _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), abs_mask), one), max_sub);
     if ((sub0 | sub1) != 0) [[unlikely]]
-      both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1),
-                                1);
+      both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1), 1);
     _mm512_mask_storeu_epi16(out, keep, both);
   }
 }

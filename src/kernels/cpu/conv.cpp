@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "conv_direct.h"
@@ -357,19 +357,19 @@ DirectScratch& thread_direct_scratch() {
 
 gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col) {
   const int64_t c = out.col0 + col;
-  gemm_detail::TileEpilogue ep{1.0f,
-                               0.0f,
-                               nullptr,
-                               DType::F32,
-                               out.activation,
-                               nullptr,
-                               DType::F32,
-                               out.o,
-                               static_cast<char*>(out.ys.data_ptr()) +
-                                   static_cast<std::size_t>(pixel * out.o + c) *
-                                       out.ys.element_size(),
-                               out.ys.dtype(),
-                               out.o};
+  gemm_detail::TileEpilogue ep{
+      1.0f,
+      0.0f,
+      nullptr,
+      DType::F32,
+      out.activation,
+      nullptr,
+      DType::F32,
+      out.o,
+      static_cast<char*>(out.ys.data_ptr()) +
+          static_cast<std::size_t>(pixel * out.o + c) * out.ys.element_size(),
+      out.ys.dtype(),
+      out.o};
   if (out.bias != nullptr) {
     ep.bias = static_cast<const char*>(out.bias->data_ptr()) +
               static_cast<std::size_t>(c) * out.bias->element_size();
@@ -437,10 +437,12 @@ void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const Pac
     };
     auto run_tile = [&](int64_t row, int64_t ox0, int width, int taps, int64_t j) {
       const conv_detail::DirectArgs args{
-          taps,      s.a_rows.data(),
+          taps,
+          s.a_rows.data(),
           s.tap_index.data(),
           static_cast<const char*>(b.panels()) + static_cast<std::size_t>(j) * panel_bytes,
-          tap_bytes, g.cg};
+          tap_bytes,
+          g.cg};
       const int cols = static_cast<int>(std::min<int64_t>(dk.nr, g.og - j * dk.nr));
       dk.tiles[width - 1](args, cols, tile_epilogue(out, row * g.ow + ox0, j * dk.nr));
     };
@@ -477,8 +479,8 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
   Tensor widened;  // xs in the packed A dtype, made on first use
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     const PackedMatrix& b = packed[static_cast<std::size_t>(grp)];
-    const GroupOutput go{ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o,
-                         grp * g.og};
+    const GroupOutput go{
+        ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o, grp * g.og};
     auto epilogue_at = [&](int64_t row0) {
       GemmEpilogue ep;
       ep.activation = opt.activation;
@@ -502,17 +504,34 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
           ys.dtype(), rows, g.og, g.o);
     };
     if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
-      gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), b,
-                     out_rows(0, m), epilogue_at(0));
+      gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), b, out_rows(0, m),
+                     epilogue_at(0));
       continue;
     }
     if (b.compute_dtype() == DType::BF16 && xs.dtype() == DType::BF16 && use_amx(g.cg) &&
         b.level() >= IsaLevel::Avx512Bf16) {
-      const conv_detail::AmxConvProblem ap{
-          static_cast<const uint16_t*>(xs.data_ptr()) + grp * g.cg,
-          xs.stride(0), xs.stride(2), xs.stride(3), g.n, g.h, g.w, g.cg, g.kh, g.kw, g.oh, g.ow,
-          opt.stride_h, opt.stride_w, opt.pad_h, opt.pad_w, opt.dilation_h, opt.dilation_w,
-          b.panels(), g.og, amx_epilogue, &go};
+      const conv_detail::AmxConvProblem ap{static_cast<const uint16_t*>(xs.data_ptr()) + grp * g.cg,
+                                           xs.stride(0),
+                                           xs.stride(2),
+                                           xs.stride(3),
+                                           g.n,
+                                           g.h,
+                                           g.w,
+                                           g.cg,
+                                           g.kh,
+                                           g.kw,
+                                           g.oh,
+                                           g.ow,
+                                           opt.stride_h,
+                                           opt.stride_w,
+                                           opt.pad_h,
+                                           opt.pad_w,
+                                           opt.dilation_h,
+                                           opt.dilation_w,
+                                           b.panels(),
+                                           g.og,
+                                           amx_epilogue,
+                                           &go};
       conv_detail::amx_conv(ap);
       continue;
     }
@@ -621,8 +640,8 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
   return p;
 }
 
-void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias,
-            const Tensor& out, const Conv2dOptions& opt) {
+void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& opt) {
   MIXPREC_CHECK(weight.defined(), "[conv2d] the packed weights are empty");
   MIXPREC_CHECK(opt.groups == weight.groups_, "[conv2d] weights were packed for ", weight.groups_,
                 " groups, options ask for ", opt.groups);
@@ -633,8 +652,8 @@ void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias
                 isa_name(weight.level_), " but the active level is ", isa_name(active_isa()),
                 "; pack them again");
   const Geometry g = check(x, weight.weight_, bias, out, opt);
-  conv2d_impl(x, weight.weight_, weight.packed_.empty() ? nullptr : &weight.packed_, bias, out,
-              opt, g);
+  conv2d_impl(x, weight.weight_, weight.packed_.empty() ? nullptr : &weight.packed_, bias, out, opt,
+              g);
 }
 
 }  // namespace mixprec::kernels

@@ -26,13 +26,12 @@ struct DirectArgs {
 };
 
 // Computes MR (= index + 1) pixels x nr_eff columns, then the GEMM epilogue.
-using DirectTileFn = void(const DirectArgs& args, int nr_eff,
-                          const gemm_detail::TileEpilogue& ep);
+using DirectTileFn = void(const DirectArgs& args, int nr_eff, const gemm_detail::TileEpilogue& ep);
 
 struct DirectKernel {
   int nr;
-  DType compute;                // F32: f32 input and weights; BF16: bf16 input, Cg even
-  DirectTileFn* const* tiles;   // tiles[m - 1] handles m pixels, 1 <= m <= kDirectMaxMr
+  DType compute;               // F32: f32 input and weights; BF16: bf16 input, Cg even
+  DirectTileFn* const* tiles;  // tiles[m - 1] handles m pixels, 1 <= m <= kDirectMaxMr
 };
 
 // Null when the level has no direct kernel for this compute dtype (AVX2 and scalar use
@@ -50,9 +49,9 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 using gemm_detail::amx_usable;
 
 struct AmxConvProblem {
-  const uint16_t* x;                         // NHWC bf16, at the group's first channel
+  const uint16_t* x;                           // NHWC bf16, at the group's first channel
   int64_t x_stride_n, x_stride_h, x_stride_w;  // elements
-  int64_t n, h, w, cg;                       // cg a multiple of 32
+  int64_t n, h, w, cg;                         // cg a multiple of 32
   int64_t kh, kw, oh, ow;
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   const void* b_panels;  // bf16 GEMM panels of B [KH*KW*Cg, Og], 32 columns each

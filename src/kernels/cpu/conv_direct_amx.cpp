@@ -25,10 +25,10 @@ namespace {
 using gemm_detail::amx_configure_16x64;
 using gemm_detail::amx_store_rows;
 
-constexpr int kSeg = 16;             // pixels per A tile
-constexpr int kChunk = 32;           // channels per A tile row (64 bytes)
+constexpr int kSeg = 16;                        // pixels per A tile
+constexpr int kChunk = 32;                      // channels per A tile row (64 bytes)
 constexpr int kPanel = gemm_detail::kAmxPanel;  // columns per packed B panel
-constexpr int kPanelRowBytes = 128;  // one k pair of a panel: 32 columns x 2 bf16
+constexpr int kPanelRowBytes = 128;             // one k pair of a panel: 32 columns x 2 bf16
 
 // One segment: up to 16 consecutive output pixels of one output row.
 struct Segment {
@@ -68,7 +68,7 @@ void finish(const AmxConvProblem& p, const Pending& d) {
     const Segment& g = d.segs[s];
     const int64_t pixel0 = (g.n * p.oh + g.oy) * p.ow + g.ox0;
     amx_store_rows(d.cbuf + s * kSeg * kPanel, g.width, d.cols,
-               p.epilogue(p.epilogue_ctx, pixel0, d.col));
+                   p.epilogue(p.epilogue_ctx, pixel0, d.col));
   }
 }
 

@@ -25,8 +25,7 @@ void direct_bf16(const DirectArgs& d, int nr_eff, const gemm_detail::TileEpilogu
     const char* b = static_cast<const char*>(d.b_panel) + d.tap_index[t] * d.b_tap_bytes;
     for (int64_t p = 0; p < pairs; ++p) {
       __m512bh bv[kNv];  // [32 columns][2] bf16: the weights of channels 2p, 2p + 1
-      for (int j = 0; j < kNv; ++j)
-        bv[j] = (__m512bh)_mm512_loadu_si512(b + p * kNr * 4 + j * 64);
+      for (int j = 0; j < kNv; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + p * kNr * 4 + j * 64);
       for (int i = 0; i < MR; ++i) {
         int32_t pair;
         std::memcpy(&pair, a[i] + p * 4, sizeof pair);

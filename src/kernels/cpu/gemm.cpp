@@ -92,8 +92,8 @@ std::atomic<bool> g_gemm_amx{true};
 // bf16 x bf16 with K a multiple of 32 and A rows contiguous: AMX tiles read A in place.
 bool amx_takes(const Problem& p) {
   return p.uk->compute == DType::BF16 && p.uk->nr == gemm_detail::kAmxNr &&
-         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 &&
-         p.a.cols > 0 && g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
+         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 && p.a.cols > 0 &&
+         g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
 }
 
 // run_block on AMX: B slabs as there, A never packed.
@@ -159,8 +159,8 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
     for (int i = 0; i < height; ++i) rows[i] = a + (ir + i) * p.a.row_stride;
     for (int64_t jr = n0; jr < n1; jr += uk.nr) {
       const conv_detail::DirectArgs args{
-          1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride, 0,
-          ps.k};
+          1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride,
+          0, ps.k};
       TileEpilogue tep{p.ep.alpha,
                        p.ep.beta,
                        nullptr,
@@ -177,9 +177,9 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
         tep.bias = static_cast<const char*>(p.ep.bias) +
                    static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
       if (p.ep.residual != nullptr)
-        tep.residual = static_cast<const char*>(p.ep.residual) +
-                       static_cast<std::size_t>(ir * p.ep.residual_ld + jr) *
-                           dtype_size(p.ep.residual_dtype);
+        tep.residual =
+            static_cast<const char*>(p.ep.residual) +
+            static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
       dk.tiles[height - 1](args, static_cast<int>(std::min<int64_t>(uk.nr, n1 - jr)), tep);
     }
   }

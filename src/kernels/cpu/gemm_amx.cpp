@@ -48,9 +48,9 @@ void finish_block(const Block& b, const MutableMatrixView& c, const GemmEpilogue
     tep.bias = static_cast<const char*>(ep.bias) +
                static_cast<std::size_t>(b.col0) * dtype_size(ep.bias_dtype);
   if (ep.residual != nullptr)
-    tep.residual = static_cast<const char*>(ep.residual) +
-                   static_cast<std::size_t>(b.row0 * ep.residual_ld + b.col0) *
-                       dtype_size(ep.residual_dtype);
+    tep.residual =
+        static_cast<const char*>(ep.residual) +
+        static_cast<std::size_t>(b.row0 * ep.residual_ld + b.col0) * dtype_size(ep.residual_dtype);
   amx_store_rows(b.cbuf, b.rows, b.cols, tep);
 }
 
@@ -107,7 +107,8 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
       }
     }
     for (int64_t col = n0; col < n1; col += kAmxPanel) {
-      const char* panel = b_panels + static_cast<std::size_t>((col - n0) / kAmxPanel) * panel_stride;
+      const char* panel =
+          b_panels + static_cast<std::size_t>((col - n0) / kAmxPanel) * panel_stride;
       _tile_zero(0);
       _tile_zero(1);
       _tile_zero(2);

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "gemm_internal.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
-#include "gemm_internal.h"
 #include "peak_internal.h"
 
 namespace mixprec::kernels {
