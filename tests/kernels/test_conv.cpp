@@ -241,6 +241,9 @@ TEST_P(ConvTest, Bf16DirectPathsEveryMode) {
   Case odd_channels = bf16({1, 18, 6, 6, 32, 3, 3});  // even, not a multiple of 32
   odd_channels.opt.pad_h = odd_channels.opt.pad_w = 1;
   cases.push_back(odd_channels);
+  Case two_groups = bf16({2, 64, 64, 64, 16, 3, 3});  // over 512 KiB per padded image: the
+  two_groups.opt.pad_h = two_groups.opt.pad_w = 1;    // AMX path copies one image at a time
+  cases.push_back(two_groups);
   uint64_t seed = 100;
   for (Bf16ConvCompute mode : kBf16Modes) {
     SCOPED_TRACE("bf16 mode " + mode_name(mode));

@@ -42,6 +42,7 @@ struct Segment {
 struct Padded {
   const char* data;
   int64_t row_bytes, image_bytes, pixel_bytes;  // one padded row, image, pixel
+  int64_t n0;                                   // the first image held
 };
 
 // Pixel 0 of segment s under tap (ky, kx) in the padded copy, or null when the tap's input row
@@ -50,7 +51,7 @@ inline const char* tap_base(const AmxConvProblem& p, const Padded& x, const Segm
                             int64_t kx) {
   const int64_t iy = s.oy * p.stride_h - p.pad_h + ky * p.dilation_h;
   if (iy < 0 || iy >= p.h) return nullptr;
-  return x.data + s.n * x.image_bytes + (iy + p.pad_h) * x.row_bytes +
+  return x.data + (s.n - x.n0) * x.image_bytes + (iy + p.pad_h) * x.row_bytes +
          (s.ox0 * p.stride_w + kx * p.dilation_w) * x.pixel_bytes;
 }
 
@@ -131,65 +132,70 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
 }  // namespace
 
 void amx_conv(const AmxConvProblem& p) {
-  // The padded copy, in a buffer reused across calls (grown on demand).
+  // The padded copy holds a group of images at a time (about 1 MiB, so it stays in L2 while
+  // they are computed), in a buffer reused across calls.
   const int64_t hp = p.h + 2 * p.pad_h, wp = p.w + 2 * p.pad_w;
   const int64_t pixel_bytes = p.cg * 2;
-  const Padded x{nullptr, wp * pixel_bytes, hp * wp * pixel_bytes, pixel_bytes};
+  Padded x{nullptr, wp * pixel_bytes, hp * wp * pixel_bytes, pixel_bytes, 0};
+  const int64_t group = std::clamp<int64_t>((int64_t{1} << 20) / x.image_bytes, 1, p.n);
   const std::size_t slack = static_cast<std::size_t>((kSeg * p.stride_w + 1) * pixel_bytes + 64);
-  const std::size_t bytes = static_cast<std::size_t>(p.n * x.image_bytes) + slack;
+  const std::size_t bytes = static_cast<std::size_t>(group * x.image_bytes) + slack;
   static thread_local Allocation buffer;  // the calling thread's; workers only fill and read it
   if (buffer.size() < bytes) buffer = Allocation(bytes);
   char* padded = static_cast<char*>(buffer.data());
-  std::memset(padded + p.n * x.image_bytes, 0, slack);
-  parallel_for(0, p.n * hp, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t n = r / hp, y = r % hp - p.pad_h;
-      char* row = padded + r * x.row_bytes;
-      if (y < 0 || y >= p.h) {
-        std::memset(row, 0, static_cast<std::size_t>(x.row_bytes));
-        continue;
-      }
-      std::memset(row, 0, static_cast<std::size_t>(p.pad_w * pixel_bytes));
-      std::memset(row + (p.pad_w + p.w) * pixel_bytes, 0,
-                  static_cast<std::size_t>(p.pad_w * pixel_bytes));
-      const char* src = reinterpret_cast<const char*>(p.x + n * p.x_stride_n + y * p.x_stride_h);
-      char* dst = row + p.pad_w * pixel_bytes;
-      if (p.x_stride_w == p.cg) {
-        std::memcpy(dst, src, static_cast<std::size_t>(p.w * pixel_bytes));
-      } else {
-        for (int64_t i = 0; i < p.w; ++i)
-          std::memcpy(dst + i * pixel_bytes, src + i * p.x_stride_w * 2,
-                      static_cast<std::size_t>(pixel_bytes));
-      }
-    }
-  });
-  Padded xp = x;
-  xp.data = padded;
-
+  x.data = padded;
   const int64_t per_row = (p.ow + kSeg - 1) / kSeg;
-  const int64_t segments = p.n * p.oh * per_row;
-  const int64_t units = (segments + 1) / 2;
-  auto segment = [&](int64_t i) {
-    const int64_t row = i / per_row, k = i % per_row;
-    return Segment{row / p.oh, row % p.oh, k * kSeg,
-                   static_cast<int>(std::min<int64_t>(kSeg, p.ow - k * kSeg))};
-  };
-  parallel_for(0, units, 1, [&](int64_t lo, int64_t hi) {
-    amx_configure_16x64();
-    alignas(64) float cbufs[2 * 2 * kSeg * kPanel];  // two blocks: being stored, pending
-    int cur = 0;
-    Pending pending;
-    thread_local std::vector<const char*> taps;
-    if (taps.size() < static_cast<std::size_t>(2 * p.kh * p.kw))
-      taps.resize(static_cast<std::size_t>(2 * p.kh * p.kw));
-    for (int64_t u = lo; u < hi; ++u) {
-      const Segment segs[2] = {segment(2 * u),
-                               2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
-      run_unit(p, xp, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbufs, cur, pending);
-    }
-    if (pending.count > 0) finish(p, pending);
-    _tile_release();
-  });
+  for (int64_t n0 = 0; n0 < p.n; n0 += group) {
+    const int64_t images = std::min(group, p.n - n0);
+    x.n0 = n0;
+    std::memset(padded + images * x.image_bytes, 0, slack);
+    parallel_for(0, images * hp, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t n = n0 + r / hp, y = r % hp - p.pad_h;
+        char* row = padded + r * x.row_bytes;
+        if (y < 0 || y >= p.h) {
+          std::memset(row, 0, static_cast<std::size_t>(x.row_bytes));
+          continue;
+        }
+        std::memset(row, 0, static_cast<std::size_t>(p.pad_w * pixel_bytes));
+        std::memset(row + (p.pad_w + p.w) * pixel_bytes, 0,
+                    static_cast<std::size_t>(p.pad_w * pixel_bytes));
+        const char* src = reinterpret_cast<const char*>(p.x + n * p.x_stride_n + y * p.x_stride_h);
+        char* dst = row + p.pad_w * pixel_bytes;
+        if (p.x_stride_w == p.cg) {
+          std::memcpy(dst, src, static_cast<std::size_t>(p.w * pixel_bytes));
+        } else {
+          for (int64_t i = 0; i < p.w; ++i)
+            std::memcpy(dst + i * pixel_bytes, src + i * p.x_stride_w * 2,
+                        static_cast<std::size_t>(pixel_bytes));
+        }
+      }
+    });
+
+    const int64_t segments = images * p.oh * per_row;
+    const int64_t units = (segments + 1) / 2;
+    auto segment = [&](int64_t i) {
+      const int64_t row = i / per_row, k = i % per_row;
+      return Segment{n0 + row / p.oh, row % p.oh, k * kSeg,
+                     static_cast<int>(std::min<int64_t>(kSeg, p.ow - k * kSeg))};
+    };
+    parallel_for(0, units, 1, [&](int64_t lo, int64_t hi) {
+      amx_configure_16x64();
+      alignas(64) float cbufs[2 * 2 * kSeg * kPanel];  // two blocks: being stored, pending
+      int cur = 0;
+      Pending pending;
+      thread_local std::vector<const char*> taps;
+      if (taps.size() < static_cast<std::size_t>(2 * p.kh * p.kw))
+        taps.resize(static_cast<std::size_t>(2 * p.kh * p.kw));
+      for (int64_t u = lo; u < hi; ++u) {
+        const Segment segs[2] = {segment(2 * u),
+                                 2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
+        run_unit(p, x, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbufs, cur, pending);
+      }
+      if (pending.count > 0) finish(p, pending);
+      _tile_release();
+    });
+  }
 }
 
 }  // namespace mixprec::kernels::conv_detail
