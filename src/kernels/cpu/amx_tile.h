@@ -34,47 +34,60 @@ inline void amx_configure_16x64() {
   _tile_loadconfig(&cfg);
 }
 
-// The epilogue of `rows` accumulator rows (cbuf row stride kAmxPanel floats), `cols` columns,
-// rows going to ep.c + r * ep.ldc. The common inference case (bias, ReLU or none, bf16 out) runs
-// with its constants hoisted out of the row loop; anything else row by row through the GEMM's
-// epilogue. Both round once, RNE, bit-exact with the scalar rule.
-inline void amx_store_rows(const float* cbuf, int rows, int cols, TileEpilogue ep) {
-  using S = simd::Avx512;
-  const bool plain = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
-                     (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
-                     ep.c_dtype == DType::BF16;
-  if (!plain) {
-    const std::size_t c_row = static_cast<std::size_t>(ep.ldc) * dtype_size(ep.c_dtype);
-    const std::size_t r_row = ep.residual != nullptr ? static_cast<std::size_t>(ep.residual_ld) *
-                                                           dtype_size(ep.residual_dtype)
-                                                     : 0;
-    for (int r = 0; r < rows; ++r) {
-      const float* row = cbuf + r * kAmxPanel;
-      __m512 acc[1][2] = {{_mm512_load_ps(row), _mm512_load_ps(row + 16)}};
-      finish_tile<S, 1, 2>(acc, cols, ep);
-      ep.c = static_cast<char*>(ep.c) + c_row;
-      if (ep.residual != nullptr) ep.residual = static_cast<const char*>(ep.residual) + r_row;
+// The epilogue of an f32 accumulator block (cbuf, row stride kAmxPanel floats), written a few
+// rows at a time so the AMX loops can interleave it with the next block's tile instructions
+// (the vector units are idle while the tile unit works). Rows go to ep.c + r * ep.ldc. The
+// common inference case (bias, ReLU or none, bf16 out) runs with hoisted constants; anything
+// else row by row through the GEMM's epilogue. Both round once, RNE, bit-exact with the scalar
+// rule.
+class AmxRowWriter {
+ public:
+  AmxRowWriter() = default;
+  AmxRowWriter(const float* cbuf, int rows, int cols, const TileEpilogue& ep)
+      : cbuf_(cbuf), rows_(rows), cols_(cols), ep_(ep) {
+    using S = simd::Avx512;
+    plain_ = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
+             (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
+             ep.c_dtype == DType::BF16;
+    c_row_ = static_cast<std::size_t>(ep.ldc) * dtype_size(ep.c_dtype);
+    r_row_ = ep.residual != nullptr
+                 ? static_cast<std::size_t>(ep.residual_ld) * dtype_size(ep.residual_dtype)
+                 : 0;
+    if (plain_ && ep.bias != nullptr) {
+      bias0_ = S::load_n(ep.bias, ep.bias_dtype, cols);
+      bias1_ = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
+                         ep.bias_dtype, cols - 16);
     }
-    return;
+    keep_ = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
   }
-  __m512 bias0 = S::zero(), bias1 = S::zero();
-  if (ep.bias != nullptr) {
-    bias0 = S::load_n(ep.bias, ep.bias_dtype, cols);
-    bias1 = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
-                      ep.bias_dtype, cols - 16);
+  int rows_left() const { return rows_ - row_; }
+
+  // Writes up to n more rows; returns how many it wrote.
+  int write(int n) {
+    const int end = row_ + n < rows_ ? row_ + n : rows_;
+    const int done = end - row_;
+    for (; row_ < end; ++row_) plain_ ? plain_row() : generic_row();
+    return done;
   }
-  const bool relu = ep.activation == Activation::ReLU;
-  const __mmask32 keep = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
-  uint16_t* out = static_cast<uint16_t*>(ep.c);
-  for (int r = 0; r < rows; ++r, out += ep.ldc) {
-    __m512 v0 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kAmxPanel), bias0);
-    __m512 v1 = _mm512_add_ps(_mm512_load_ps(cbuf + r * kAmxPanel + 16), bias1);
-    if (relu) {  // max(0, NaN) = NaN, as the GEMM epilogue
+
+ private:
+  void generic_row() {
+    const float* row = cbuf_ + row_ * kAmxPanel;
+    __m512 acc[1][2] = {{_mm512_load_ps(row), _mm512_load_ps(row + 16)}};
+    finish_tile<simd::Avx512, 1, 2>(acc, cols_, ep_);
+    ep_.c = static_cast<char*>(ep_.c) + c_row_;
+    if (ep_.residual != nullptr) ep_.residual = static_cast<const char*>(ep_.residual) + r_row_;
+  }
+  void plain_row() {
+    using S = simd::Avx512;
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(cbuf_ + row_ * kAmxPanel), bias0_);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(cbuf_ + row_ * kAmxPanel + 16), bias1_);
+    if (ep_.activation == Activation::ReLU) {  // max(0, NaN) = NaN, as the GEMM epilogue
       v0 = S::max(S::zero(), v0);
       v1 = S::max(S::zero(), v1);
     }
     // vcvtne2ps2bf16 rounds to nearest even and quiets NaN as the scalar rule does, but reads
-    // subnormal inputs as zero; a block holding one (rare) takes the integer RNE formula.
+    // subnormal inputs as zero; a row holding one (rare) takes the integer RNE formula.
     __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
     const __m512i one = _mm512_set1_epi32(1), max_sub = _mm512_set1_epi32(0x007FFFFF);
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
@@ -84,9 +97,17 @@ inline void amx_store_rows(const float* cbuf, int rows, int cols, TileEpilogue e
         _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v1), abs_mask), one), max_sub);
     if ((sub0 | sub1) != 0) [[unlikely]]
       both = _mm512_inserti64x4(_mm512_castsi256_si512(S::narrow_bf16(v0)), S::narrow_bf16(v1), 1);
-    _mm512_mask_storeu_epi16(out, keep, both);
+    _mm512_mask_storeu_epi16(static_cast<char*>(ep_.c) + row_ * c_row_, keep_, both);
   }
-}
+
+  const float* cbuf_ = nullptr;
+  int rows_ = 0, cols_ = 0, row_ = 0;
+  TileEpilogue ep_{};
+  bool plain_ = false;
+  std::size_t c_row_ = 0, r_row_ = 0;
+  __m512 bias0_ = _mm512_setzero_ps(), bias1_ = _mm512_setzero_ps();
+  __mmask32 keep_ = 0;
+};
 
 }  // namespace
 }  // namespace mixprec::kernels::gemm_detail

@@ -23,7 +23,7 @@ namespace mixprec::kernels::conv_detail {
 namespace {
 
 using gemm_detail::amx_configure_16x64;
-using gemm_detail::amx_store_rows;
+using gemm_detail::AmxRowWriter;
 
 constexpr int kSeg = 16;                        // pixels per A tile
 constexpr int kChunk = 32;                      // channels per A tile row (64 bytes)
@@ -55,28 +55,24 @@ inline const char* tap_base(const AmxConvProblem& p, const Padded& x, const Segm
          (s.ox0 * p.stride_w + kx * p.dilation_w) * x.pixel_bytes;
 }
 
-// An output block whose accumulators are in a cbuf, waiting for its epilogue.
+// An output block whose accumulators are in a cbuf, waiting for its epilogue: one row writer
+// per segment.
 struct Pending {
-  const float* cbuf = nullptr;  // f32 [32 pixels][32 columns]
-  Segment segs[2];
-  int count = 0;
-  int64_t col = 0;
-  int cols = 0;
+  AmxRowWriter writers[2];
+  int count = 0, next = 0;
+  void write(int n) {
+    while (n > 0 && next < count) {
+      n -= writers[next].write(n);
+      if (writers[next].rows_left() == 0) ++next;
+    }
+  }
+  void flush() { write(2 * kSeg); }
 };
 
-void finish(const AmxConvProblem& p, const Pending& d) {
-  for (int s = 0; s < d.count; ++s) {
-    const Segment& g = d.segs[s];
-    const int64_t pixel0 = (g.n * p.oh + g.oy) * p.ow + g.ox0;
-    amx_store_rows(d.cbuf + s * kSeg * kPanel, g.width, d.cols,
-                   p.epilogue(p.epilogue_ctx, pixel0, d.col));
-  }
-}
-
 // Segments s0 and (if two) s1 times every column panel. Software-pipelined: the previous
-// block's epilogue (vector units) runs after this block's tile instructions are issued, so it
-// overlaps with the tile unit working through them; then this block's accumulators are stored
-// to the other cbuf and become the pending one.
+// block's epilogue (vector units) is written a few rows after each k step of this block's
+// tile instructions, so it overlaps with the tile unit working through them; then this
+// block's accumulators are stored to the other cbuf and become the pending block.
 void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int count,
               const char** taps, float* cbufs, int& cur, Pending& pending) {
   const int64_t ntaps = p.kh * p.kw, chunks = p.cg / kChunk;
@@ -86,6 +82,10 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
       taps[t * 2 + s] = s < count ? tap_base(p, x, segs[s], t / p.kw, t % p.kw) : nullptr;
   const int64_t panels = (p.og + kPanel - 1) / kPanel;
   const std::size_t panel_bytes = static_cast<std::size_t>(ntaps * p.cg / 2) * kPanelRowBytes;
+  int steps = 0;  // k steps of one block: the pending epilogue is spread over them
+  for (int64_t t = 0; t < ntaps; ++t)
+    if (taps[t * 2] != nullptr || taps[t * 2 + 1] != nullptr) steps += static_cast<int>(chunks);
+  const int rows_per_step = std::max(1, (2 * kSeg + steps - 1) / std::max(1, steps));
   for (int64_t j = 0; j < panels; ++j) {
     const char* panel = static_cast<const char*>(p.b_panels) + j * panel_bytes;
     _tile_zero(0);
@@ -111,20 +111,24 @@ void run_unit(const AmxConvProblem& p, const Padded& x, const Segment* segs, int
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
+        pending.write(rows_per_step);
       }
     }
-    if (pending.count > 0) finish(p, pending);
+    pending.flush();
     float* cbuf = cbufs + cur * 2 * kSeg * kPanel;
     _tile_stored(0, cbuf, 128);
     _tile_stored(1, cbuf + 16, 128);
     _tile_stored(2, cbuf + 16 * 32, 128);
     _tile_stored(3, cbuf + 16 * 32 + 16, 128);
-    pending.cbuf = cbuf;
-    pending.segs[0] = segs[0];
-    pending.segs[1] = segs[1];
+    const int cols = static_cast<int>(std::min<int64_t>(kPanel, p.og - j * kPanel));
     pending.count = count;
-    pending.col = j * kPanel;
-    pending.cols = static_cast<int>(std::min<int64_t>(kPanel, p.og - j * kPanel));
+    pending.next = 0;
+    for (int s = 0; s < count; ++s) {
+      const Segment& g = segs[s];
+      const int64_t pixel0 = (g.n * p.oh + g.oy) * p.ow + g.ox0;
+      pending.writers[s] = AmxRowWriter(cbuf + s * kSeg * kPanel, g.width, cols,
+                                        p.epilogue(p.epilogue_ctx, pixel0, j * kPanel));
+    }
     cur ^= 1;
   }
 }
@@ -192,7 +196,7 @@ void amx_conv(const AmxConvProblem& p) {
                                  2 * u + 1 < segments ? segment(2 * u + 1) : Segment{}};
         run_unit(p, x, segs, 2 * u + 1 < segments ? 2 : 1, taps.data(), cbufs, cur, pending);
       }
-      if (pending.count > 0) finish(p, pending);
+      pending.flush();
       _tile_release();
     });
   }

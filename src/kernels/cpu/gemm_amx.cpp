@@ -23,35 +23,30 @@ constexpr int kRows = 16;        // rows per A tile
 constexpr int kChunkBytes = 64;  // 32 bf16 of k per A tile row
 constexpr int kPanelRowBytes = kAmxPanel * 4;
 
-// One 32 x 32 block whose f32 sums sit in a cbuf, waiting for its epilogue.
-struct Block {
-  const float* cbuf = nullptr;  // [32 rows][32 columns]
-  int64_t row0 = 0, col0 = 0;
-  int rows = 0, cols = 0;
-};
-
-void finish_block(const Block& b, const MutableMatrixView& c, const GemmEpilogue& ep) {
+// The epilogue of the 32 x 32 block at (row0, col0) whose f32 sums are in cbuf.
+AmxRowWriter block_writer(const float* cbuf, int64_t row0, int64_t col0, int rows, int cols,
+                          const MutableMatrixView& c, const GemmEpilogue& ep) {
   const std::size_t c_size = dtype_size(c.dtype);
-  TileEpilogue tep{ep.alpha,
-                   ep.beta,
-                   nullptr,
-                   ep.bias_dtype,
-                   ep.activation,
-                   nullptr,
-                   ep.residual_dtype,
-                   ep.residual_ld,
-                   static_cast<char*>(c.data) +
-                       static_cast<std::size_t>(b.row0 * c.row_stride + b.col0) * c_size,
-                   c.dtype,
-                   c.row_stride};
+  TileEpilogue tep{
+      ep.alpha,
+      ep.beta,
+      nullptr,
+      ep.bias_dtype,
+      ep.activation,
+      nullptr,
+      ep.residual_dtype,
+      ep.residual_ld,
+      static_cast<char*>(c.data) + static_cast<std::size_t>(row0 * c.row_stride + col0) * c_size,
+      c.dtype,
+      c.row_stride};
   if (ep.bias != nullptr)
     tep.bias = static_cast<const char*>(ep.bias) +
-               static_cast<std::size_t>(b.col0) * dtype_size(ep.bias_dtype);
+               static_cast<std::size_t>(col0) * dtype_size(ep.bias_dtype);
   if (ep.residual != nullptr)
     tep.residual =
         static_cast<const char*>(ep.residual) +
-        static_cast<std::size_t>(b.row0 * ep.residual_ld + b.col0) * dtype_size(ep.residual_dtype);
-  amx_store_rows(b.cbuf, b.rows, b.cols, tep);
+        static_cast<std::size_t>(row0 * ep.residual_ld + col0) * dtype_size(ep.residual_dtype);
+  return AmxRowWriter(cbuf, rows, cols, tep);
 }
 
 }  // namespace
@@ -79,7 +74,9 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
   amx_configure_16x64();
   alignas(64) float cbufs[2][2 * kRows * kAmxPanel];
   int cur = 0;
-  Block pending;
+  AmxRowWriter pending;  // the previous block's epilogue, written a few rows per k step
+  const int rows_per_step =
+      std::max<int>(1, static_cast<int>((2 * kRows + chunks - 1) / std::max<int64_t>(1, chunks)));
   for (int64_t r0 = m0; r0 < m1; r0 += 2 * kRows) {
     // Row tiles s = 0, 1 of this block: base pointer and row stride, or none.
     const char* tile_a[2] = {nullptr, nullptr};
@@ -127,19 +124,20 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
           _tile_dpbf16ps(2, 5, 6);
           _tile_dpbf16ps(3, 5, 7);
         }
+        pending.write(rows_per_step);
       }
-      if (pending.rows > 0) finish_block(pending, c, ep);
+      pending.write(2 * kRows);
       float* cbuf = cbufs[cur];
       _tile_stored(0, cbuf, 128);
       _tile_stored(1, cbuf + 16, 128);
       _tile_stored(2, cbuf + 16 * 32, 128);
       _tile_stored(3, cbuf + 16 * 32 + 16, 128);
-      pending = {cbuf, r0, col, tile_rows[0] + tile_rows[1],
-                 static_cast<int>(std::min<int64_t>(kAmxPanel, n1 - col))};
+      pending = block_writer(cbuf, r0, col, tile_rows[0] + tile_rows[1],
+                             static_cast<int>(std::min<int64_t>(kAmxPanel, n1 - col)), c, ep);
       cur ^= 1;
     }
   }
-  if (pending.rows > 0) finish_block(pending, c, ep);
+  pending.write(2 * kRows);
   _tile_release();
 }
 
