@@ -46,7 +46,9 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l
       const int n = cols - j;
       const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift));
       S::store_n(prow + j * p_size, p_dtype, e, n);
-      vsum = S::add(vsum, S::load_n(prow + j * p_size, p_dtype, n));  // sum what is multiplied
+      // Sum what is multiplied: e rounded to P's dtype, in registers (reloading the masked
+      // store just made would stall on store forwarding). Lanes past n hold exp(0 - max).
+      vsum = S::add(vsum, S::fill_tail(S::round_to(p_dtype, e), n, 0.0f));
     }
     l[r] = alpha * l[r] + horizontal<S>(vsum, false);
     if (alpha != 1.0f) {
