@@ -59,6 +59,18 @@ class AmxRowWriter {
                          ep.bias_dtype, cols - 16);
     }
     keep_ = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1u;
+    // f32 out, linear epilogue (scores and partial sums in attention): hoisted as well.
+    linear_f32_ = !plain_ && ep.c_dtype == DType::F32 && ep.residual == nullptr &&
+                  ep.activation == Activation::None;
+    if (linear_f32_) {
+      if (ep.bias != nullptr) {
+        bias0_ = S::load_n(ep.bias, ep.bias_dtype, cols);
+        bias1_ = S::load_n(static_cast<const char*>(ep.bias) + 16 * dtype_size(ep.bias_dtype),
+                           ep.bias_dtype, cols - 16);
+      }
+      alpha_ = S::set1(ep.alpha);
+      beta_ = S::set1(ep.beta);
+    }
   }
   int rows_left() const { return rows_ - row_; }
 
@@ -66,7 +78,8 @@ class AmxRowWriter {
   int write(int n) {
     const int end = row_ + n < rows_ ? row_ + n : rows_;
     const int done = end - row_;
-    for (; row_ < end; ++row_) plain_ ? plain_row() : generic_row();
+    for (; row_ < end; ++row_)
+      plain_ ? plain_row() : linear_f32_ ? linear_f32_row() : generic_row();
     return done;
   }
 
@@ -77,6 +90,27 @@ class AmxRowWriter {
     finish_tile<simd::Avx512, 1, 2>(acc, cols_, ep_);
     ep_.c = static_cast<char*>(ep_.c) + c_row_;
     if (ep_.residual != nullptr) ep_.residual = static_cast<const char*>(ep_.residual) + r_row_;
+  }
+  void linear_f32_row() {  // alpha * acc + beta * C + bias, as finish_tile orders it
+    using S = simd::Avx512;
+    float* out = reinterpret_cast<float*>(static_cast<char*>(ep_.c) + row_ * c_row_);
+    const __mmask16 m0 = static_cast<__mmask16>(keep_), m1 = static_cast<__mmask16>(keep_ >> 16);
+    __m512 v0 = _mm512_load_ps(cbuf_ + row_ * kAmxPanel);
+    __m512 v1 = _mm512_load_ps(cbuf_ + row_ * kAmxPanel + 16);
+    if (ep_.alpha != 1.0f) {
+      v0 = _mm512_mul_ps(v0, alpha_);
+      v1 = _mm512_mul_ps(v1, alpha_);
+    }
+    if (ep_.beta != 0.0f) {
+      v0 = S::fmadd(_mm512_maskz_loadu_ps(m0, out), beta_, v0);
+      v1 = S::fmadd(_mm512_maskz_loadu_ps(m1, out + 16), beta_, v1);
+    }
+    if (ep_.bias != nullptr) {
+      v0 = _mm512_add_ps(v0, bias0_);
+      v1 = _mm512_add_ps(v1, bias1_);
+    }
+    _mm512_mask_storeu_ps(out, m0, v0);
+    _mm512_mask_storeu_ps(out + 16, m1, v1);
   }
   void plain_row() {
     using S = simd::Avx512;
@@ -103,7 +137,8 @@ class AmxRowWriter {
   const float* cbuf_ = nullptr;
   int rows_ = 0, cols_ = 0, row_ = 0;
   TileEpilogue ep_{};
-  bool plain_ = false;
+  bool plain_ = false, linear_f32_ = false;
+  __m512 alpha_ = _mm512_set1_ps(1.0f), beta_ = _mm512_setzero_ps();
   std::size_t c_row_ = 0, r_row_ = 0;
   __m512 bias0_ = _mm512_setzero_ps(), bias1_ = _mm512_setzero_ps();
   __mmask32 keep_ = 0;
