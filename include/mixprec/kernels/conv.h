@@ -6,9 +6,10 @@
 // Layout: the kernels work in NHWC. A 1x1 convolution with stride 1 and no padding is one GEMM
 // over the input as it lies (no copy). Other shapes, on the AVX-512 levels, run a direct
 // convolution: a micro-kernel whose A operand is read in place from the NHWC input, one tap at
-// a time, with zeros where the window leaves the image; f32 inputs directly, bf16 inputs
-// through vdpbf16ps (even channel count per group) or widened to f32 once per call (see
-// Bf16ConvCompute), f16 inputs widened to f32. AVX2 and scalar gather patches of a tile of
+// a time, with zeros where the window leaves the image; f32 inputs directly, bf16 inputs on
+// AMX tiles (channels per group a multiple of 32, where the CPU has AMX), through vdpbf16ps
+// (even channel count per group) or widened to f32 once per call (see Bf16ConvCompute), f16
+// inputs widened to f32. AVX2 and scalar gather patches of a tile of
 // output pixels (im2col, a few hundred rows at a time, per thread) for the GEMM. Weights are
 // packed per call, or once by pack_conv_weights. NCHW operands are converted to NHWC on the
 // way in and out.

@@ -280,8 +280,20 @@ void pack_group(const Src* w, const Geometry& g, int64_t grp, PackedMatrix& pack
   };
   // Panels are independent: threads split them when there is enough to pack.
   const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * nr));
+  const int64_t total = g.o * g.cg * taps;
+  // bf16 pairs for vdpbf16ps / AMX on AVX-512: gathered 16 output channels at a time.
+  const bool gather = std::is_same_v<Src, BFloat16> && std::is_same_v<Dst, BFloat16> && kp == 2 &&
+                      nr == 32 && g.cg % 2 == 0 && packed.level() >= IsaLevel::Avx512 &&
+                      total * 2 < (int64_t{1} << 31);
   parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t j = lo; j < hi; ++j) {
+      if (gather) {
+        conv_detail::pack_bf16_panel_avx512(
+            reinterpret_cast<const uint16_t*>(w), total, grp * g.og + j * nr,
+            static_cast<int>(std::min<int64_t>(nr, g.og - j * nr)), g.cg, taps,
+            reinterpret_cast<uint32_t*>(out + j * panel_elems));
+        continue;
+      }
       Dst* panel = out + j * panel_elems;
       const int width = static_cast<int>(std::min<int64_t>(nr, g.og - j * nr));
       if (packed.k_padded() != k || width < nr) std::fill(panel, panel + panel_elems, Dst{});
