@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "conv_direct.h"
+#include "conv_internal.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -18,18 +19,14 @@
 namespace mixprec::kernels {
 namespace {
 
+using conv_detail::Geometry;
+using conv_detail::GroupOutput;
+
 constexpr int64_t kTileRows = 256;  // output pixels gathered per im2col tile
 
 bool is_conv_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
 }
-
-struct Geometry {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight
-  int64_t oh, ow;          // output
-  int64_t groups, cg, og;  // channels per group in and out
-};
 
 Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                const Conv2dOptions& opt) {
@@ -212,15 +209,6 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
   }
 }
 
-// Fused epilogue of one group, made per tile by the drivers below.
-struct GroupOutput {
-  const Tensor& ys;        // NHWC output
-  const Tensor* bias;      // contiguous [O] or null
-  const Tensor* residual;  // NHWC or null
-  Activation activation;
-  int64_t o, col0;  // all output channels; the group's first
-};
-
 std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
 // Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
@@ -255,227 +243,8 @@ DType pack_dtype_for(DType x_dtype, int64_t cg) {
   return DType::F32;
 }
 
-gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col);
 gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t col) {
-  return tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
-}
-
-// Group `grp` of OIHW weights w into GEMM panels: B [K = KH*KW*Cg, Og] with k = tap * Cg + c,
-// element (k, o) = w[grp * Og + o][c][tap], converted to the compute dtype (pack_b's layout,
-// without an intermediate [O, KH, KW, Cg] copy). Each panel row (one k, or k pair, x nr
-// columns) is written in order; its reads come from nr output channels' weights at the same
-// (c, tap), which stay in L1 while c advances.
-template <typename Src, typename Dst>
-void pack_group(const Src* w, const Geometry& g, int64_t grp, PackedMatrix& packed) {
-  const int64_t taps = g.kh * g.kw, k = taps * g.cg;
-  const int nr = packed.nr(), kp = packed.k_pack();
-  const int64_t panel_elems = packed.k_padded() * nr;
-  const int64_t panels = (g.og + nr - 1) / nr;
-  Dst* out = static_cast<Dst*>(packed.mutable_panels());
-  auto cast = [](Src v) {
-    if constexpr (std::is_same_v<Src, Dst>)
-      return v;
-    else
-      return static_cast<Dst>(static_cast<float>(v));
-  };
-  // Panels are independent: threads split them when there is enough to pack.
-  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * nr));
-  const int64_t total = g.o * g.cg * taps;
-  // bf16 pairs for vdpbf16ps / AMX on AVX-512: gathered 16 output channels at a time.
-  const bool gather = std::is_same_v<Src, BFloat16> && std::is_same_v<Dst, BFloat16> && kp == 2 &&
-                      nr == 32 && g.cg % 2 == 0 && packed.level() >= IsaLevel::Avx512 &&
-                      total * 2 < (int64_t{1} << 31);
-  parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) {
-      if (gather) {
-        conv_detail::pack_bf16_panel_avx512(
-            reinterpret_cast<const uint16_t*>(w), total, grp * g.og + j * nr,
-            static_cast<int>(std::min<int64_t>(nr, g.og - j * nr)), g.cg, taps,
-            reinterpret_cast<uint32_t*>(out + j * panel_elems));
-        continue;
-      }
-      Dst* panel = out + j * panel_elems;
-      const int width = static_cast<int>(std::min<int64_t>(nr, g.og - j * nr));
-      if (packed.k_padded() != k || width < nr) std::fill(panel, panel + panel_elems, Dst{});
-      const Src* base = w + (grp * g.og + j * nr) * g.cg * taps;  // [width][Cg][taps]
-      const int64_t o_stride = g.cg * taps;
-      for (int64_t c = 0; c < g.cg; ++c)
-        for (int64_t t = 0; t < taps; ++t) {
-          const int64_t kk = t * g.cg + c;
-          Dst* row = panel + (kk / kp) * nr * kp + kk % kp;
-          const Src* src = base + c * taps + t;
-          for (int o = 0; o < width; ++o) row[o * kp] = cast(src[o * o_stride]);
-        }
-    }
-  });
-}
-
-// Weights of every group packed as GEMM B [K = KH*KW*Cg, Og], rows in gather order (ky, kx, c).
-std::vector<PackedMatrix> pack_groups(const Tensor& weight, DType x_dtype, const Geometry& g) {
-  const Tensor w = weight.contiguous();
-  std::vector<PackedMatrix> packed;
-  packed.reserve(static_cast<std::size_t>(g.groups));
-  for (int64_t grp = 0; grp < g.groups; ++grp) {
-    packed.push_back(allocate_packed_b(g.kh * g.kw * g.cg, g.og, w.dtype(), x_dtype));
-    PackedMatrix& b = packed.back();
-    auto fill = [&](auto src_tag) {
-      using Src = typename decltype(src_tag)::type;
-      const Src* src = w.data<Src>();
-      if (b.compute_dtype() == DType::BF16) {
-        MIXPREC_ASSERT(w.dtype() == DType::BF16);
-        pack_group<Src, Src>(src, g, grp, b);
-      } else {
-        pack_group<Src, float>(src, g, grp, b);
-      }
-    };
-    switch (w.dtype()) {
-      case DType::F32:
-        fill(TypeTag<float>{});
-        break;
-      case DType::BF16:
-        fill(TypeTag<BFloat16>{});
-        break;
-      case DType::F16:
-        fill(TypeTag<Half>{});
-        break;
-      default:
-        MIXPREC_ASSERT(false && "conv weights reach packing only as f32, f16 or bf16");
-    }
-  }
-  return packed;
-}
-
-// The direct kernel for these packed weights and input, or null (then im2col tiles).
-const conv_detail::DirectKernel* direct_kernel_for(const PackedMatrix& b, DType x_dtype,
-                                                   int64_t cg) {
-  if (b.level() >= IsaLevel::Avx512Bf16 && b.compute_dtype() == DType::BF16 &&
-      x_dtype == DType::BF16 && cg % 2 == 0)
-    return conv_detail::direct_kernel_avx512bf16();
-  if (b.level() >= IsaLevel::Avx512 && b.compute_dtype() == DType::F32 && x_dtype == DType::F32)
-    return conv_detail::direct_kernel_avx512();
-  return nullptr;
-}
-
-// Per-thread scratch of the direct convolution, reused across calls.
-struct DirectScratch {
-  std::vector<const void*> a_rows;  // [taps][kDirectMaxMr]
-  std::vector<int> tap_index;       // [taps]
-  Allocation zeros;                 // one zeroed pixel: the rows outside the image
-};
-DirectScratch& thread_direct_scratch() {
-  thread_local DirectScratch scratch;
-  return scratch;
-}
-
-gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col) {
-  const int64_t c = out.col0 + col;
-  gemm_detail::TileEpilogue ep{
-      1.0f,
-      0.0f,
-      nullptr,
-      DType::F32,
-      out.activation,
-      nullptr,
-      DType::F32,
-      out.o,
-      static_cast<char*>(out.ys.data_ptr()) +
-          static_cast<std::size_t>(pixel * out.o + c) * out.ys.element_size(),
-      out.ys.dtype(),
-      out.o};
-  if (out.bias != nullptr) {
-    ep.bias = static_cast<const char*>(out.bias->data_ptr()) +
-              static_cast<std::size_t>(c) * out.bias->element_size();
-    ep.bias_dtype = out.bias->dtype();
-  }
-  if (out.residual != nullptr) {
-    ep.residual = static_cast<const char*>(out.residual->data_ptr()) +
-                  static_cast<std::size_t>(pixel * out.o + c) * out.residual->element_size();
-    ep.residual_dtype = out.residual->dtype();
-  }
-  return ep;
-}
-
-// Direct convolution of group `grp`: threads take whole output rows; each row is cut into
-// near-equal tiles of at most kDirectMaxMr pixels, and each tile runs once per column panel
-// with the same row pointers (or, for large weights, panel by panel over all the rows).
-void run_direct(const conv_detail::DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
-                const Conv2dOptions& opt, const Geometry& g, int64_t grp, const GroupOutput& out) {
-  const std::size_t es = xs.element_size();
-  MIXPREC_ASSERT(dtype_size(dk.compute) == es);
-  const std::size_t tap_bytes = static_cast<std::size_t>(g.cg * dk.nr) * es;
-  const std::size_t panel_bytes = tap_bytes * static_cast<std::size_t>(g.kh * g.kw);
-  const int64_t tiles = (g.ow + conv_detail::kDirectMaxMr - 1) / conv_detail::kDirectMaxMr;
-  const int64_t panels = (g.og + dk.nr - 1) / dk.nr;
-  const char* xp = static_cast<const char*>(xs.data_ptr());
-  const int64_t sx_n = xs.stride(0), sx_h = xs.stride(2), sx_w = xs.stride(3);
-  // Weights beyond about half of L2 are streamed once per panel over all of a thread's rows
-  // instead of once per tile.
-  const bool panel_outer = static_cast<std::size_t>(panels) * panel_bytes > (std::size_t{1} << 20);
-  parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
-    DirectScratch& s = thread_direct_scratch();
-    const std::size_t max_rows = static_cast<std::size_t>(g.kh * g.kw * conv_detail::kDirectMaxMr);
-    if (s.a_rows.size() < max_rows) s.a_rows.resize(max_rows);
-    if (s.tap_index.size() < static_cast<std::size_t>(g.kh * g.kw))
-      s.tap_index.resize(static_cast<std::size_t>(g.kh * g.kw));
-    if (s.zeros.size() < static_cast<std::size_t>(g.cg) * es) {
-      s.zeros = Allocation(static_cast<std::size_t>(g.cg) * es);
-      std::memset(s.zeros.data(), 0, s.zeros.size());
-    }
-    // Row pointers of the tile at (row, ox0, width); returns the taps that touch the image.
-    auto locate = [&](int64_t row, int64_t ox0, int width) {
-      const int64_t n = row / g.oh, oy = row % g.oh;
-      int taps = 0;
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
-        if (iy < 0 || iy >= g.h) continue;
-        const int64_t row_base = n * sx_n + iy * sx_h + grp * g.cg;
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const void** rows = s.a_rows.data() + taps * conv_detail::kDirectMaxMr;
-          bool inside = false;
-          for (int i = 0; i < width; ++i) {
-            const int64_t ix = (ox0 + i) * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
-            if (ix < 0 || ix >= g.w) {
-              rows[i] = s.zeros.data();
-            } else {
-              rows[i] = xp + static_cast<std::size_t>(row_base + ix * sx_w) * es;
-              inside = true;
-            }
-          }
-          if (inside)
-            s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
-        }
-      }
-      return taps;
-    };
-    auto run_tile = [&](int64_t row, int64_t ox0, int width, int taps, int64_t j) {
-      const conv_detail::DirectArgs args{
-          taps,
-          s.a_rows.data(),
-          s.tap_index.data(),
-          static_cast<const char*>(b.panels()) + static_cast<std::size_t>(j) * panel_bytes,
-          tap_bytes,
-          g.cg};
-      const int cols = static_cast<int>(std::min<int64_t>(dk.nr, g.og - j * dk.nr));
-      dk.tiles[width - 1](args, cols, tile_epilogue(out, row * g.ow + ox0, j * dk.nr));
-    };
-    if (!panel_outer) {  // each tile's row pointers serve every panel
-      for (int64_t row = lo; row < hi; ++row)
-        for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
-          const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
-          const int taps = locate(row, ox0, width);
-          for (int64_t j = 0; j < panels; ++j) run_tile(row, ox0, width, taps, j);
-          ox0 += width;
-        }
-      return;
-    }
-    for (int64_t j = 0; j < panels; ++j)  // one panel at a time stays in L2
-      for (int64_t row = lo; row < hi; ++row)
-        for (int64_t t = 0, ox0 = 0; t < tiles; ++t) {
-          const int width = static_cast<int>(g.ow / tiles + (t < g.ow % tiles ? 1 : 0));
-          run_tile(row, ox0, width, locate(row, ox0, width), j);
-          ox0 += width;
-        }
-  });
+  return conv_detail::tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
 }
 
 // Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
@@ -547,10 +316,11 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
       conv_detail::amx_conv(ap);
       continue;
     }
-    if (const conv_detail::DirectKernel* dk = direct_kernel_for(b, b.a_dtype(), g.cg)) {
+    if (const conv_detail::DirectKernel* dk =
+            conv_detail::direct_kernel_for(b, b.a_dtype(), g.cg)) {
       if (!widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
         widened = xs.dtype() == b.a_dtype() ? xs : xs.to(b.a_dtype());
-      run_direct(*dk, widened, b, opt, g, grp, go);
+      conv_detail::run_direct(*dk, widened, b, opt, g, grp, go);
       continue;
     }
     const int64_t tiles = (m + kTileRows - 1) / kTileRows;
@@ -593,8 +363,8 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, const std::vector<Packed
   } else if (prepacked != nullptr) {
     conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
-    conv2d_packed(xs, pack_groups(weight, pack_dtype_for(xs.dtype(), g.cg), g), bias, ys,
-                  residual.defined() ? &residual : nullptr, opt, g);
+    conv2d_packed(xs, conv_detail::pack_groups(weight, pack_dtype_for(xs.dtype(), g.cg), g), bias,
+                  ys, residual.defined() ? &residual : nullptr, opt, g);
   }
   if (!out_direct) out.copy_(ys);
 }
@@ -647,7 +417,7 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
     g.groups = groups;
     g.cg = weight.size(1);
     g.og = g.o / groups;
-    p.packed_ = pack_groups(p.weight_, p.pack_dtype_, g);
+    p.packed_ = conv_detail::pack_groups(p.weight_, p.pack_dtype_, g);
   }
   return p;
 }
