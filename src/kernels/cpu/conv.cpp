@@ -213,9 +213,11 @@ std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
 // Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
 Bf16ConvCompute measured_bf16_mode() {
+  // Probed only at the avx512bf16 level (the probe runs at the active level; switching the
+  // process-wide level here would race with other threads' kernels). Below it, vdpbf16ps is
+  // not available anyway.
+  if (active_isa() < IsaLevel::Avx512Bf16) return Bf16ConvCompute::WidenToF32;
   static const Bf16ConvCompute mode = [] {
-    if (!isa_supported(IsaLevel::Avx512Bf16)) return Bf16ConvCompute::WidenToF32;
-    const ScopedIsa level(IsaLevel::Avx512Bf16);
     const double dot = measure_peak_gflops(PeakKind::Bf16Dot, 1, 0.004);
     const double fma = measure_peak_gflops(PeakKind::F32Fma, 1, 0.004);
     return dot >= 1.4 * fma ? Bf16ConvCompute::DotProduct : Bf16ConvCompute::WidenToF32;
