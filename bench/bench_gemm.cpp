@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +55,7 @@ struct Operands {
 struct Peaks {
   double f32[3] = {0, 0, 0};  // by thread count
   double bf16[3] = {0, 0, 0};
+  double amx[3] = {0, 0, 0};  // AMX tiles (0 where absent); the AMX rows' percentage
 };
 
 #ifdef MIXPREC_HAVE_DNNL
@@ -89,10 +92,11 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
   const double flops =
       2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
   const double min_s = o.quick ? 0.15 : 0.5;
-  double dnnl_ms[2] = {0, 0};  // f32, bf16
 
-  auto add = [&](const char* impl, const char* dtype, const Timing& t, double peak, double peer_ms,
-                 const std::string& note) {
+  // Median and best of interleaved rounds: on a shared machine the median carries other jobs'
+  // load, the best is the uncontended speed; both ratios to oneDNN are printed.
+  auto add = [&](const char* impl, const char* dtype, const Timing& t, double peak,
+                 const Timing* peer, const std::string& note) {
     const double ms = t.median_s * 1e3;
     const double gflops = flops / t.median_s / 1e9;
     Row r;
@@ -103,56 +107,89 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     r.num("threads", threads, 0).text("impl", impl).text("dtype", dtype);
     r.num("ms", ms, 3).num("spread_ms", (t.max_s - t.min_s) * 1e3, 3).num("gflops", gflops, 1);
     r.num("pct_peak", 100.0 * gflops / peak, 1);
-    r.num("vs_onednn", peer_ms > 0 ? peer_ms / ms : NAN, 2);
+    r.num("vs_onednn", peer != nullptr ? peer->median_s / t.median_s : NAN, 2);
+    r.num("best_gflops", flops / t.min_s / 1e9, 1);
+    r.num("best_vs_onednn", peer != nullptr ? peer->min_s / t.min_s : NAN, 2);
     r.text("note", note);
     rows.push_back(r);
   };
 
+  Timing dnnl_f32;
+  bool have_dnnl_f32 = false;
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
     Operands ops(s, t);
-    const int slot = t == DType::BF16 ? 1 : 0;
-    std::string dnnl_impl;
-#ifdef MIXPREC_HAVE_DNNL
-    if (t != DType::F16) {
-      DnnlMatmul dm(s, t, ops);
-      const Timing tt = time_it([&] { dm.run(); }, 2, 5, min_s);
-      dnnl_ms[slot] = tt.median_s * 1e3;
-      add("onednn", std::string(dtype_name(t)).c_str(), tt,
-          t == DType::BF16 ? peaks.bf16[threads] : peaks.f32[threads], 0, dm.impl);
-    }
-#endif
     const MatrixView av = MatrixView::row_major(ops.a.data(), t, s.m, s.k, s.k);
     const MatrixView bv = MatrixView::row_major(ops.b.data(), t, s.k, s.n, s.n);
     const MutableMatrixView cv = MutableMatrixView::row_major(ops.c.data(), t, s.m, s.n, s.n);
-    const double peak = t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
+    const bool amx = t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0;
+    const double peak = amx ? peaks.amx[threads]
+                        : t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
                             ? peaks.bf16[threads]
                             : peaks.f32[threads];
-    const double peer = t == DType::F16 ? dnnl_ms[0] : dnnl_ms[slot];
-    const Timing own = time_it([&] { kernels::gemm(av, bv, cv); }, 2, 5, min_s);
-    add("mixprec", std::string(dtype_name(t)).c_str(), own, peak, peer,
-        t == DType::F16 ? "f16 converted to f32 while packing; compared with oneDNN f32" : "");
+    const std::string dt(dtype_name(t));
     const kernels::PackedMatrix packed = kernels::pack_b(bv, t);
-    const Timing pre = time_it([&] { kernels::gemm_prepacked(av, packed, cv); }, 2, 5, min_s);
-    add("mixprec-prepacked", std::string(dtype_name(t)).c_str(), pre, peak, peer,
-        "B packed once (inference weights)");
-#ifdef MIXPREC_HAVE_OPENBLAS
-    if (t == DType::F32) {
-      openblas_set_num_threads(threads);
-      const float* a = reinterpret_cast<const float*>(ops.a.data());
-      const float* b = reinterpret_cast<const float*>(ops.b.data());
-      float* c = reinterpret_cast<float*>(ops.c.data());
-      const Timing tb = time_it(
-          [&] {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m),
-                        static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a,
-                        static_cast<int>(s.k), b, static_cast<int>(s.n), 0.0f, c,
-                        static_cast<int>(s.n));
-          },
-          2, 5, min_s);
-      add("openblas", "f32", tb, peaks.f32[threads], dnnl_ms[0],
-          std::string("core ") + openblas_get_corename());
+    std::vector<std::function<void()>> fns;
+    std::vector<std::string> names, notes;
+#ifdef MIXPREC_HAVE_DNNL
+    std::unique_ptr<DnnlMatmul> dm;
+    if (t != DType::F16) {
+      dm = std::make_unique<DnnlMatmul>(s, t, ops);
+      fns.emplace_back([&] { dm->run(); });
+      names.emplace_back("onednn");
+      notes.push_back(dm->impl);
     }
 #endif
+    fns.emplace_back([&] { kernels::gemm(av, bv, cv); });
+    names.emplace_back("mixprec");
+    notes.emplace_back(t == DType::F16 ? "f16 converted to f32 while packing; vs oneDNN f32"
+                       : t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0
+                           ? "AMX tiles"
+                           : "");
+    fns.emplace_back([&] { kernels::gemm_prepacked(av, packed, cv); });
+    names.emplace_back("mixprec-prepacked");
+    notes.emplace_back("B packed once (inference weights)");
+    if (t == DType::BF16 && kernels::gemm_amx_enabled()) {
+      fns.emplace_back([&] {
+        kernels::set_gemm_amx(false);
+        kernels::gemm(av, bv, cv);
+        kernels::set_gemm_amx(true);
+      });
+      names.emplace_back("mixprec-vdpbf16ps");
+      notes.emplace_back("AMX off: the vdpbf16ps micro-kernel");
+    }
+#ifdef MIXPREC_HAVE_OPENBLAS
+    const float* a32 = reinterpret_cast<const float*>(ops.a.data());
+    const float* b32 = reinterpret_cast<const float*>(ops.b.data());
+    float* c32 = reinterpret_cast<float*>(ops.c.data());
+    if (t == DType::F32) {
+      openblas_set_num_threads(threads);
+      fns.emplace_back([&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m),
+                    static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, a32, static_cast<int>(s.k),
+                    b32, static_cast<int>(s.n), 0.0f, c32, static_cast<int>(s.n));
+      });
+      names.emplace_back("openblas");
+      notes.push_back(std::string("core ") + openblas_get_corename());
+    }
+#endif
+    const std::vector<Timing> tms = time_interleaved(fns, 2, o.quick ? 5 : 11, min_s * fns.size());
+    const bool have_peer = names.front() == "onednn";
+    if (t == DType::F32 && have_peer) {
+      dnnl_f32 = tms[0];
+      have_dnnl_f32 = true;
+    }
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const Timing* peer = have_peer && i > 0                 ? &tms[0]
+                           : t == DType::F16 && have_dnnl_f32 ? &dnnl_f32
+                                                              : nullptr;
+      const bool f32_row = names[i] == "openblas";
+      const bool dot_row = names[i] == "mixprec-vdpbf16ps";
+      add(names[i].c_str(), f32_row ? "f32" : dt.c_str(), tms[i],
+          f32_row   ? peaks.f32[threads]
+          : dot_row ? peaks.bf16[threads]
+                    : peak,
+          peer, notes[i]);
+    }
   }
 }
 
@@ -164,7 +201,7 @@ int main(int argc, char** argv) {
   using namespace mixprec::bench;
   const Options o = parse_options(
       argc, argv,
-      "Usage: bench_gemm [--quick] [--json]\n"
+      "Usage: bench_gemm [--quick] [--json] [--threads N]\n"
       "GEMM GFLOP/s: mixprec f32/bf16/f16 vs oneDNN f32/bf16 vs OpenBLAS sgemm, 1 and 2 threads,\n"
       "as %% of the measured f32-FMA / bf16-dot peak. For the OpenBLAS column run it with\n"
       "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (make bench does).");
@@ -177,19 +214,25 @@ int main(int argc, char** argv) {
                                           {"conv_im2col 4096x64x576", 4096, 64, 576}};
   const std::vector<Shape> shapes_quick = {shapes_full[1], shapes_full[5], shapes_full[6]};
   const std::vector<Shape>& shapes = o.quick ? shapes_quick : shapes_full;
-  const std::vector<int> thread_counts = o.quick ? std::vector<int>{2} : std::vector<int>{1, 2};
+  const std::vector<int> thread_counts = o.threads > 0 ? std::vector<int>{o.threads}
+                                         : o.quick     ? std::vector<int>{2}
+                                                       : std::vector<int>{1, 2};
 
   Peaks peaks;
   std::vector<Row> peak_rows;
   for (int t : {1, 2}) {
     peaks.f32[t] = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, t);
+    peaks.amx[t] = kernels::gemm_amx_enabled()
+                       ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, t)
+                       : 0.0;
     peaks.bf16[t] = isa_supported(IsaLevel::Avx512Bf16)
                         ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, t)
                         : peaks.f32[t];
     Row r;
     r.num("threads", t, 0)
         .num("peak_f32_gflops", peaks.f32[t], 1)
-        .num("peak_bf16_gflops", peaks.bf16[t], 1);
+        .num("peak_bf16_gflops", peaks.bf16[t], 1)
+        .num("peak_amx_gflops", peaks.amx[t], 1);
     peak_rows.push_back(r);
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");

@@ -18,6 +18,7 @@ namespace mixprec::bench {
 struct Options {
   bool quick = false;
   bool json = false;  // JSON only (the table goes to stderr)
+  int threads = 0;    // --threads N (0: the benchmark's default); not every benchmark reads it
 };
 
 // Parses the common flags; prints `usage` and exits 0 on --help, exits 2 on anything unknown.
@@ -29,6 +30,8 @@ inline Options parse_options(int argc, char** argv, const char* usage) {
       o.quick = true;
     else if (a == "--json")
       o.json = true;
+    else if (a == "--threads" && i + 1 < argc)
+      o.threads = std::atoi(argv[++i]);
     else if (a == "--help" || a == "-h") {
       std::printf(
           "%s\n  --quick   a short run (under a minute)\n  --json    print only the JSON results\n",
@@ -64,6 +67,37 @@ Timing time_it(const Fn& fn, int warmup, int reps, double min_seconds) {
   std::sort(samples.begin(), samples.end());
   return {samples[samples.size() / 2], samples.front(), samples.back(),
           static_cast<int>(samples.size())};
+}
+
+// Times several implementations of the same work in interleaved rounds (each round runs every
+// fn once, starting from a different one each time) so that bursts of load from other jobs on
+// a shared machine hit all of them alike; then as time_it per fn. Warm-up: `warmup` rounds.
+template <typename Fn>
+std::vector<Timing> time_interleaved(const std::vector<Fn>& fns, int warmup, int rounds,
+                                     double min_seconds) {
+  const std::size_t count = fns.size();
+  for (int i = 0; i < warmup; ++i)
+    for (const Fn& fn : fns) fn();
+  std::vector<std::vector<double>> samples(count);
+  double total = 0;
+  for (int r = 0; r < rounds || total < min_seconds; ++r) {
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::size_t f = (j + static_cast<std::size_t>(r)) % count;
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[f]();
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      samples[f].push_back(dt);
+      total += dt;
+    }
+    if (r > 1000) break;
+  }
+  std::vector<Timing> out;
+  for (std::vector<double>& s : samples) {
+    std::sort(s.begin(), s.end());
+    out.push_back({s[s.size() / 2], s.front(), s.back(), static_cast<int>(s.size())});
+  }
+  return out;
 }
 
 // One result: named fields in order, printed as a table row and as a JSON object.

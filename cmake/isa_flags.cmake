@@ -8,10 +8,14 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   list(APPEND MIXPREC_FLAGS_AVX512 -Wno-maybe-uninitialized -Wno-uninitialized)
 endif()
 set(MIXPREC_FLAGS_AVX512BF16 ${MIXPREC_FLAGS_AVX512} -mavx512bf16)
+# AMX tiles run only behind a runtime check (CPU, XCR0 and the kernel's permission to use them).
+set(MIXPREC_FLAGS_AMX ${MIXPREC_FLAGS_AVX512BF16} -mamx-tile -mamx-bf16)
 
 function(mixprec_apply_isa_flags sources)
   foreach(src IN LISTS sources)
-    if(src MATCHES "_avx512bf16\\.cpp$")
+    if(src MATCHES "_amx\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AMX}")
+    elseif(src MATCHES "_avx512bf16\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AVX512BF16}")
     elseif(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${MIXPREC_FLAGS_AVX512}")

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,14 @@ TEST_P(ConvTest, GroupedAndDepthwise) {
   }
 }
 
+// f32 weights over 1 MiB are walked panel by panel over all rows (run_direct's panel_outer).
+TEST_P(ConvTest, LargeWeightsPanelByPanel) {
+  Case c{2, 256, 5, 6, 160, 3, 3};
+  c.opt.pad_h = c.opt.pad_w = 1;
+  c.opt.activation = Activation::GeluTanh;
+  check(c, 90);
+}
+
 TEST_P(ConvTest, MixedF32InputBf16Weights) {
   Case c{1, 16, 8, 8, 32, 3, 3};
   c.opt.pad_h = c.opt.pad_w = 1;
@@ -158,7 +167,165 @@ TEST_P(ConvTest, MixedF32InputBf16Weights) {
   check(c, 80);
 }
 
+// Restores the process-wide bf16 compute mode.
+struct ScopedBf16Mode {
+  explicit ScopedBf16Mode(Bf16ConvCompute mode) { set_bf16_conv_compute(mode); }
+  ~ScopedBf16Mode() { set_bf16_conv_compute(Bf16ConvCompute::Auto); }
+};
+
+constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Amx, Bf16ConvCompute::DotProduct,
+                                          Bf16ConvCompute::WidenToF32};
+
+std::string mode_name(Bf16ConvCompute m) {
+  switch (m) {
+    case Bf16ConvCompute::Amx:
+      return "amx";
+    case Bf16ConvCompute::DotProduct:
+      return "dot";
+    case Bf16ConvCompute::WidenToF32:
+      return "widen";
+    default:
+      return "auto";
+  }
+}
+
+// Channel counts that are multiples of 32 take the AMX tiles (where the CPU has them), even
+// ones vdpbf16ps, the rest f32: every bf16 path, under each mode, with the shapes that stress
+// its edges (partial 16-pixel segments, padding on every side, strides, dilation, groups,
+// partial 32-column panels, each epilogue, NCHW in and out).
+TEST_P(ConvTest, Bf16DirectPathsEveryMode) {
+  std::vector<Case> cases;
+  auto bf16 = [](Case c) {
+    c.x_dtype = c.w_dtype = c.out_dtype = DType::BF16;
+    return c;
+  };
+  Case base = bf16({1, 32, 16, 16, 32, 3, 3});
+  base.opt.pad_h = base.opt.pad_w = 1;
+  cases.push_back(base);
+  Case odd = bf16({2, 64, 9, 19, 40, 3, 3});  // OW 19: a 3-pixel segment; O 40: partial panel
+  odd.opt.pad_h = odd.opt.pad_w = 1;
+  cases.push_back(odd);
+  Case strided = bf16({1, 32, 17, 33, 64, 3, 3});
+  strided.opt.stride_h = strided.opt.stride_w = 2;
+  strided.opt.pad_h = strided.opt.pad_w = 1;
+  cases.push_back(strided);
+  Case dilated = bf16({1, 32, 12, 20, 32, 3, 3});
+  dilated.opt.dilation_h = dilated.opt.dilation_w = 2;
+  dilated.opt.pad_h = 2;
+  dilated.opt.pad_w = 3;
+  cases.push_back(dilated);
+  Case unpadded = bf16({1, 32, 7, 40, 16, 3, 5});
+  cases.push_back(unpadded);
+  Case grouped = bf16({1, 64, 8, 8, 64, 3, 3});
+  grouped.opt.groups = 2;
+  grouped.opt.pad_h = grouped.opt.pad_w = 1;
+  cases.push_back(grouped);
+  Case fused = bf16({1, 32, 6, 18, 48, 3, 3});
+  fused.opt.pad_h = fused.opt.pad_w = 1;
+  fused.opt.activation = Activation::SiLU;
+  fused.with_residual = true;
+  cases.push_back(fused);
+  Case relu_f32_out = bf16({1, 32, 5, 16, 32, 3, 3});
+  relu_f32_out.opt.pad_h = relu_f32_out.opt.pad_w = 1;
+  relu_f32_out.opt.activation = Activation::ReLU;
+  relu_f32_out.out_dtype = DType::F32;
+  cases.push_back(relu_f32_out);
+  Case nchw = bf16({1, 32, 8, 8, 32, 3, 3});
+  nchw.opt.pad_h = nchw.opt.pad_w = 1;
+  nchw.x_format = nchw.out_format = MemoryFormat::Contiguous;
+  nchw.with_bias = false;
+  cases.push_back(nchw);
+  Case padded_1x1 = bf16({1, 32, 4, 4, 32, 1, 1});
+  padded_1x1.opt.pad_h = padded_1x1.opt.pad_w = 1;
+  cases.push_back(padded_1x1);
+  Case odd_channels = bf16({1, 18, 6, 6, 32, 3, 3});  // even, not a multiple of 32
+  odd_channels.opt.pad_h = odd_channels.opt.pad_w = 1;
+  cases.push_back(odd_channels);
+  Case two_groups = bf16({2, 64, 64, 64, 16, 3, 3});  // over 512 KiB per padded image: the
+  two_groups.opt.pad_h = two_groups.opt.pad_w = 1;    // AMX path copies one image at a time
+  cases.push_back(two_groups);
+  uint64_t seed = 100;
+  for (Bf16ConvCompute mode : kBf16Modes) {
+    SCOPED_TRACE("bf16 mode " + mode_name(mode));
+    const ScopedBf16Mode scoped(mode);
+    for (const Case& c : cases) check(c, seed++);
+  }
+}
+
+// The bf16 store rounds once, RNE, keeping subnormals (the conversion rule): a subnormal f32
+// bias over zero products must come out as the conversion kernel rounds it, under every mode.
+TEST_P(ConvTest, Bf16OutputKeepsSubnormals) {
+  const Tensor x = Tensor::zeros({1, 32, 4, 20}, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::zeros({32, 32, 3, 3}, DType::BF16);
+  Tensor b = Tensor::empty({32}, DType::F32);
+  for (int64_t i = 0; i < 32; ++i) b.data<float>()[i] = (i % 2 ? -1.0f : 1.0f) * 1e-39f * (i + 1);
+  const Tensor want = b.to(DType::BF16).to(DType::F32);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  for (Bf16ConvCompute mode : kBf16Modes) {
+    SCOPED_TRACE("bf16 mode " + mode_name(mode));
+    const ScopedBf16Mode scoped(mode);
+    const Tensor out = Tensor::empty({1, 32, 4, 20}, DType::BF16, MemoryFormat::ChannelsLast);
+    conv2d(x, w, &b, out, opt);
+    const Tensor got = out.to(DType::F32).contiguous();
+    for (int64_t o = 0; o < 32; ++o)
+      ASSERT_EQ(got.data<float>()[o * 80 + 5], want.data<float>()[o]) << "channel " << o;
+  }
+}
+
+// pack_conv_weights once, then conv2d with the packing: the same result as packing per call,
+// bit for bit (the same kernels run), for every dtype path, groups and depthwise.
+TEST_P(ConvTest, PrepackedWeightsMatchPerCallPacking) {
+  Generator gen(7);
+  struct P {
+    int64_t c, o, groups;
+    DType t;
+  };
+  for (const P& p :
+       {P{32, 64, 1, DType::BF16}, P{17, 33, 1, DType::F32}, P{64, 64, 2, DType::BF16},
+        P{16, 16, 16, DType::F32}, P{24, 8, 1, DType::F16}, P{6, 10, 1, DType::BF16}}) {
+    SCOPED_TRACE("c " + std::to_string(p.c) + " o " + std::to_string(p.o) + " groups " +
+                 std::to_string(p.groups) + " " + std::string(dtype_name(p.t)));
+    const Tensor x =
+        Tensor::uniform({2, p.c, 9, 21}, -1, 1, gen, p.t).to(MemoryFormat::ChannelsLast);
+    const Tensor w = Tensor::uniform({p.o, p.c / p.groups, 3, 3}, -1, 1, gen, p.t);
+    const Tensor b = Tensor::uniform({p.o}, -1, 1, gen, DType::F32);
+    Conv2dOptions opt;
+    opt.pad_h = opt.pad_w = 1;
+    opt.groups = p.groups;
+    const Tensor want = Tensor::empty({2, p.o, 9, 21}, p.t, MemoryFormat::ChannelsLast);
+    const Tensor got = Tensor::empty({2, p.o, 9, 21}, p.t, MemoryFormat::ChannelsLast);
+    conv2d(x, w, &b, want, opt);
+    const PackedConvWeights packed = pack_conv_weights(w, p.t, p.groups);
+    EXPECT_EQ(packed.shape(), w.shape());
+    conv2d(x, packed, &b, got, opt);
+    const Tensor a = want.to(DType::F32).contiguous(), g = got.to(DType::F32).contiguous();
+    EXPECT_EQ(0, std::memcmp(a.data_ptr(), g.data_ptr(), a.numel() * sizeof(float)));
+  }
+}
+
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ConvTest);
+
+TEST(Conv, PrepackedWeightsCheckTheirUse) {
+  const Tensor w = Tensor::zeros({8, 4, 3, 3}, DType::BF16);
+  const PackedConvWeights packed = pack_conv_weights(w, DType::BF16);
+  const Tensor out = Tensor::empty({1, 8, 6, 6}, DType::BF16);
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 8, 8}, DType::F32), packed, nullptr, out), Error)
+      << "packed for bf16 inputs";
+  Conv2dOptions grouped;
+  grouped.groups = 2;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 8, 8}, DType::BF16), packed, nullptr, out, grouped),
+               Error)
+      << "packed for one group";
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 8, 8}, DType::BF16), PackedConvWeights(), nullptr, out),
+               Error)
+      << "empty packing";
+  if (active_isa() != IsaLevel::Scalar) {
+    const ScopedIsa scalar(IsaLevel::Scalar);
+    EXPECT_THROW(conv2d(Tensor::zeros({1, 4, 8, 8}, DType::BF16), packed, nullptr, out), Error)
+        << "packed at another kernel level";
+  }
+}
 
 TEST(Conv, ClearErrors) {
   const Tensor x = Tensor::zeros({1, 4, 8, 8}), w = Tensor::zeros({8, 3, 3, 3});

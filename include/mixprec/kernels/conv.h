@@ -4,10 +4,17 @@
 // (bias, activation, residual add, output cast) rounded once on the final write.
 //
 // Layout: the kernels work in NHWC. A 1x1 convolution with stride 1 and no padding is one GEMM
-// over the input as it lies (no copy); other shapes gather patches of a tile of output pixels
-// (im2col, a few hundred rows at a time, per thread) and multiply by weights packed once per
-// call. NCHW operands are converted to NHWC on the way in and out.
+// over the input as it lies (no copy). Other shapes, on the AVX-512 levels, run a direct
+// convolution: a micro-kernel whose A operand is read in place from the NHWC input, one tap at
+// a time, with zeros where the window leaves the image; f32 inputs directly, bf16 inputs on
+// AMX tiles (channels per group a multiple of 32, where the CPU has AMX), through vdpbf16ps
+// (even channel count per group) or widened to f32 once per call (see Bf16ConvCompute), f16
+// inputs widened to f32. AVX2 and scalar gather patches of a tile of
+// output pixels (im2col, a few hundred rows at a time, per thread) for the GEMM. Weights are
+// packed per call, or once by pack_conv_weights. NCHW operands are converted to NHWC on the
+// way in and out.
 #include <cstdint>
+#include <vector>
 
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/gemm.h"
@@ -29,6 +36,48 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 
 // x [N, C, H, W], weight [O, C / groups, KH, KW], bias [O] or null, out [N, O, OH, OW].
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& options = {});
+
+// How a bf16 convolution computes at the avx512bf16 level. Amx: AMX-BF16 tiles (where the
+// CPU and OS have them, and the channels per group are a multiple of 32). DotProduct:
+// vdpbf16ps, 64 flops per instruction, whose throughput differs by CPU: on Zen 4 it issues
+// like an FMA (twice the f32 flops), on the Xeon this was tuned on only every other cycle (the
+// flops of f32 FMA, measured by the peak probe). WidenToF32: bf16 widened to f32 once per call
+// for the f32 kernels (exact: every bf16 is an f32; f32 accumulation then keeps the subnormal
+// products that vdpbf16ps and AMX flush). Auto: Amx where usable; otherwise, and for shapes
+// Amx does not take, DotProduct if a one-off probe finds vdpbf16ps at least 1.4x faster than
+// f32 FMA, else WidenToF32.
+enum class Bf16ConvCompute : uint8_t { Auto, Amx, DotProduct, WidenToF32 };
+void set_bf16_conv_compute(Bf16ConvCompute mode);  // process-wide; Auto by default
+Bf16ConvCompute bf16_conv_compute();               // the mode in force (never Auto)
+
+// Weights packed once for inputs of one dtype at the active kernel level (inference: the
+// packing is a snapshot; pack again after changing the weights or the level).
+class PackedConvWeights {
+ public:
+  PackedConvWeights() = default;
+  bool defined() const { return weight_.defined(); }
+  const Shape& shape() const { return weight_.shape(); }
+  int64_t groups() const { return groups_; }
+  DType x_dtype() const { return x_dtype_; }
+
+ private:
+  friend PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups);
+  friend void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias,
+                     const Tensor& out, const Conv2dOptions& options);
+  Tensor weight_;                     // a copy of the weights (depthwise and f64 read these)
+  std::vector<PackedMatrix> packed_;  // per group: B [KH*KW*Cg, Og] in (ky, kx, c) order
+  int64_t groups_ = 1;
+  DType x_dtype_ = DType::F32;
+  DType pack_dtype_ = DType::F32;  // the A dtype the GEMM packing was made for
+  IsaLevel level_ = IsaLevel::Scalar;
+};
+
+PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups = 1);
+
+// As conv2d with the weights packed by pack_conv_weights; options.groups must match theirs and
+// x must have the dtype they were packed for.
+void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias, const Tensor& out,
             const Conv2dOptions& options = {});
 
 }  // namespace mixprec::kernels

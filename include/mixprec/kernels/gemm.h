@@ -89,11 +89,26 @@ class PackedMatrix {
   int64_t rows() const { return k_; }
   int64_t cols() const { return n_; }
   DType compute_dtype() const { return compute_; }
+  DType a_dtype() const { return a_dtype_; }  // the A dtype it was packed for
   IsaLevel level() const { return level_; }
   std::size_t bytes() const { return storage_.size(); }
+  // The packed panels themselves, for kernels that walk them directly (the direct
+  // convolution): panel j holds columns [j * nr, (j + 1) * nr) in the micro-kernel's layout.
+  const void* panels() const { return storage_.data(); }
+  int nr() const { return nr_; }                                  // columns per panel
+  int k_pack() const { return compute_ == DType::BF16 ? 2 : 1; }  // k values interleaved per word
+  int64_t k_padded() const { return (k_ + k_pack() - 1) / k_pack() * k_pack(); }
+  // For packers outside the GEMM (allocate_packed_b): element (k, n) of B, as the compute
+  // dtype, goes to panel n / nr at ((k / k_pack) * nr + n % nr) * k_pack + k % k_pack; rows
+  // past k and columns past n must be zero.
+  void* mutable_panels() { return storage_.data(); }
 
  private:
   friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
+  // Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
+  // make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
+  PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
+  friend PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
                              const GemmEpilogue&, const PackedRange&);
   Allocation storage_;
@@ -101,12 +116,22 @@ class PackedMatrix {
   DType compute_ = DType::F32;
   DType a_dtype_ = DType::F32;
   IsaLevel level_ = IsaLevel::Scalar;
+  int nr_ = 0;
 };
 
 // Packs B for later products with an A of dtype `a_dtype` (which decides the compute dtype).
 PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
+// Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
+// make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
+PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
                     const GemmEpilogue& epilogue = {}, const PackedRange& range = {});
+
+// AMX-BF16 tiles for bf16 x bf16 products whose K is a multiple of 32 and whose A rows are
+// contiguous, where the CPU and OS have them: on by default; off forces the vdpbf16ps
+// micro-kernel (tests, comparisons). Process-wide.
+void set_gemm_amx(bool enabled);
+bool gemm_amx_enabled();  // enabled and usable on this machine
 
 // Plain triple loop in f64: the reference the tests compare every path against.
 void gemm_reference(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,

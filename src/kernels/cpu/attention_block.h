@@ -3,6 +3,7 @@
 // interface and instantiated per level. Internal linkage (see simd_avx512.h).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "attention_internal.h"
 #include "simd_math.h"
@@ -42,11 +43,28 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l
     const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
     const F shift = S::set1(m_new);
     F vsum = S::zero();
-    for (int j = 0; j < cols; j += W) {
-      const int n = cols - j;
-      const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift));
-      S::store_n(prow + j * p_size, p_dtype, e, n);
-      vsum = S::add(vsum, S::load_n(prow + j * p_size, p_dtype, n));  // sum what is multiplied
+    // P's dtype as a constant inside the loop: the conversions' switches fold away.
+    auto exp_pass = [&](auto dtype_tag) {
+      constexpr DType pt = decltype(dtype_tag)::value;
+      for (int j = 0; j < cols; j += W) {
+        const int n = cols - j;
+        const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift));
+        S::store_n(prow + j * p_size, pt, e, n);
+        // Sum what is multiplied: e rounded to P's dtype, in registers (reloading the masked
+        // store just made would stall on store forwarding). Lanes past n hold exp(0 - max).
+        vsum = S::add(vsum, S::fill_tail(S::round_to(pt, e), n, 0.0f));
+      }
+    };
+    switch (p_dtype) {
+      case DType::BF16:
+        exp_pass(std::integral_constant<DType, DType::BF16>{});
+        break;
+      case DType::F16:
+        exp_pass(std::integral_constant<DType, DType::F16>{});
+        break;
+      default:
+        exp_pass(std::integral_constant<DType, DType::F32>{});
+        break;
     }
     l[r] = alpha * l[r] + horizontal<S>(vsum, false);
     if (alpha != 1.0f) {

@@ -1,31 +1,32 @@
 #include "mixprec/kernels/conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "conv_direct.h"
+#include "conv_internal.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
+#include "mixprec/kernels/peak.h"
 #include "simd_math.h"
 #include "simd_scalar.h"
 
 namespace mixprec::kernels {
 namespace {
 
+using conv_detail::Geometry;
+using conv_detail::GroupOutput;
+
 constexpr int64_t kTileRows = 256;  // output pixels gathered per im2col tile
 
 bool is_conv_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
 }
-
-struct Geometry {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight
-  int64_t oh, ow;          // output
-  int64_t groups, cg, og;  // channels per group in and out
-};
 
 Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                const Conv2dOptions& opt) {
@@ -208,20 +209,141 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
   }
 }
 
-}  // namespace
+std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
-int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
-                         int64_t dilation) {
-  const int64_t span = dilation * (kernel - 1) + 1;
-  const int64_t out = (input + 2 * pad - span) / stride + 1;
-  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ",
-                dilation, ") does not fit an input of ", input, " with padding ", pad);
-  return out;
+// Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
+Bf16ConvCompute measured_bf16_mode() {
+  // Probed only at the avx512bf16 level (the probe runs at the active level; switching the
+  // process-wide level here would race with other threads' kernels). Below it, vdpbf16ps is
+  // not available anyway.
+  if (active_isa() < IsaLevel::Avx512Bf16) return Bf16ConvCompute::WidenToF32;
+  static const Bf16ConvCompute mode = [] {
+    const double dot = measure_peak_gflops(PeakKind::Bf16Dot, 1, 0.004);
+    const double fma = measure_peak_gflops(PeakKind::F32Fma, 1, 0.004);
+    return dot >= 1.4 * fma ? Bf16ConvCompute::DotProduct : Bf16ConvCompute::WidenToF32;
+  }();
+  return mode;
 }
 
-void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
-            const Conv2dOptions& opt) {
-  const Geometry g = check(x, weight, bias, out, opt);
+// Whether AMX takes a bf16 group of cg channels under the mode in force.
+bool use_amx(int64_t cg) {
+  return active_isa() >= IsaLevel::Avx512Bf16 && cg % 32 == 0 &&
+         bf16_conv_compute() == Bf16ConvCompute::Amx && conv_detail::amx_usable();
+}
+
+// The dtype A is packed for (and the direct kernel reads): bf16 stays bf16 for AMX and where
+// vdpbf16ps pays; the AVX-512 levels widen other 16-bit inputs to f32 for the direct kernel.
+// Below AVX-512 the input dtype is kept (the GEMM converts while packing).
+DType pack_dtype_for(DType x_dtype, int64_t cg) {
+  const IsaLevel level = active_isa();
+  if (level < IsaLevel::Avx512 || x_dtype == DType::F32) return x_dtype;
+  if (x_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 && cg % 2 == 0) {
+    Bf16ConvCompute mode = bf16_conv_compute();
+    if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = measured_bf16_mode();
+    if (mode != Bf16ConvCompute::WidenToF32) return DType::BF16;
+  }
+  return DType::F32;
+}
+
+gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t col) {
+  return conv_detail::tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
+}
+
+// Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
+// im2col tiles times the packed weights.
+void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, const Tensor* bias,
+                   const Tensor& ys, const Tensor* residual, const Conv2dOptions& opt,
+                   const Geometry& g) {
+  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
+  const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
+  const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
+                         opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
+  const std::size_t ys_es = ys.element_size();
+  Tensor widened;  // xs in the packed A dtype, made on first use
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const PackedMatrix& b = packed[static_cast<std::size_t>(grp)];
+    const GroupOutput go{
+        ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o, grp * g.og};
+    auto epilogue_at = [&](int64_t row0) {
+      GemmEpilogue ep;
+      ep.activation = opt.activation;
+      if (bias_c.defined()) {
+        ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
+                  static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
+        ep.bias_dtype = bias_c.dtype();
+      }
+      if (residual != nullptr) {
+        ep.residual = static_cast<const char*>(residual->data_ptr()) +
+                      static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual->element_size();
+        ep.residual_dtype = residual->dtype();
+        ep.residual_ld = g.o;
+      }
+      return ep;
+    };
+    auto out_rows = [&](int64_t row0, int64_t rows) {
+      return MutableMatrixView::row_major(
+          static_cast<char*>(ys.data_ptr()) +
+              static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
+          ys.dtype(), rows, g.og, g.o);
+    };
+    if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
+      gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), b, out_rows(0, m),
+                     epilogue_at(0));
+      continue;
+    }
+    if (b.compute_dtype() == DType::BF16 && xs.dtype() == DType::BF16 && use_amx(g.cg) &&
+        b.level() >= IsaLevel::Avx512Bf16) {
+      const conv_detail::AmxConvProblem ap{static_cast<const uint16_t*>(xs.data_ptr()) + grp * g.cg,
+                                           xs.stride(0),
+                                           xs.stride(2),
+                                           xs.stride(3),
+                                           g.n,
+                                           g.h,
+                                           g.w,
+                                           g.cg,
+                                           g.kh,
+                                           g.kw,
+                                           g.oh,
+                                           g.ow,
+                                           opt.stride_h,
+                                           opt.stride_w,
+                                           opt.pad_h,
+                                           opt.pad_w,
+                                           opt.dilation_h,
+                                           opt.dilation_w,
+                                           b.panels(),
+                                           g.og,
+                                           amx_epilogue,
+                                           &go};
+      conv_detail::amx_conv(ap);
+      continue;
+    }
+    if (const conv_detail::DirectKernel* dk =
+            conv_detail::direct_kernel_for(b, b.a_dtype(), g.cg)) {
+      if (!widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
+        widened = xs.dtype() == b.a_dtype() ? xs : xs.to(b.a_dtype());
+      conv_detail::run_direct(*dk, widened, b, opt, g, grp, go);
+      continue;
+    }
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+    parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
+      Allocation& patches = thread_patches();
+      const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
+      if (patches.size() < bytes) patches = Allocation(bytes);
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
+        gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
+        gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), b,
+                       out_rows(r0, rows), epilogue_at(r0));
+      }
+    });
+  }
+}
+
+// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands.
+void conv2d_impl(const Tensor& x, const Tensor& weight, const std::vector<PackedMatrix>* prepacked,
+                 const Tensor* bias, const Tensor& out, const Conv2dOptions& opt,
+                 const Geometry& g) {
   if (out.numel() == 0) return;
   if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || out.dtype() == DType::F64) {
     MIXPREC_CHECK(
@@ -240,62 +362,82 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
     Conv2dOptions o = opt;
     o.residual = residual.defined() ? &residual : nullptr;
     depthwise(xs, weight, bias, ys, o, g);
+  } else if (prepacked != nullptr) {
+    conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
-    const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
-    // Weights as [O, KH, KW, Cg]: row o is output channel o's patch weights in gather order.
-    const Tensor wr = weight.permute({0, 2, 3, 1}).contiguous();
-    const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
-    const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
-                           opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
-    const std::size_t ys_es = ys.element_size();
-    for (int64_t grp = 0; grp < g.groups; ++grp) {
-      const MatrixView wmat =
-          MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
-                                    static_cast<std::size_t>(grp * g.og * k) * wr.element_size(),
-                                wr.dtype(), g.og, k, k);
-      const PackedMatrix packed = pack_b(wmat.transposed(), xs.dtype());  // B [K, Og]
-      auto epilogue_at = [&](int64_t row0) {
-        GemmEpilogue ep;
-        ep.activation = opt.activation;
-        if (bias_c.defined()) {
-          ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
-                    static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
-          ep.bias_dtype = bias_c.dtype();
-        }
-        if (residual.defined()) {
-          ep.residual = static_cast<const char*>(residual.data_ptr()) +
-                        static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual.element_size();
-          ep.residual_dtype = residual.dtype();
-          ep.residual_ld = g.o;
-        }
-        return ep;
-      };
-      auto out_rows = [&](int64_t row0, int64_t rows) {
-        return MutableMatrixView::row_major(
-            static_cast<char*>(ys.data_ptr()) +
-                static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
-            ys.dtype(), rows, g.og, g.o);
-      };
-      if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
-        gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), packed,
-                       out_rows(0, m), epilogue_at(0));
-        continue;
-      }
-      const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-      parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
-        Allocation& patches = thread_patches();
-        const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
-        if (patches.size() < bytes) patches = Allocation(bytes);
-        for (int64_t t = lo; t < hi; ++t) {
-          const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-          gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
-          gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), packed,
-                         out_rows(r0, rows), epilogue_at(r0));
-        }
-      });
-    }
+    conv2d_packed(xs, conv_detail::pack_groups(weight, pack_dtype_for(xs.dtype(), g.cg), g), bias,
+                  ys, residual.defined() ? &residual : nullptr, opt, g);
   }
   if (!out_direct) out.copy_(ys);
+}
+
+}  // namespace
+
+void set_bf16_conv_compute(Bf16ConvCompute mode) { g_bf16_mode.store(mode); }
+
+Bf16ConvCompute bf16_conv_compute() {
+  const Bf16ConvCompute mode = g_bf16_mode.load();
+  if (mode != Bf16ConvCompute::Auto) return mode;
+  return conv_detail::amx_usable() ? Bf16ConvCompute::Amx : measured_bf16_mode();
+}
+
+int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
+                         int64_t dilation) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const int64_t out = (input + 2 * pad - span) / stride + 1;
+  MIXPREC_CHECK(input + 2 * pad >= span && out >= 1, "[conv2d] a kernel of ", kernel, " (dilation ",
+                dilation, ") does not fit an input of ", input, " with padding ", pad);
+  return out;
+}
+
+void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& opt) {
+  const Geometry g = check(x, weight, bias, out, opt);
+  conv2d_impl(x, weight, nullptr, bias, out, opt, g);
+}
+
+PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups) {
+  MIXPREC_CHECK(weight.dim() == 4 && is_conv_float(weight.dtype()) && is_conv_float(x_dtype),
+                "[pack_conv_weights] expected weight [O, C/groups, KH, KW] of a float dtype and a "
+                "float input dtype, got ",
+                shape_to_string(weight.shape()), " ", dtype_name(weight.dtype()), " for ",
+                dtype_name(x_dtype));
+  MIXPREC_CHECK(groups >= 1 && weight.size(0) % groups == 0, "[pack_conv_weights] ", groups,
+                " groups must divide the ", weight.size(0), " output channels");
+  PackedConvWeights p;
+  p.weight_ = weight.clone(MemoryFormat::Contiguous);
+  p.groups_ = groups;
+  p.x_dtype_ = x_dtype;
+  p.level_ = active_isa();
+  p.pack_dtype_ = pack_dtype_for(x_dtype, weight.size(1));
+  const bool depthwise = groups == weight.size(0) && weight.size(1) == 1;
+  if (weight.dtype() != DType::F64 && x_dtype != DType::F64 && !depthwise) {
+    Geometry g{};
+    g.o = weight.size(0);
+    g.kh = weight.size(2);
+    g.kw = weight.size(3);
+    g.groups = groups;
+    g.cg = weight.size(1);
+    g.og = g.o / groups;
+    p.packed_ = conv_detail::pack_groups(p.weight_, p.pack_dtype_, g);
+  }
+  return p;
+}
+
+void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias, const Tensor& out,
+            const Conv2dOptions& opt) {
+  MIXPREC_CHECK(weight.defined(), "[conv2d] the packed weights are empty");
+  MIXPREC_CHECK(opt.groups == weight.groups_, "[conv2d] weights were packed for ", weight.groups_,
+                " groups, options ask for ", opt.groups);
+  MIXPREC_CHECK(x.dtype() == weight.x_dtype_, "[conv2d] weights were packed for ",
+                dtype_name(weight.x_dtype_), " inputs, x is ", dtype_name(x.dtype()),
+                "; pack them for this dtype");
+  MIXPREC_CHECK(weight.level_ == active_isa(), "[conv2d] weights were packed at kernel level ",
+                isa_name(weight.level_), " but the active level is ", isa_name(active_isa()),
+                "; pack them again");
+  const Geometry g = check(x, weight.weight_, bias, out, opt);
+  conv2d_impl(x, weight.weight_, weight.packed_.empty() ? nullptr : &weight.packed_, bias, out, opt,
+              g);
 }
 
 }  // namespace mixprec::kernels

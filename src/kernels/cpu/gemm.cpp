@@ -13,8 +13,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
+#include "conv_direct.h"
 #include "gemm_internal.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -85,7 +87,108 @@ struct Problem {
   PackShape ps;
 };
 
+std::atomic<bool> g_gemm_amx{true};
+
+// bf16 x bf16 with K a multiple of 32 and A rows contiguous: AMX tiles read A in place.
+bool amx_takes(const Problem& p) {
+  return p.uk->compute == DType::BF16 && p.uk->nr == gemm_detail::kAmxNr &&
+         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 && p.a.cols > 0 &&
+         g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
+}
+
+// run_block on AMX: B slabs as there, A never packed.
+void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const Ukernel& uk = *p.uk;
+  const PackShape& ps = p.ps;
+  Workspace& ws = thread_workspace();
+  const int64_t panels_per_slab = std::max<int64_t>(
+      1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
+  const int64_t nc = panels_per_slab * uk.nr;
+  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  for (int64_t jc = n0; jc < n1; jc += nc) {
+    const int64_t jc_end = std::min(n1, jc + nc);
+    const char* slab;
+    if (p.b.view != nullptr) {
+      const std::size_t bytes =
+          static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
+      void* buf = Workspace::reserve(ws.b_slab, bytes);
+      uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
+      slab = static_cast<const char*>(buf);
+    } else {
+      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
+    }
+    gemm_detail::amx_gemm_block(p.a, m0, m1, slab, panel_stride, jc, jc_end, p.c, p.ep);
+  }
+}
+
+// Thin f32 products (at most kThinPanels column panels per thread) on AVX-512 skip packing A:
+// each packed A element would feed only a panel or two, so packing costs as much as the
+// FMAs it feeds. The direct-convolution tile (conv_direct.h, one tap, Cg = K) broadcasts A
+// from its rows in place instead.
+constexpr int64_t kThinPanels = 2;
+
+const conv_detail::DirectKernel* thin_kernel(const Problem& p, int64_t n0, int64_t n1) {
+  if (p.uk->compute != DType::F32 || p.a.dtype != DType::F32 || p.a.col_stride != 1 ||
+      active_isa() < IsaLevel::Avx512 || n1 - n0 > kThinPanels * p.uk->nr)
+    return nullptr;
+  const conv_detail::DirectKernel* dk = conv_detail::direct_kernel_avx512();
+  return dk->nr == p.uk->nr ? dk : nullptr;
+}
+
+void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64_t m0, int64_t m1,
+                    int64_t n0, int64_t n1) {
+  const Ukernel& uk = *p.uk;
+  const PackShape& ps = p.ps;
+  Workspace& ws = thread_workspace();
+  const char* slab;
+  if (p.b.view != nullptr) {
+    void* buf = Workspace::reserve(
+        ws.b_slab, static_cast<std::size_t>(round_up(n1 - n0, uk.nr) / uk.nr) * ps.panel_bytes());
+    uk.pack_b(*p.b.view, n0, n1, ps.k_padded, buf);
+    slab = static_cast<const char*>(buf);
+  } else {
+    slab = p.b.packed + static_cast<std::size_t>(n0 / uk.nr) * p.b.panel_stride;
+  }
+  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  const std::size_t c_size = dtype_size(p.c.dtype);
+  const void* rows[conv_detail::kDirectMaxMr];
+  const int tap0 = 0;
+  const float* a = static_cast<const float*>(p.a.data);
+  for (int64_t ir = m0; ir < m1; ir += conv_detail::kDirectMaxMr) {
+    const int height = static_cast<int>(std::min<int64_t>(conv_detail::kDirectMaxMr, m1 - ir));
+    for (int i = 0; i < height; ++i) rows[i] = a + (ir + i) * p.a.row_stride;
+    for (int64_t jr = n0; jr < n1; jr += uk.nr) {
+      const conv_detail::DirectArgs args{
+          1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride,
+          0, ps.k};
+      TileEpilogue tep{p.ep.alpha,
+                       p.ep.beta,
+                       nullptr,
+                       p.ep.bias_dtype,
+                       p.ep.activation,
+                       nullptr,
+                       p.ep.residual_dtype,
+                       p.ep.residual_ld,
+                       static_cast<char*>(p.c.data) +
+                           static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
+                       p.c.dtype,
+                       p.c.row_stride};
+      if (p.ep.bias != nullptr)
+        tep.bias = static_cast<const char*>(p.ep.bias) +
+                   static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
+      if (p.ep.residual != nullptr)
+        tep.residual =
+            static_cast<const char*>(p.ep.residual) +
+            static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
+      dk.tiles[height - 1](args, static_cast<int>(std::min<int64_t>(uk.nr, n1 - jr)), tep);
+    }
+  }
+}
+
 void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (amx_takes(p)) return run_block_amx(p, m0, m1, n0, n1);
+  if (const conv_detail::DirectKernel* dk = thin_kernel(p, n0, n1))
+    return run_block_thin(*dk, p, m0, m1, n0, n1);
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
@@ -310,7 +413,29 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
   packed.n_ = b.cols;
   packed.compute_ = uk.compute;
   packed.a_dtype_ = a_dtype;
+  packed.nr_ = uk.nr;
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
+  return packed;
+}
+
+void set_gemm_amx(bool enabled) { g_gemm_amx.store(enabled); }
+bool gemm_amx_enabled() { return g_gemm_amx.load() && gemm_detail::amx_usable(); }
+
+PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
+  MIXPREC_CHECK(is_gemm_float(b_dtype) && is_gemm_float(a_dtype) && k >= 0 && n >= 0,
+                "[allocate_packed_b] expected f32, f16 or bf16 and k, n >= 0, got B ",
+                dtype_name(b_dtype), " [", k, ", ", n, "] for A ", dtype_name(a_dtype));
+  PackedMatrix packed;
+  packed.level_ = active_isa();
+  const Ukernel& uk = choose_ukernel(packed.level_, a_dtype, b_dtype);
+  const PackShape ps = pack_shape(uk, k);
+  const int64_t panels = (n + uk.nr - 1) / uk.nr;
+  packed.storage_ = Allocation(static_cast<std::size_t>(panels) * ps.panel_bytes());
+  packed.k_ = k;
+  packed.n_ = n;
+  packed.compute_ = uk.compute;
+  packed.a_dtype_ = a_dtype;
+  packed.nr_ = uk.nr;
   return packed;
 }
 

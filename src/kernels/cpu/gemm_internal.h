@@ -1,6 +1,7 @@
 #pragma once
 // What the GEMM driver (gemm.cpp) and the per-ISA micro-kernels share. Declarations only:
 // the ISA translation units include this and nothing with inline code of consequence.
+#include <cstddef>
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
@@ -53,6 +54,20 @@ void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padde
                     DType compute, void* out);
 void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, int mr,
                     DType compute, void* out);
+
+// ---- AMX-BF16 (gemm_amx.cpp) ----
+// CPU, OS (XCR0) and the kernel's permission to use the tiles (arch_prctl, asked once per
+// process).
+bool amx_usable();
+constexpr int kAmxNr = 32;  // the bf16 panels' width the AMX block reads
+
+// C[m0:m1, n0:n1] = epilogue(A[m0:m1, :] B[:, n0:n1]) on AMX tiles, 32 x 32 blocks of 2 x 2
+// tiles. A: bf16, unit column stride, K = a.cols a multiple of 32; read in place (a partial
+// 16-row tile is staged). B: bf16 panels of 32 columns, [K/2][32][2], panel (n - n0) / 32 at
+// b_panels + that * panel_stride; n0 a multiple of 32.
+void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_panels,
+                    std::size_t panel_stride, int64_t n0, int64_t n1, const MutableMatrixView& c,
+                    const GemmEpilogue& ep);
 
 const Ukernel& ukernel_scalar();
 const Ukernel& ukernel_avx2();

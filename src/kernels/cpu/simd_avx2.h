@@ -66,6 +66,17 @@ struct Avx2 {
         return zero();
     }
   }
+  // v rounded to dtype t and widened back: what store_n then load_n would give, in registers.
+  static F round_to(DType t, F v) {
+    switch (t) {
+      case DType::F16:
+        return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      case DType::BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(narrow_bf16(v)), 16));
+      default:
+        return v;
+    }
+  }
   static void store_n(void* p, DType t, F v, int n) {
     switch (t) {
       case DType::F32:

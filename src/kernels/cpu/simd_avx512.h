@@ -54,6 +54,17 @@ struct Avx512 {
         return zero();
     }
   }
+  // v rounded to dtype t and widened back: what store_n then load_n would give, in registers.
+  static F round_to(DType t, F v) {
+    switch (t) {
+      case DType::F16:
+        return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      case DType::BF16:
+        return widen_bf16(narrow_bf16(v));
+      default:
+        return v;
+    }
+  }
   static void store_n(void* p, DType t, F v, int n) {
     const __mmask16 m = mask(n);
     switch (t) {

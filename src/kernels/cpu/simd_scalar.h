@@ -48,6 +48,17 @@ struct Scalar {
         return 0.0f;
     }
   }
+  // v rounded to dtype t and widened back: what store_n then load_n would give, in registers.
+  static F round_to(DType t, F v) {
+    switch (t) {
+      case DType::F16:
+        return fp16_bits::f16_to_f32(fp16_bits::f32_to_f16(v));
+      case DType::BF16:
+        return fp16_bits::bf16_to_f32(fp16_bits::f32_to_bf16(v));
+      default:
+        return v;
+    }
+  }
   static void store_n(void* p, DType t, F v, int n) {
     if (n <= 0) return;
     switch (t) {
