@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Issue #6's side-by-side: mixprec's UNetVideo forward vs PyTorch's, in one invocation.
+
+Each round runs build/bench/bench_unet_forward (writes the weights, one input and mixprec's
+outputs, times f32 / bf16 / autocast-bf16) and then bench/peers/unet_video.py (loads the same
+weights into the identical PyTorch network, checks the outputs, times its configurations),
+alternating so that both see the same machine load. Prints one table: each configuration's ms
+per forward (median over rounds of each round's median, with the range of the round medians),
+its speedup over PyTorch's fastest *correct* bf16 configuration (max_rel <= the tolerance) and
+its relative error vs PyTorch f32; then whether issue #6's targets are met.
+
+  /usr/bin/python3 tools/bench_unet_peer.py [--build build] [--preset medium] [--rounds 3]
+  (make bench-unet-peer installs python3-torch, builds and runs this.)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"bench_unet_peer: failed ({proc.returncode}): {' '.join(cmd)}")
+    return json.loads(proc.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=None, help="where the weights and I/O go (BUILD/unet_peer)")
+    ap.add_argument("--preset", default="medium")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--tolerance", type=float, default=2e-2)
+    ap.add_argument("--json", action="store_true", help="also print the combined JSON")
+    args = ap.parse_args()
+    out = args.out or os.path.join(args.build, "unet_peer")
+    bench = os.path.join(args.build, "bench", "bench_unet_forward")
+    peer = os.path.join(ROOT, "bench", "peers", "unet_video.py")
+    common = ["--preset", args.preset, "--threads", str(args.threads),
+              "--warmup", str(args.warmup), "--reps", str(args.reps), "--json"]
+
+    rounds, loads = [], []
+    for r in range(args.rounds):
+        load_before = os.getloadavg()[0]
+        mx = run_json([bench, "--seed", str(args.seed), "--out", out] + common)
+        pt = run_json([sys.executable, peer, "--dir", out, "--tolerance", str(args.tolerance)]
+                      + common)
+        loads += [load_before, os.getloadavg()[0]]
+        rounds.append((mx, pt))
+        print(f"round {r + 1}/{args.rounds}: load {load_before:.1f} -> {os.getloadavg()[0]:.1f}",
+              file=sys.stderr)
+
+    mx0, pt0 = rounds[0]
+    err = {e["config"]: e for e in pt0["mixprec_vs_pytorch_f32"]}
+    err.update({e["config"]: e for e in pt0["results"]})
+    correct = {e["config"]: e["correct"] for e in pt0["results"]}
+    times = {}
+    for mx, pt in rounds:
+        for row in mx["results"] + pt["results"]:
+            times.setdefault(row["config"], []).append(row["ms"])
+    order = [row["config"] for row in mx0["results"]] + [row["config"] for row in pt0["results"]]
+    compute = {row["config"]: row["compute"] for row in mx0["results"] + pt0["results"]}
+    ms = {c: statistics.median(times[c]) for c in order}
+    bf16_correct = [c for c in order if c.startswith("pytorch") and compute[c] == "bf16"
+                    and correct[c]]
+    baseline = min(bf16_correct, key=lambda c: ms[c]) if bf16_correct else None
+
+    rows = []
+    for c in order:
+        e = err[c]
+        rows.append({"config": c, "compute": compute[c], "ms": ms[c],
+                     "ms_range": [min(times[c]), max(times[c])],
+                     "speedup": ms[baseline] / ms[c] if baseline else None,
+                     "max_rel_vs_pytorch_f32": e["max_rel"], "mean_rel_vs_pytorch_f32": e["mean_rel"],
+                     "correct": e["max_rel"] <= args.tolerance if e["max_rel"] == e["max_rel"] else False})
+    print(f"\nUNetVideo '{args.preset}' (seed {args.seed}), batch 1, 3 x {mx0['size']} x {mx0['size']}, "
+          f"{mx0['gflop_per_forward']:.2f} GFLOP/forward; CPU {mx0['cpu']}; {args.threads} threads "
+          f"(mixprec kernels: {mx0['kernel_level']}, PyTorch {pt0['torch']})")
+    print(f"{args.rounds} rounds x (warm-up {args.warmup}, {args.reps} reps) per configuration; "
+          f"1-min load average during the runs {min(loads):.1f}..{max(loads):.1f}; "
+          f"peak bf16 {mx0['peak_gflops']['bf16']:.0f} GFLOP/s")
+    print(f"speedup baseline: PyTorch's fastest correct bf16 configuration (max_rel <= "
+          f"{args.tolerance:g}): {baseline or 'none is correct'}\n")
+    head = ["config", "ms/forward", "range(ms)", "speedup", "max_rel vs pt f32",
+            "mean_rel", "correct"]
+    table = [[r["config"], f"{r['ms']:.1f}", f"{r['ms_range'][0]:.1f}-{r['ms_range'][1]:.1f}",
+              f"{r['speedup']:.2f}x" if r["speedup"] else "-",
+              f"{r['max_rel_vs_pytorch_f32']:.2e}", f"{r['mean_rel_vs_pytorch_f32']:.2e}",
+              "yes" if r["correct"] else "NO"] for r in rows]
+    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for t in table:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
+
+    mxbf16 = next(r for r in rows if r["config"] == "mixprec bf16")
+    mxf32 = next(r for r in rows if r["config"] == "mixprec f32")
+    print(f"\nmixprec f32 vs PyTorch f32: max_rel {mxf32['max_rel_vs_pytorch_f32']:.2e} "
+          f"({'agrees' if mxf32['max_rel_vs_pytorch_f32'] <= 1e-4 else 'DOES NOT agree'} to ~1e-5)")
+    speed_ok = mxbf16["speedup"] is not None and mxbf16["speedup"] >= 2.0
+    err_ok = mxbf16["max_rel_vs_pytorch_f32"] <= 2e-2
+    print(f"target 1 (mixprec bf16 >= 2x PyTorch's fastest correct bf16): "
+          f"{'MET' if speed_ok else 'NOT met'} ({mxbf16['speedup'] or 0:.2f}x)")
+    print(f"target 2 (mixprec bf16 within 2e-2 of PyTorch f32): "
+          f"{'MET' if err_ok else 'NOT met'} ({mxbf16['max_rel_vs_pytorch_f32']:.2e})")
+    if args.json:
+        print(json.dumps({"benchmark": "unet_forward_vs_pytorch", "preset": args.preset,
+                          "seed": args.seed, "threads": args.threads, "rounds": args.rounds,
+                          "cpu": mx0["cpu"], "torch": pt0["torch"], "load": [min(loads), max(loads)],
+                          "baseline": baseline, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          "results": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
