@@ -31,6 +31,10 @@ def run_json(cmd):
     return json.loads(proc.stdout)
 
 
+def fmt_err(v):
+    return "-" if v is None else f"{v:.2e}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -68,10 +72,11 @@ def main():
     times = {}
     for mx, pt in rounds:
         for row in mx["results"] + pt["results"]:
-            times.setdefault(row["config"], []).append(row["ms"])
+            if "ms" in row:  # a configuration PyTorch refused has no timing
+                times.setdefault(row["config"], []).append(row["ms"])
     order = [row["config"] for row in mx0["results"]] + [row["config"] for row in pt0["results"]]
     compute = {row["config"]: row["compute"] for row in mx0["results"] + pt0["results"]}
-    ms = {c: statistics.median(times[c]) for c in order}
+    ms = {c: statistics.median(times[c]) if c in times else None for c in order}
     bf16_correct = [c for c in order if c.startswith("pytorch") and compute[c] == "bf16"
                     and correct[c]]
     baseline = min(bf16_correct, key=lambda c: ms[c]) if bf16_correct else None
@@ -80,10 +85,11 @@ def main():
     for c in order:
         e = err[c]
         rows.append({"config": c, "compute": compute[c], "ms": ms[c],
-                     "ms_range": [min(times[c]), max(times[c])],
-                     "speedup": ms[baseline] / ms[c] if baseline else None,
+                     "ms_range": [min(times[c]), max(times[c])] if c in times else None,
+                     "speedup": ms[baseline] / ms[c] if baseline and ms[c] else None,
+                     "error": e.get("error"),
                      "max_rel_vs_pytorch_f32": e["max_rel"], "mean_rel_vs_pytorch_f32": e["mean_rel"],
-                     "correct": e["max_rel"] <= args.tolerance if e["max_rel"] == e["max_rel"] else False})
+                     "correct": e["max_rel"] is not None and e["max_rel"] <= args.tolerance})
     print(f"\nUNetVideo '{args.preset}' (seed {args.seed}), batch 1, 3 x {mx0['size']} x {mx0['size']}, "
           f"{mx0['gflop_per_forward']:.2f} GFLOP/forward; CPU {mx0['cpu']}; {args.threads} threads "
           f"(mixprec kernels: {mx0['kernel_level']}, PyTorch {pt0['torch']})")
@@ -94,15 +100,19 @@ def main():
           f"{args.tolerance:g}): {baseline or 'none is correct'}\n")
     head = ["config", "ms/forward", "range(ms)", "speedup", "max_rel vs pt f32",
             "mean_rel", "correct"]
-    table = [[r["config"], f"{r['ms']:.1f}", f"{r['ms_range'][0]:.1f}-{r['ms_range'][1]:.1f}",
+    table = [[r["config"], f"{r['ms']:.1f}" if r["ms"] else "failed",
+              f"{r['ms_range'][0]:.1f}-{r['ms_range'][1]:.1f}" if r["ms_range"] else "-",
               f"{r['speedup']:.2f}x" if r["speedup"] else "-",
-              f"{r['max_rel_vs_pytorch_f32']:.2e}", f"{r['mean_rel_vs_pytorch_f32']:.2e}",
+              fmt_err(r["max_rel_vs_pytorch_f32"]), fmt_err(r["mean_rel_vs_pytorch_f32"]),
               "yes" if r["correct"] else "NO"] for r in rows]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths)))
 
+    for r in rows:
+        if r["error"]:
+            print(f"{r['config']}: {r['error']}")
     mxbf16 = next(r for r in rows if r["config"] == "mixprec bf16")
     mxf32 = next(r for r in rows if r["config"] == "mixprec f32")
     print(f"\nmixprec f32 vs PyTorch f32: max_rel {mxf32['max_rel_vs_pytorch_f32']:.2e} "

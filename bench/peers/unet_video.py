@@ -282,8 +282,8 @@ def rel_error(a, ref):
     a, ref = a.detach().to(torch.float64), ref.detach().to(torch.float64)
     diff = (a - ref).abs()
     finite = bool(torch.isfinite(a).all())
-    return {"max_rel": float(diff.max() / ref.abs().max()) if finite else float("nan"),
-            "mean_rel": float(diff.mean() / ref.abs().mean()) if finite else float("nan"),
+    return {"max_rel": float(diff.max() / ref.abs().max()) if finite else None,  # null in JSON
+            "mean_rel": float(diff.mean() / ref.abs().mean()) if finite else None,
             "finite": finite}
 
 
@@ -374,7 +374,7 @@ def main():
             try:
                 r.update(rel_error(fn().float(), ref))
             except RuntimeError as e:  # PyTorch itself refuses the configuration
-                r.update({"max_rel": float("nan"), "mean_rel": float("nan"), "finite": False,
+                r.update({"max_rel": None, "mean_rel": None, "finite": False,
                           "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
             r["correct"] = bool(r["finite"] and r["max_rel"] <= args.tolerance)
             results.append(r)
@@ -399,6 +399,8 @@ def main():
     cols = ["config", "compute", "ms", "min_ms", "max_ms", "max_rel", "mean_rel", "correct"]
     def fmt(r, c):
         v = r.get(c, "")
+        if v is None or (c.endswith("ms") and "error" in r):
+            return "-"
         if isinstance(v, bool):
             return "yes" if v else "NO"
         if isinstance(v, float):
