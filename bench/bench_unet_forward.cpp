@@ -28,6 +28,7 @@
 #include "mixprec/kernels/peak.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/models/video_model_file.h"
+#include "mixprec/nn/init.h"
 
 namespace {
 
@@ -44,12 +45,13 @@ struct Args {
   int warmup = 2;
   int reps = 10;
   bool time = true;
+  bool dense = false;
 };
 
 const char* kUsage =
     "Usage: bench_unet_forward [--preset NAME] [--seed N] [--out DIR] [--threads N] [--size S]\n"
-    "                          [--timestep T] [--warmup N] [--reps N] [--no-time] [--quick]\n"
-    "                          [--json]\n"
+    "                          [--timestep T] [--warmup N] [--reps N] [--dense] [--no-time]\n"
+    "                          [--quick] [--json]\n"
     "One UNetVideo forward (batch 1, S x S frames) in f32, bf16 (model.to(BF16)) and\n"
     "autocast-bf16: ms per forward and % of peak. Writes the weights and one input with\n"
     "mixprec's outputs into DIR for bench/peers/unet_video.py.\n"
@@ -57,6 +59,9 @@ const char* kUsage =
     "  --out       output directory (.)                    --threads   threads (2)\n"
     "  --size      frame height = width (64)               --timestep  diffusion step (500)\n"
     "  --warmup    untimed forwards (2)                    --reps      timed forwards (10)\n"
+    "  --dense     every layer contributes: the near-zero-initialised convs (conv2, conv_out)\n"
+    "              get the fan-in init and GroupNorm affine parameters random values, as in a\n"
+    "              trained network (a harder precision check; same architecture and speed)\n"
     "  --no-time   only write the files                    --quick     --warmup 1 --reps 3\n"
     "  --json      print only the JSON results";
 
@@ -91,6 +96,8 @@ Args parse_args(int argc, char** argv) {
       a.o.quick = true;
       a.warmup = 1;
       a.reps = 3;
+    } else if (f == "--dense") {
+      a.dense = true;
     } else if (f == "--no-time") {
       a.time = false;
     } else if (f == "--preset") {
@@ -137,6 +144,26 @@ RelError rel_error(const Tensor& a, const Tensor& ref) {
   return {max_diff / max_ref, sum_diff / sum_ref};
 }
 
+// UNetVideo starts its residual branches (conv2) and conv_out near zero, so at initialisation
+// those layers barely touch the output. A trained network has no such layers: give them the
+// fan-in init, and every GroupNorm a random scale and shift.
+void densify(models::UNetVideo& model, Generator& gen) {
+  auto ends_with = [](const std::string& s, std::string_view suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (ends_with(name, "conv2.weight") || name == "conv_out.weight") {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(p.numel() / p.size(0)));
+      nn::init::uniform_(p, -bound, bound, gen);
+    } else if (name.find("norm") != std::string::npos && ends_with(name, ".weight")) {
+      nn::init::uniform_(p, 0.5, 1.5, gen);
+    } else if (name.find("norm") != std::string::npos && ends_with(name, ".bias")) {
+      nn::init::uniform_(p, -0.5, 0.5, gen);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,9 +179,12 @@ int main(int argc, char** argv) {
 
     Generator gen(a.seed);
     models::UNetVideo model(models::UNetVideoConfig::preset(a.preset), gen);
+    if (a.dense) densify(model, gen);
     models::VideoModelInfo info;
     info.config = model.config();
-    info.extra = {{"written_by", "bench_unet_forward"}, {"seed", std::to_string(a.seed)}};
+    info.extra = {{"written_by", "bench_unet_forward"},
+                  {"seed", std::to_string(a.seed)},
+                  {"init", a.dense ? "dense" : "default"}};
     models::save_video_model(weights_path, model, info);
 
     Generator input_gen(a.seed + 1000);
@@ -228,12 +258,12 @@ int main(int argc, char** argv) {
     }
     if (!a.o.json)
       std::printf(
-          "UNetVideo '%s' (%lld parameters, seed %llu), 1 x 3 x %d x %d, %.2f GFLOP/forward\n"
+          "UNetVideo '%s' (%lld parameters, seed %llu%s), 1 x 3 x %d x %d, %.2f GFLOP/forward\n"
           "CPU %s; %d threads; peak f32 %.1f, bf16 %.1f GFLOP/s; warm-up %d, reps %d\n"
           "wrote %s and %s\n\n",
           a.preset.c_str(), static_cast<long long>(model.parameter_count()),
-          static_cast<unsigned long long>(a.seed), a.size, a.size, gflop,
-          cpu_features().model.c_str(), threads, peak_f32, peak_bf16, a.warmup, a.reps,
+          static_cast<unsigned long long>(a.seed), a.dense ? ", dense init" : "", a.size, a.size,
+          gflop, cpu_features().model.c_str(), threads, peak_f32, peak_bf16, a.warmup, a.reps,
           weights_path.c_str(), io_path.c_str());
     print_table(rows, a.o);
     if (a.o.json) {
@@ -242,6 +272,7 @@ int main(int argc, char** argv) {
       print_json("unet_forward", rows,
                  {{"preset", io::json_quote(a.preset)},
                   {"seed", std::to_string(a.seed)},
+                  {"init", io::json_quote(a.dense ? "dense" : "default")},
                   {"threads", std::to_string(threads)},
                   {"size", std::to_string(a.size)},
                   {"gflop_per_forward", std::to_string(gflop)},

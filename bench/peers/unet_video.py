@@ -320,6 +320,9 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--tolerance", type=float, default=2e-2,
                     help="max_rel vs PyTorch f32 a bf16 configuration must meet to count as correct")
+    ap.add_argument("--f32-tolerance", type=float, default=1e-4,
+                    help="max_rel of mixprec f32 vs PyTorch f32 above which the two networks are "
+                         "taken to differ (exit status 3)")
     ap.add_argument("--no-time", action="store_true", help="only check the outputs")
     ap.add_argument("--json", action="store_true", help="print only the JSON results")
     args = ap.parse_args()
@@ -422,6 +425,14 @@ def main():
                           "preset": cfg["name"], "warmup": args.warmup, "tolerance": args.tolerance,
                           "parameters": n_params, "ref_max_abs": float(ref.abs().max()),
                           "mixprec_vs_pytorch_f32": mixprec, "results": results}, indent=1))
+
+
+    f32 = mixprec[0]
+    if f32["max_rel"] is None or f32["max_rel"] > args.f32_tolerance:
+        print(f"unet_video.py: mixprec f32 and PyTorch f32 differ (max_rel {f32['max_rel']}, "
+              f"tolerance {args.f32_tolerance:g}): the two networks do not compute the same "
+              "function", file=sys.stderr)
+        sys.exit(3)
 
 
 if __name__ == "__main__":
