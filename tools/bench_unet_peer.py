@@ -92,12 +92,15 @@ def main():
                     and is_correct(c)]
     baseline = min(bf16_correct, key=lambda c: ms[c]) if bf16_correct else None
 
+    gflop = mx0["gflop_per_forward"]
+    peak = max(mx["peak_gflops"]["bf16"] for mx, _ in rounds)  # best of the rounds' probes
     rows = []
     for c in order:
         e = err[c]
         rows.append({"config": c, "compute": compute[c], "ms": ms[c],
                      "ms_range": [min(times[c]), max(times[c])] if c in times else None,
                      "speedup": ms[baseline] / ms[c] if baseline and ms[c] else None,
+                     "gflops": gflop / ms[c] * 1e3 if ms[c] else None,
                      "error": e.get("error"),
                      "max_rel_vs_pytorch_f32": e["max_rel"], "mean_rel_vs_pytorch_f32": e["mean_rel"],
                      "max_rel_dense_init": dense[c]["max_rel"],
@@ -107,13 +110,15 @@ def main():
           f"(mixprec kernels: {mx0['kernel_level']}, PyTorch {pt0['torch']})")
     print(f"{args.rounds} rounds x (warm-up {args.warmup}, {args.reps} reps) per configuration; "
           f"1-min load average during the runs {min(loads):.1f}..{max(loads):.1f}; "
-          f"peak bf16 {mx0['peak_gflops']['bf16']:.0f} GFLOP/s")
+          f"bf16 peak (vdpbf16ps probe, measured by bench_unet_forward) {peak:.0f} GFLOP/s")
     print(f"speedup baseline: PyTorch's fastest correct bf16 configuration (max_rel <= "
           f"{args.tolerance:g}): {baseline or 'none is correct'}\n")
-    head = ["config", "ms/forward", "range(ms)", "speedup", "max_rel vs pt f32",
+    head = ["config", "ms/forward", "range(ms)", "GFLOP/s", "% bf16 peak", "speedup", "max_rel vs pt f32",
             "mean_rel", "max_rel dense init", "correct"]
     table = [[r["config"], f"{r['ms']:.1f}" if r["ms"] else "failed",
               f"{r['ms_range'][0]:.1f}-{r['ms_range'][1]:.1f}" if r["ms_range"] else "-",
+              f"{r['gflops']:.1f}" if r["gflops"] else "-",
+              f"{100 * r['gflops'] / peak:.1f}" if r["gflops"] else "-",
               f"{r['speedup']:.2f}x" if r["speedup"] else "-",
               fmt_err(r["max_rel_vs_pytorch_f32"]), fmt_err(r["mean_rel_vs_pytorch_f32"]),
               fmt_err(r["max_rel_dense_init"]),
