@@ -80,17 +80,21 @@ def main():
         return all(e[c]["max_rel"] is not None and e[c]["max_rel"] <= args.tolerance
                    for e in (err, dense))
 
-    times = {}
+    times, best_times = {}, {}
     for mx, pt in rounds:
         for row in mx["results"] + pt["results"]:
             if "ms" in row:  # a configuration PyTorch refused has no timing
                 times.setdefault(row["config"], []).append(row["ms"])
+                best_times.setdefault(row["config"], []).append(row["min_ms"])
     order = [row["config"] for row in mx0["results"]] + [row["config"] for row in pt0["results"]]
     compute = {row["config"]: row["compute"] for row in mx0["results"] + pt0["results"]}
     ms = {c: statistics.median(times[c]) if c in times else None for c in order}
+    # The fastest single forward of all rounds: on a shared machine, the run least disturbed.
+    best = {c: min(best_times[c]) if c in best_times else None for c in order}
     bf16_correct = [c for c in order if c.startswith("pytorch") and compute[c] == "bf16"
                     and is_correct(c)]
     baseline = min(bf16_correct, key=lambda c: ms[c]) if bf16_correct else None
+    best_baseline = min(bf16_correct, key=lambda c: best[c]) if bf16_correct else None
 
     gflop = mx0["gflop_per_forward"]
     peak = max(mx["peak_gflops"]["bf16"] for mx, _ in rounds)  # best of the rounds' probes
@@ -100,7 +104,9 @@ def main():
         rows.append({"config": c, "compute": compute[c], "ms": ms[c],
                      "ms_range": [min(times[c]), max(times[c])] if c in times else None,
                      "speedup": ms[baseline] / ms[c] if baseline and ms[c] else None,
-                     "gflops": gflop / ms[c] * 1e3 if ms[c] else None,
+                     "best_ms": best[c],
+                     "best_speedup": best[best_baseline] / best[c] if best_baseline and best[c] else None,
+                     "gflops": gflop / best[c] * 1e3 if best[c] else None,  # at the best forward
                      "error": e.get("error"),
                      "max_rel_vs_pytorch_f32": e["max_rel"], "mean_rel_vs_pytorch_f32": e["mean_rel"],
                      "max_rel_dense_init": dense[c]["max_rel"],
@@ -112,14 +118,20 @@ def main():
           f"1-min load average during the runs {min(loads):.1f}..{max(loads):.1f}; "
           f"bf16 peak (vdpbf16ps probe, measured by bench_unet_forward) {peak:.0f} GFLOP/s")
     print(f"speedup baseline: PyTorch's fastest correct bf16 configuration (max_rel <= "
-          f"{args.tolerance:g}): {baseline or 'none is correct'}\n")
-    head = ["config", "ms/forward", "range(ms)", "GFLOP/s", "% bf16 peak", "speedup", "max_rel vs pt f32",
+          f"{args.tolerance:g}): by median {baseline or 'none is correct'}, by best "
+          f"{best_baseline or '-'}")
+    print("median = median over rounds of each round's median (range: of the round medians); "
+          "best = fastest single forward\n")
+    head = ["config", "median ms", "range(ms)", "best ms", "GFLOP/s (best)", "% bf16 peak", "speedup",
+            "speedup (best)", "max_rel vs pt f32",
             "mean_rel", "max_rel dense init", "correct"]
     table = [[r["config"], f"{r['ms']:.1f}" if r["ms"] else "failed",
               f"{r['ms_range'][0]:.1f}-{r['ms_range'][1]:.1f}" if r["ms_range"] else "-",
+              f"{r['best_ms']:.1f}" if r["best_ms"] else "-",
               f"{r['gflops']:.1f}" if r["gflops"] else "-",
               f"{100 * r['gflops'] / peak:.1f}" if r["gflops"] else "-",
               f"{r['speedup']:.2f}x" if r["speedup"] else "-",
+              f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-",
               fmt_err(r["max_rel_vs_pytorch_f32"]), fmt_err(r["mean_rel_vs_pytorch_f32"]),
               fmt_err(r["max_rel_dense_init"]),
               "yes" if r["correct"] else "NO"] for r in rows]
@@ -136,9 +148,11 @@ def main():
     print(f"\nmixprec f32 vs PyTorch f32: max_rel {mxf32['max_rel_vs_pytorch_f32']:.2e} "
           f"({'agrees' if mxf32['max_rel_vs_pytorch_f32'] <= 1e-4 else 'DOES NOT agree'} to ~1e-5)")
     speed_ok = mxbf16["speedup"] is not None and mxbf16["speedup"] >= 2.0
+    best_ok = mxbf16["best_speedup"] is not None and mxbf16["best_speedup"] >= 2.0
     err_ok = mxbf16["correct"]
     print(f"target 1 (mixprec bf16 >= 2x PyTorch's fastest correct bf16): "
-          f"{'MET' if speed_ok else 'NOT met'} ({mxbf16['speedup'] or 0:.2f}x)")
+          f"by median {'MET' if speed_ok else 'NOT met'} ({mxbf16['speedup'] or 0:.2f}x), "
+          f"by best {'MET' if best_ok else 'NOT met'} ({mxbf16['best_speedup'] or 0:.2f}x)")
     print(f"target 2 (mixprec bf16 within 2e-2 of PyTorch f32): "
           f"{'MET' if err_ok else 'NOT met'} ({mxbf16['max_rel_vs_pytorch_f32']:.2e}; dense init "
           f"{fmt_err(mxbf16['max_rel_dense_init'])})")
@@ -146,7 +160,9 @@ def main():
         print(json.dumps({"benchmark": "unet_forward_vs_pytorch", "preset": args.preset,
                           "seed": args.seed, "threads": args.threads, "rounds": args.rounds,
                           "cpu": mx0["cpu"], "torch": pt0["torch"], "load": [min(loads), max(loads)],
-                          "baseline": baseline, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                          "baseline": baseline, "best_baseline": best_baseline,
+                          "rounds_raw": [{"mixprec": mx["results"], "pytorch": pt["results"]}
+                                         for mx, pt in rounds], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                           "results": rows}, indent=1))
 
 
