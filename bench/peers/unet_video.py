@@ -334,6 +334,9 @@ def main():
     weights, weight_dtypes, meta = read_safetensors(weights_path)
     io, _, io_meta = read_safetensors(io_path)
     cfg = config_from_metadata(meta, weights_path)
+    if io_meta.get("seed") != meta.get("seed"):
+        raise SystemExit(f"{io_path} was written for seed {io_meta.get('seed')}, "
+                         f"{weights_path} holds seed {meta.get('seed')}: rerun bench_unet_forward")
     model = UNetVideo(cfg).eval()
     n_tensors = load_weights(model, weights, weights_path)
     n_params = sum(p.numel() for p in model.parameters())
@@ -395,8 +398,8 @@ def main():
           f"({n_params} parameters, stored {','.join(stored)}) loaded by name from {weights_path}; "
           f"all consumed, none missing", file=log)
     print(f"CPU {cpu_model()}; torch threads {torch.get_num_threads()}; "
-          f"warm-up {args.warmup}, reps {args.reps}; mkldnn bf16 "
-          f"{torch.backends.mkldnn.is_available()}; output max|f32| {float(ref.abs().max()):.4g}\n",
+          f"warm-up {args.warmup}, reps {args.reps}; oneDNN "
+          f"{'on' if torch.backends.mkldnn.is_available() else 'off'}; output max|f32| {float(ref.abs().max()):.4g}\n",
           file=log)
     rows = mixprec + results
     cols = ["config", "compute", "ms", "min_ms", "max_ms", "max_rel", "mean_rel", "correct"]
