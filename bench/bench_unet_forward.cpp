@@ -214,15 +214,17 @@ int main(int argc, char** argv) {
     const Tensor out_bf16 = forward_bf16().to(DType::F32);
     if (a.time) timings.push_back(time_it(forward_bf16, a.warmup, a.reps, 0));
 
-    io::save_safetensors(
-        io_path,
-        {{"x_t", x_t},
-         {"context", context},
-         {"timesteps", timesteps},
-         {"out.f32", out_f32},
-         {"out.bf16", out_bf16},
-         {"out.autocast_bf16", out_autocast}},
-        {{"preset", a.preset}, {"seed", std::to_string(a.seed)}, {"weights", weights_path}});
+    io::save_safetensors(io_path,
+                         {{"x_t", x_t},
+                          {"context", context},
+                          {"timesteps", timesteps},
+                          {"out.f32", out_f32},
+                          {"out.bf16", out_bf16},
+                          {"out.autocast_bf16", out_autocast}},
+                         {{"preset", a.preset},
+                          {"seed", std::to_string(a.seed)},
+                          {"init", a.dense ? "dense" : "default"},
+                          {"weights", weights_path}});
 
     const double gflop = model.gflop_per_forward(s, s);
     const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);

@@ -334,9 +334,10 @@ def main():
     weights, weight_dtypes, meta = read_safetensors(weights_path)
     io, _, io_meta = read_safetensors(io_path)
     cfg = config_from_metadata(meta, weights_path)
-    if io_meta.get("seed") != meta.get("seed"):
-        raise SystemExit(f"{io_path} was written for seed {io_meta.get('seed')}, "
-                         f"{weights_path} holds seed {meta.get('seed')}: rerun bench_unet_forward")
+    for key in ("seed", "init"):
+        if io_meta.get(key) != meta.get(key):
+            raise SystemExit(f"{io_path} was written for {key} {io_meta.get(key)}, {weights_path} "
+                             f"holds {key} {meta.get(key)}: rerun bench_unet_forward")
     model = UNetVideo(cfg).eval()
     n_tensors = load_weights(model, weights, weights_path)
     n_params = sum(p.numel() for p in model.parameters())
