@@ -14,7 +14,8 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps bench-deps build test test-asan fuzz demo bench bench-quick format clean help
+.PHONY: all deps bench-deps build test test-asan fuzz demo bench bench-quick bench-unet-peer format \
+  clean help
 
 all: build
 
@@ -24,6 +25,7 @@ help:
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
 	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
+	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
 	@echo "make format      clang-format every source file"
 
 deps:
@@ -74,6 +76,13 @@ bench: bench-deps build
 bench-quick: bench-deps build
 	cmake -S . -B $(BUILD) >/dev/null && cmake --build $(BUILD) -j $(JOBS)
 	@for b in $(BENCHES); do echo "== $$b --quick"; $(BENCH_ENV) $(BUILD)/bench/$$b --quick || exit 1; done
+
+# Issue #6: UNetVideo 'medium', mixprec vs PyTorch (Debian's python3-torch, run by Debian's
+# python3, not whichever python is first on PATH). UNET_PEER_ARGS: e.g. --rounds 5 --reps 10.
+UNET_PEER_ARGS ?=
+bench-unet-peer: bench-deps build
+	@tools/install_deps.sh python3-torch
+	/usr/bin/python3 tools/bench_unet_peer.py --build $(BUILD) $(UNET_PEER_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
