@@ -86,12 +86,21 @@ void gather_rows(const char* x, std::size_t elem, const Geometry& g, const Conv2
                  int64_t grp, int64_t p0, int64_t p1, char* rows) {
   const int64_t k = g.k();
   const std::size_t run = static_cast<std::size_t>(g.cg) * elem;
+  const bool whole_rows = g.groups == 1 && p.dilation == 1;  // a kernel row is one run of x
   parallel_for(p0, p1, 64, [&](int64_t lo, int64_t hi) {
     for (int64_t pix = lo; pix < hi; ++pix) {
       const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
       char* row = rows + static_cast<std::size_t>((pix - p0) * k) * elem;
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         const int64_t iy = oy * p.stride - p.padding + ky * p.dilation;
+        const int64_t ix0 = ox * p.stride - p.padding;
+        if (whole_rows && iy >= 0 && iy < g.h && ix0 >= 0 && ix0 + g.kw <= g.w) {
+          // All KW cells of this kernel row are one run of x: KW * C contiguous elements.
+          std::memcpy(row + static_cast<std::size_t>(ky * g.kw * g.cg) * elem,
+                      x + static_cast<std::size_t>(((n * g.h + iy) * g.w + ix0) * g.c) * elem,
+                      run * static_cast<std::size_t>(g.kw));
+          continue;
+        }
         for (int64_t kx = 0; kx < g.kw; ++kx) {
           const int64_t ix = ox * p.stride - p.padding + kx * p.dilation;
           char* cell = row + static_cast<std::size_t>((ky * g.kw + kx) * g.cg) * elem;
