@@ -13,6 +13,7 @@
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
 #include "mixprec/kernels/gemm.h"
+#include "mixprec/kernels/transpose.h"
 #include "mixprec/ops/reduce.h"
 #include "op_util.h"
 
@@ -50,36 +51,6 @@ struct Geometry {
 // Bytes of x's patches (Cols) gathered per chunk: a few MiB, well inside the L3.
 constexpr std::size_t kColsChunkBytes = std::size_t{3} << 20;
 
-// Copies pixel rows [p0, p1) of a row-major [pixels, width] matrix of `elem`-byte elements
-// into the columns of dst [width, p1 - p0] (row stride ld_dst): a transpose in 16 x 16 blocks.
-template <typename E>
-void transpose_block(const E* src, int64_t width, int64_t p0, int64_t p1, E* dst, int64_t ld_dst) {
-  constexpr int64_t kB = 16;
-  for (int64_t q0 = p0; q0 < p1; q0 += kB) {
-    const int64_t q1 = std::min(p1, q0 + kB);
-    for (int64_t c0 = 0; c0 < width; c0 += kB) {
-      const int64_t c1 = std::min(width, c0 + kB);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t q = q0; q < q1; ++q) dst[c * ld_dst + (q - p0)] = src[q * width + c];
-    }
-  }
-}
-
-void transpose_rows(const void* src, std::size_t elem, int64_t width, int64_t p0, int64_t p1,
-                    void* dst, int64_t ld_dst) {
-  switch (elem) {
-    case 2:
-      return transpose_block(static_cast<const uint16_t*>(src), width, p0, p1,
-                             static_cast<uint16_t*>(dst), ld_dst);
-    case 4:
-      return transpose_block(static_cast<const uint32_t*>(src), width, p0, p1,
-                             static_cast<uint32_t*>(dst), ld_dst);
-    default:
-      return transpose_block(static_cast<const uint64_t*>(src), width, p0, p1,
-                             static_cast<uint64_t*>(dst), ld_dst);
-  }
-}
-
 // The patch rows of output pixels [p0, p1) for group `grp`, in (ky, kx, c) order, zeros
 // outside the image; x is NHWC with `elem`-byte elements, rows is [p1 - p0, KH * KW * Cg].
 void gather_rows(const char* x, std::size_t elem, const Geometry& g, const Conv2dParams& p,
@@ -107,11 +78,10 @@ void gather_rows(const char* x, std::size_t elem, const Geometry& g, const Conv2
           if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w)
             std::memset(cell, 0, run);
           else
-            std::memcpy(cell,
-                        x + static_cast<std::size_t>(((n * g.h + iy) * g.w + ix) * g.c +
-                                                     grp * g.cg) *
-                                elem,
-                        run);
+            std::memcpy(
+                cell,
+                x + static_cast<std::size_t>(((n * g.h + iy) * g.w + ix) * g.c + grp * g.cg) * elem,
+                run);
         }
       }
     }
@@ -217,38 +187,44 @@ struct Conv2dBackward final : autograd::Node {
       const int64_t chunk = std::clamp<int64_t>(
           static_cast<int64_t>(kColsChunkBytes / (static_cast<std::size_t>(k) * x_elem)), 64, 8192);
       Tensor dw_acc = Tensor::empty({g.o, k}, acc);  // [O, KH*KW*Cg]
-      std::vector<T> db_acc(static_cast<std::size_t>(g.o), T(0));
-      Tensor dyt = Tensor::empty({g.o, chunk}, dy.dtype());        // dY^T of one chunk
+      // db: an f32 (f64) sum per chunk of pixels, the chunks added in f64.
+      std::vector<T> db_chunk(static_cast<std::size_t>(g.o));
+      std::vector<double> db_acc(static_cast<std::size_t>(g.o), 0.0);
+      Tensor dyt = Tensor::empty({g.o, chunk}, dy.dtype());  // dY^T of one chunk
       Tensor cols = pointwise ? Tensor() : Tensor::empty({chunk, k}, xs.dtype());
       const char* dy_p = static_cast<const char*>(dy.data_ptr());
       const char* x_p = static_cast<const char*>(xs.data_ptr());
       for (int64_t p0 = 0; p0 < m; p0 += chunk) {
         const int64_t p1 = std::min(m, p0 + chunk), rows = p1 - p0;
-        if (want_db)
-          add_column_sums<T>(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, dy.dtype(),
-                             rows, g.o, db_acc.data());
+        if (want_db) {
+          std::fill(db_chunk.begin(), db_chunk.end(), T(0));
+          add_column_sums<T>(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, dy.dtype(), rows,
+                             g.o, db_chunk.data());
+          for (int64_t o = 0; o < g.o; ++o)
+            db_acc[static_cast<std::size_t>(o)] += db_chunk[static_cast<std::size_t>(o)];
+        }
         if (!want_dw) continue;
-        transpose_rows(dy_p, dy_elem, g.o, p0, p1, dyt.data_ptr(), chunk);
+        kernels::transpose_2d(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, rows, g.o, g.o,
+                              dyt.data_ptr(), chunk, dy_elem);
         for (int64_t grp = 0; grp < g.groups; ++grp) {
-          const MatrixView a = MatrixView::row_major(
-              static_cast<const char*>(dyt.data_ptr()) +
-                  static_cast<std::size_t>(grp * g.og * chunk) * dy_elem,
-              dy.dtype(), g.og, rows, chunk);
+          const MatrixView a =
+              MatrixView::row_major(static_cast<const char*>(dyt.data_ptr()) +
+                                        static_cast<std::size_t>(grp * g.og * chunk) * dy_elem,
+                                    dy.dtype(), g.og, rows, chunk);
           MatrixView b;
           if (pointwise) {
             b = MatrixView::row_major(
-                x_p + static_cast<std::size_t>(p0 * g.c + grp * g.cg) * x_elem, xs.dtype(), rows,
-                k, g.c);
+                x_p + static_cast<std::size_t>(p0 * g.c + grp * g.cg) * x_elem, xs.dtype(), rows, k,
+                g.c);
           } else {
             gather_rows(x_p, x_elem, g, p, grp, p0, p1, static_cast<char*>(cols.data_ptr()));
             b = MatrixView::row_major(cols.data_ptr(), xs.dtype(), rows, k, k);
           }
           kernels::GemmEpilogue ep;
           ep.beta = p0 == 0 ? 0.0f : 1.0f;  // f32 partial sums over the chunks
-          kernels::gemm(a, b,
-                        MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og,
-                                                     k, k),
-                        ep);
+          kernels::gemm(
+              a, b,
+              MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og, k, k), ep);
         }
       }
       if (want_dw)
@@ -256,7 +232,7 @@ struct Conv2dBackward final : autograd::Node {
                  .permute({0, 3, 1, 2})
                  .contiguous()
                  .to(weight.dtype());
-      if (want_db) db = Tensor::from_buffer(db_acc.data(), {g.o}, acc).to(bias_dtype);
+      if (want_db) db = Tensor::from_buffer(db_acc.data(), {g.o}, DType::F64).to(bias_dtype);
     }
     return {dx, dw, db};
   }
@@ -291,16 +267,15 @@ struct Conv2dBackward final : autograd::Node {
     for (int64_t p0 = 0; p0 < m; p0 += chunk) {
       const int64_t p1 = std::min(m, p0 + chunk);
       for (int64_t grp = 0; grp < g.groups; ++grp) {
-        const MatrixView dy_g = MatrixView::row_major(
-            static_cast<const char*>(dy.data_ptr()) +
-                static_cast<std::size_t>(p0 * g.o + grp * g.og) * dy_elem,
-            dy.dtype(), p1 - p0, g.og, g.o);
-        const MatrixView w_g = MatrixView::row_major(
-            static_cast<const char*>(wr.data_ptr()) +
-                static_cast<std::size_t>(grp * g.og * k) * w_elem,
-            wr.dtype(), g.og, k, k);
-        kernels::gemm(dy_g, w_g,
-                      MutableMatrixView::row_major(cols.data_ptr(), acc, p1 - p0, k, k));
+        const MatrixView dy_g =
+            MatrixView::row_major(static_cast<const char*>(dy.data_ptr()) +
+                                      static_cast<std::size_t>(p0 * g.o + grp * g.og) * dy_elem,
+                                  dy.dtype(), p1 - p0, g.og, g.o);
+        const MatrixView w_g =
+            MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
+                                      static_cast<std::size_t>(grp * g.og * k) * w_elem,
+                                  wr.dtype(), g.og, k, k);
+        kernels::gemm(dy_g, w_g, MutableMatrixView::row_major(cols.data_ptr(), acc, p1 - p0, k, k));
         scatter_rows(dx_acc.data<T>(), g, p, grp, p0, p1, cols.data<T>());
       }
     }

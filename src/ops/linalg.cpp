@@ -3,6 +3,7 @@
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/gemm.h"
+#include "mixprec/kernels/transpose.h"
 #include "mixprec/ops/reduce.h"
 #include "op_util.h"
 
@@ -68,8 +69,8 @@ struct MatmulBackward final : autograd::Node {
     if (next_edges[1].valid()) {
       if (b.dim() == 2 && a.dim() > 2) {  // shared weight: sum over the batch in one GEMM
         const int64_t k = a.size(-1), n = g[0].size(-1);
-        gb = matmul_forward(a.reshape({-1, k}).t().contiguous(),
-                            g[0].contiguous().reshape({-1, n}));
+        gb =
+            matmul_forward(a.reshape({-1, k}).t().contiguous(), g[0].contiguous().reshape({-1, n}));
       } else {
         gb = matmul_forward(a.transpose(-1, -2).contiguous(), g[0]);
       }
@@ -94,11 +95,14 @@ struct LinearBackward final : autograd::Node {
       gx = gx.reshape(x_shape);
     }
     if (next_edges[1].valid()) {
-      // gw [out, in] = g^T x: g^T made contiguous (a transposing copy of N x out elements)
-      // so that A packs from rows; as a strided view it packs element by element, 3x slower
-      // than the GEMM itself.
+      // gw [out, in] = g^T x with g^T transposed into memory first (N x out moves against
+      // 2 N out in flops): as a strided view A packs element by element, 3x slower than the
+      // GEMM itself.
+      const Tensor gt = Tensor::empty({g.size(1), g.size(0)}, g.dtype());  // [out, N]
+      kernels::transpose_2d(g.data_ptr(), g.size(0), g.size(1), g.size(1), gt.data_ptr(), g.size(0),
+                            g.element_size());
       gw = Tensor::empty(weight.shape(), weight.dtype());
-      gemm_2d(g.t().contiguous(), x2d, gw);
+      gemm_2d(gt, x2d, gw);
     }
     if (next_edges.size() > 2 && next_edges[2].valid()) gb = sum(g, {0}).to(bias_dtype);
     return {gx, gw, gb};
@@ -152,7 +156,16 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       ep.bias = bias_c.data_ptr();
       ep.bias_dtype = bias_c.dtype();
     }
-    gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}), ep);
+    // B = W^T. bf16 packs it from W's rows as it lies; f32/f16 B packs only from rows of
+    // itself, so a batch worth the copy (>= 64 rows) gets W^T transposed into memory first.
+    Tensor wt = weight.t();
+    if (weight.dtype() != DType::BF16 && weight.dtype() != DType::F64 && x2d.size(0) >= 64 &&
+        weight.is_contiguous()) {
+      wt = Tensor::empty({weight.size(1), weight.size(0)}, weight.dtype());
+      kernels::transpose_2d(weight.data_ptr(), weight.size(0), weight.size(1), weight.size(1),
+                            wt.data_ptr(), weight.size(0), weight.element_size());
+    }
+    gemm_2d(x2d, wt, out.view({x2d.size(0), weight.size(0)}), ep);
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     auto node = std::make_shared<LinearBackward>();

@@ -4,12 +4,12 @@
 //   dx = rstd * (gy - xhat * mean(gy * xhat)), xhat = x rstd  RMSNorm (no centring)
 //   dweight = sum(dL/dy * xhat), dbias = sum(dL/dy) over everything but the channel
 #include "mixprec/kernels/norm.h"
-#include "mixprec/kernels/norm_backward.h"
 
 #include <algorithm>
 
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
+#include "mixprec/kernels/norm_backward.h"
 #include "mixprec/ops/functional.h"
 #include "op_util.h"
 

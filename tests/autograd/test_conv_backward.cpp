@@ -10,9 +10,9 @@
 
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/random.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/reduce.h"
-#include "mixprec/ops/arith.h"
 #include "support/tolerance.h"
 
 namespace mixprec {
@@ -70,13 +70,13 @@ TEST(ConvBackward, MatchesF64InEveryDtypeLayoutAndGeometry) {
     Conv2dParams p;
   };
   const Case cases[] = {
-      {2, 8, 9, 7, 16, 3, {1, 1, 1, 1}},   // the U-Net's 3x3: dX as a convolution of dY
-      {1, 5, 6, 6, 7, 3, {1, 0, 1, 1}},    // no padding
-      {2, 6, 11, 9, 4, 3, {2, 1, 1, 1}},   // strided: col2im
-      {1, 8, 10, 10, 12, 3, {1, 2, 2, 2}}, // dilated, grouped
-      {2, 6, 5, 5, 6, 3, {1, 1, 1, 6}},    // depthwise
-      {3, 24, 4, 5, 40, 1, {1, 0, 1, 1}},  // pointwise: dW straight from x
-      {1, 3, 8, 8, 5, 5, {1, 2, 1, 1}},    // 5x5
+      {2, 8, 9, 7, 16, 3, {1, 1, 1, 1}},    // the U-Net's 3x3: dX as a convolution of dY
+      {1, 5, 6, 6, 7, 3, {1, 0, 1, 1}},     // no padding
+      {2, 6, 11, 9, 4, 3, {2, 1, 1, 1}},    // strided: col2im
+      {1, 8, 10, 10, 12, 3, {1, 2, 2, 2}},  // dilated, grouped
+      {2, 6, 5, 5, 6, 3, {1, 1, 1, 6}},     // depthwise
+      {3, 24, 4, 5, 40, 1, {1, 0, 1, 1}},   // pointwise: dW straight from x
+      {1, 3, 8, 8, 5, 5, {1, 2, 1, 1}},     // 5x5
   };
   Generator gen(17);
   for (const Case& cs : cases) {

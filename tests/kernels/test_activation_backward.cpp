@@ -70,9 +70,8 @@ void expect_matches(UnaryOp op, const Tensor& x, const Tensor& g, const Tensor& 
     const double bound = tol.bound(ref, 1, std::fabs(ref)) + 2.0 * tol.function * std::fabs(gv[i]);
     if (!(std::fabs(ov[i] - ref) <= bound)) {
       ++bad;
-      ADD_FAILURE() << what << " " << unary_op_name(op) << " at " << i << ": x " << xv[i]
-                    << " g " << gv[i] << " got " << ov[i] << " want " << ref << " (bound "
-                    << bound << ")";
+      ADD_FAILURE() << what << " " << unary_op_name(op) << " at " << i << ": x " << xv[i] << " g "
+                    << gv[i] << " got " << ov[i] << " want " << ref << " (bound " << bound << ")";
     }
   }
 }

@@ -34,8 +34,7 @@ struct Reference {
 Reference reference(const std::vector<double>& x, const std::vector<double>& g,
                     const std::vector<std::vector<int64_t>>& members,
                     const std::vector<int64_t>& param, const std::vector<double>& w,
-                    const std::vector<double>& b, int64_t params, bool rms, double eps,
-                    bool silu) {
+                    const std::vector<double>& b, int64_t params, bool rms, double eps, bool silu) {
   Reference r;
   r.dx.assign(x.size(), 0.0);
   r.dx_scale.assign(x.size(), 0.0);
@@ -75,8 +74,7 @@ Reference reference(const std::vector<double>& x, const std::vector<double>& g,
     for (std::size_t k = 0; k < mem.size(); ++k) {
       const int64_t i = mem[k];
       r.dx[i] = rstd * (gy[k] - sa / n - xh[k] * sb / n);
-      r.dx_scale[i] =
-          rstd * (std::fabs(gy[k]) + abs_a / n + std::fabs(xh[k]) * abs_b / n + 1e-30);
+      r.dx_scale[i] = rstd * (std::fabs(gy[k]) + abs_a / n + std::fabs(xh[k]) * abs_b / n + 1e-30);
     }
   }
   return r;
@@ -95,8 +93,8 @@ void expect_close(const Tensor& got, const std::vector<double>& ref,
     const double bound = tol.bound(ref[i], test_support::pairwise_terms(terms) + 8, scale[i]);
     if (!(std::fabs(v[i] - ref[i]) <= bound)) {
       ++bad;
-      ADD_FAILURE() << what << " at " << i << ": got " << v[i] << ", want " << ref[i]
-                    << " (bound " << bound << ")";
+      ADD_FAILURE() << what << " at " << i << ": got " << v[i] << ", want " << ref[i] << " (bound "
+                    << bound << ")";
     }
   }
 }
@@ -146,12 +144,13 @@ TEST_P(NormBackward, GroupNormMatchesF64EveryLayoutDtypeAndSize) {
                 for (int64_t i = 0; i < cg * hw; ++i) m.push_back((n * cs.c + gr * cg) * hw + i);
                 members.push_back(m);
               }
-            const Reference r = reference(xv, gv, members, param, affine ? values(w) : std::vector<double>{},
-                                          affine ? values(b) : std::vector<double>{}, cs.c, false,
-                                          1e-5, silu);
-            const std::string what = std::string(dtype_name(dt)) + (cl ? " channels_last" : " nchw") +
-                                     (silu ? " silu" : "") + (affine ? " affine" : "") + " c" +
-                                     std::to_string(cs.c) + " g" + std::to_string(cs.groups);
+            const Reference r =
+                reference(xv, gv, members, param, affine ? values(w) : std::vector<double>{},
+                          affine ? values(b) : std::vector<double>{}, cs.c, false, 1e-5, silu);
+            const std::string what = std::string(dtype_name(dt)) +
+                                     (cl ? " channels_last" : " nchw") + (silu ? " silu" : "") +
+                                     (affine ? " affine" : "") + " c" + std::to_string(cs.c) +
+                                     " g" + std::to_string(cs.groups);
             const DType compute = dt == DType::F64 ? DType::F64 : DType::F32;
             expect_close(out.dx, r.dx, r.dx_scale, cg * hw, compute, what + " dx");
             if (affine) {
@@ -178,8 +177,8 @@ TEST_P(NormBackward, LayerAndRmsNormMatchF64) {
               rms_norm(x, {len}, w, 1e-5, Tensor::empty_like(x), stats);
             else
               layer_norm(x, {len}, w, b, 1e-5, Tensor::empty_like(x), stats);
-            NormGrads out{Tensor::empty_like(x), affine ? Tensor::empty({len}, DType::BF16) : Tensor(),
-                          Tensor()};
+            NormGrads out{Tensor::empty_like(x),
+                          affine ? Tensor::empty({len}, DType::BF16) : Tensor(), Tensor()};
             layer_norm_backward(x, g, {len}, w, rms, stats, out);
             const std::vector<double> xv = values(x), gv = values(g);
             std::vector<std::vector<int64_t>> members;
@@ -190,9 +189,9 @@ TEST_P(NormBackward, LayerAndRmsNormMatchF64) {
               for (int64_t j = 0; j < len; ++j) m.push_back(r * len + j);
               members.push_back(m);
             }
-            const Reference r = reference(xv, gv, members, param,
-                                          affine ? values(w) : std::vector<double>{}, {}, len,
-                                          rms, 1e-5, false);
+            const Reference r =
+                reference(xv, gv, members, param, affine ? values(w) : std::vector<double>{}, {},
+                          len, rms, 1e-5, false);
             const std::string what = std::string(dtype_name(dt)) + (rms ? " rms" : " layer") +
                                      " rows " + std::to_string(rows) + " len " +
                                      std::to_string(len);
@@ -226,7 +225,8 @@ TEST_P(NormBackward, LargeChannelsLastGroupAgreesWithNchw) {
   for (double v : da) scale = std::max(scale, std::fabs(v));
   for (std::size_t i = 0; i < da.size(); ++i)
     ASSERT_NEAR(da[i], dc[i], 2 * std::ldexp(std::fabs(da[i]), -8) + 1e-5 * scale) << i;
-  for (std::size_t i = 0; i < wa.size(); ++i) ASSERT_NEAR(wa[i], wc[i], 1e-4 * (1 + std::fabs(wa[i])));
+  for (std::size_t i = 0; i < wa.size(); ++i)
+    ASSERT_NEAR(wa[i], wc[i], 1e-4 * (1 + std::fabs(wa[i])));
 }
 
 TEST_P(NormBackward, RejectsMissingStatistics) {

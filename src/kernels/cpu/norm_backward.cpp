@@ -43,7 +43,8 @@ struct DxTarget {
   Tensor dx, work;
   DxTarget(const Tensor& target, MemoryFormat format) : dx(target) {
     if (!target.defined()) return;
-    work = target.is_contiguous(format) ? target : Tensor::empty(target.shape(), target.dtype(), format);
+    work = target.is_contiguous(format) ? target
+                                        : Tensor::empty(target.shape(), target.dtype(), format);
   }
   void* data() const { return work.defined() ? work.data_ptr() : nullptr; }
   DType dtype() const { return work.defined() ? work.dtype() : DType::F32; }
@@ -69,10 +70,11 @@ void check_grads(const Tensor& x, const Tensor& grad, const NormGrads& out, cons
                 shape_to_string(grad.shape()), ", expected x's ", shape_to_string(x.shape()));
   MIXPREC_CHECK(!out.dx.defined() || out.dx.shape() == x.shape(), "[", op, "] dx has shape ",
                 shape_to_string(out.dx.shape()), ", expected ", shape_to_string(x.shape()));
-  MIXPREC_CHECK(!out.dweight.defined() || (weight.defined() && out.dweight.shape() == weight.shape()),
-                "[", op, "] dweight needs a weight of its shape");
-  MIXPREC_CHECK(!out.dbias.defined() || (bias.defined() && out.dbias.shape() == bias.shape()),
-                "[", op, "] dbias needs a bias of its shape");
+  MIXPREC_CHECK(
+      !out.dweight.defined() || (weight.defined() && out.dweight.shape() == weight.shape()), "[",
+      op, "] dweight needs a weight of its shape");
+  MIXPREC_CHECK(!out.dbias.defined() || (bias.defined() && out.dbias.shape() == bias.shape()), "[",
+                op, "] dbias needs a bias of its shape");
 }
 
 template <typename L>
@@ -84,15 +86,25 @@ void rows_backward(const Tensor& x, const Tensor& grad, int64_t len, const Tenso
   const DxTarget dx(out.dx, MemoryFormat::Contiguous);
   const std::vector<L> w = lane_array<L>(weight), mean = lane_array<L>(rms ? Tensor() : stats.mean),
                        rstd = lane_array<L>(stats.rstd);
-  const RowsPlan plan{xs.data_ptr(), xs.dtype(), gs.data_ptr(), gs.dtype(), dx.data(), dx.dtype(),
-                      w.empty() ? nullptr : w.data(), mean.empty() ? nullptr : mean.data(),
-                      rstd.data(), rows, len, rms};
+  const RowsPlan plan{xs.data_ptr(),
+                      xs.dtype(),
+                      gs.data_ptr(),
+                      gs.dtype(),
+                      dx.data(),
+                      dx.dtype(),
+                      w.empty() ? nullptr : w.data(),
+                      mean.empty() ? nullptr : mean.data(),
+                      rstd.data(),
+                      rows,
+                      len,
+                      rms};
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const bool want_w = out.dweight.defined(), want_b = out.dbias.defined();
   std::vector<L> part_w(want_w ? static_cast<std::size_t>(blocks * len) : 0, L(0));
   std::vector<L> part_b(want_b ? static_cast<std::size_t>(blocks * len) : 0, L(0));
   const NormBackwardKernels& k = kernels_for(f64);
-  parallel_for(0, blocks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, kRowsPerBlock * len)),
+  parallel_for(0, blocks,
+               std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, kRowsPerBlock * len)),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t b = lo; b < hi; ++b)
                    k.rows(plan, b * kRowsPerBlock, std::min(rows, (b + 1) * kRowsPerBlock),
@@ -117,9 +129,21 @@ void groups_backward(const Tensor& x, const Tensor& grad, int64_t groups, const 
   const DxTarget dx(out.dx, format);
   const std::vector<L> w = lane_array<L>(weight), b = lane_array<L>(bias),
                        mean = lane_array<L>(stats.mean), rstd = lane_array<L>(stats.rstd);
-  const GroupPlan plan{xs.data_ptr(), xs.dtype(), gs.data_ptr(), gs.dtype(), dx.data(), dx.dtype(),
-                       w.empty() ? nullptr : w.data(), b.empty() ? nullptr : b.data(),
-                       mean.data(), rstd.data(), n, c, hw, groups, activation};
+  const GroupPlan plan{xs.data_ptr(),
+                       xs.dtype(),
+                       gs.data_ptr(),
+                       gs.dtype(),
+                       dx.data(),
+                       dx.dtype(),
+                       w.empty() ? nullptr : w.data(),
+                       b.empty() ? nullptr : b.data(),
+                       mean.data(),
+                       rstd.data(),
+                       n,
+                       c,
+                       hw,
+                       groups,
+                       activation};
   const bool want_w = out.dweight.defined(), want_b = out.dbias.defined();
   std::vector<L> part_w(want_w ? static_cast<std::size_t>(n * c) : 0, L(0));
   std::vector<L> part_b(want_b ? static_cast<std::size_t>(n * c) : 0, L(0));
@@ -128,12 +152,17 @@ void groups_backward(const Tensor& x, const Tensor& grad, int64_t groups, const 
   const NormBackwardKernels& k = kernels_for(f64);
   if (nhwc) {
     parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<L> scratch(static_cast<std::size_t>(hw * c));  // g' of one sample
+      // g' of one sample, kept per thread: a fresh MiB-sized buffer per call would be a new
+      // mapping and page faults every step.
+      thread_local std::vector<L> scratch;
+      if (scratch.size() < static_cast<std::size_t>(hw * c))
+        scratch.resize(static_cast<std::size_t>(hw * c));
       for (int64_t i = lo; i < hi; ++i) k.sample_nhwc(plan, i, scratch.data(), pw, pb);
     });
   } else {
     const int64_t per_unit = c / groups * hw;
-    parallel_for(0, n * groups, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, per_unit)),
+    parallel_for(0, n * groups,
+                 std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, per_unit)),
                  [&](int64_t lo, int64_t hi) { k.groups_nchw(plan, lo, hi, pw, pb); });
   }
   dx.finish();

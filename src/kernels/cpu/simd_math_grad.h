@@ -72,7 +72,7 @@ typename S::F gelu_erf_grad(typename S::F x) {
   poly = S::fmadd(poly, t, S::set1(-0.284496736f));
   poly = S::fmadd(poly, t, S::set1(0.254829592f));
   poly = S::mul(poly, t);
-  const F gauss = exp<S>(S::sub(S::zero(), S::mul(z, z)));  // e^(-x^2 / 2)
+  const F gauss = exp<S>(S::sub(S::zero(), S::mul(z, z)));    // e^(-x^2 / 2)
   const F tail = S::mul(S::set1(0.5f), S::mul(poly, gauss));  // Phi(-|x|)
   const F cdf = S::select_negative(x, tail, S::sub(S::set1(1.0f), tail));
   const F pdf = S::mul(S::set1(0.39894228040143268f), gauss);
