@@ -156,16 +156,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       ep.bias = bias_c.data_ptr();
       ep.bias_dtype = bias_c.dtype();
     }
-    // B = W^T. bf16 packs it from W's rows as it lies; f32/f16 B packs only from rows of
-    // itself, so a batch worth the copy (>= 64 rows) gets W^T transposed into memory first.
-    Tensor wt = weight.t();
-    if (weight.dtype() != DType::BF16 && weight.dtype() != DType::F64 && x2d.size(0) >= 64 &&
-        weight.is_contiguous()) {
-      wt = Tensor::empty({weight.size(1), weight.size(0)}, weight.dtype());
-      kernels::transpose_2d(weight.data_ptr(), weight.size(0), weight.size(1), weight.size(1),
-                            wt.data_ptr(), weight.size(0), weight.element_size());
-    }
-    gemm_2d(x2d, wt, out.view({x2d.size(0), weight.size(0)}), ep);
+    gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}), ep);
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     auto node = std::make_shared<LinearBackward>();

@@ -1,5 +1,5 @@
-// transpose_2d: 32 x 32 tiles (4 KiB of f32 each side), each done as 8 x 8 sub-blocks whose
-// loops have compile-time bounds, so the compiler keeps a sub-block in registers.
+// transpose_2d: blocks of 256 x 256 elements, each walked as strips of one cache line of
+// destination rows, made of square sub-blocks of one cache line a side.
 #include "mixprec/kernels/transpose.h"
 
 #include <algorithm>
@@ -10,41 +10,51 @@
 namespace mixprec::kernels {
 namespace {
 
-constexpr int64_t kTile = 32;
-constexpr int64_t kSub = 8;
+// kSub = one 64-byte cache line of elements: a sub-block reads whole source lines and writes
+// whole destination lines, so no line is left half written when power-of-two leading
+// dimensions (N = 2048) make the rows in flight share one cache set.
+template <typename E>
+constexpr int64_t kSub = 64 / static_cast<int64_t>(sizeof(E));
 
 template <typename E>
 void transpose_tile(const E* src, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t ld_src,
                     E* dst, int64_t ld_dst) {
-  for (int64_t c = c0; c < c1; c += kSub)
-    for (int64_t r = r0; r < r1; r += kSub) {
-      if (r + kSub <= r1 && c + kSub <= c1) {
-        E block[kSub][kSub];
-        for (int64_t i = 0; i < kSub; ++i)
-          for (int64_t j = 0; j < kSub; ++j) block[j][i] = src[(r + i) * ld_src + c + j];
-        for (int64_t j = 0; j < kSub; ++j)
-          for (int64_t i = 0; i < kSub; ++i) dst[(c + j) * ld_dst + r + i] = block[j][i];
-      } else {
-        for (int64_t j = c; j < std::min(c1, c + kSub); ++j)
-          for (int64_t i = r; i < std::min(r1, r + kSub); ++i)
-            dst[j * ld_dst + i] = src[i * ld_src + j];
-      }
+  constexpr int64_t S = kSub<E>;
+  for (int64_t r = r0; r < r1; r += S) {
+    if (r + S <= r1 && c1 - c0 == S) {
+      E block[S][S];
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) block[j][i] = src[(r + i) * ld_src + c0 + j];
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t i = 0; i < S; ++i) dst[(c0 + j) * ld_dst + r + i] = block[j][i];
+    } else {
+      for (int64_t j = c0; j < c1; ++j)
+        for (int64_t i = r; i < std::min(r1, r + S); ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
     }
+  }
 }
 
+// Blocks of kBlock x kBlock elements, walked tile by tile: a block touches kBlock pages or
+// fewer on each side, which stay in the TLB (a band of 32 source rows across a wide matrix
+// writes one line to each of thousands of destination pages, a TLB miss per line).
 template <typename E>
 void transpose_typed(const E* src, int64_t rows, int64_t cols, int64_t ld_src, E* dst,
                      int64_t ld_dst) {
-  const int64_t bands = (rows + kTile - 1) / kTile;
-  const int64_t grain =
-      std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, kTile * cols));
-  parallel_for(0, bands, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t b = lo; b < hi; ++b) {
-      const int64_t r0 = b * kTile, r1 = std::min(rows, r0 + kTile);
-      for (int64_t c0 = 0; c0 < cols; c0 += kTile)
-        transpose_tile(src, r0, r1, c0, std::min(cols, c0 + kTile), ld_src, dst, ld_dst);
-    }
-  });
+  constexpr int64_t kBlock = 256;
+  const int64_t row_blocks = (rows + kBlock - 1) / kBlock,
+                col_blocks = (cols + kBlock - 1) / kBlock;
+  const int64_t block_elems = std::min(rows, kBlock) * std::min(cols, kBlock);
+  parallel_for(
+      0, row_blocks * col_blocks,
+      std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, block_elems)),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t b = lo; b < hi; ++b) {
+          const int64_t br0 = b / col_blocks * kBlock, bc0 = b % col_blocks * kBlock;
+          const int64_t br1 = std::min(rows, br0 + kBlock), bc1 = std::min(cols, bc0 + kBlock);
+          for (int64_t c0 = bc0; c0 < bc1; c0 += kSub<E>)
+            transpose_tile(src, br0, br1, c0, std::min(bc1, c0 + kSub<E>), ld_src, dst, ld_dst);
+        }
+      });
 }
 
 }  // namespace
