@@ -46,7 +46,7 @@ struct Geometry {
 //   dW: per chunk of pixels, dW_g += dY_g^T Cols into an f32 [O, K] accumulator. dY_g^T is
 //       made contiguous ([O, pixels], a cheap transpose) and Cols gathered in x's dtype, so
 //       both GEMM operands pack from row-major memory (no strided element-by-element packing).
-//   db: f32 sums of dY per channel.
+//   db: f32 sums of dY per channel over each chunk of pixels, the chunks added in f64.
 
 // Bytes of x's patches (Cols) gathered per chunk: a few MiB, well inside the L3.
 constexpr std::size_t kColsChunkBytes = std::size_t{3} << 20;
