@@ -77,8 +77,9 @@ void accumulate(Tensor& sum, const Tensor& g) {
   MIXPREC_CHECK(sum.shape() == g.shape(), "[backward] gradients of shapes ",
                 shape_to_string(sum.shape()), " and ", shape_to_string(g.shape()),
                 " meet at one tensor");
-  // Out of place: `sum` may be a gradient another node also received.
-  Tensor out = Tensor::empty(sum.shape(), sum.dtype());
+  // Out of place: `sum` may be a gradient another node also received. In sum's layout, so
+  // channels_last gradients add as flat vectors instead of lane-by-lane gathers.
+  Tensor out = Tensor::empty_like(sum, MemoryFormat::Preserve);
   kernels::binary(kernels::BinaryOp::Add, sum, g, out);
   sum = out;
 }

@@ -48,6 +48,12 @@ std::string_view binary_op_name(BinaryOp op);  // "add", "sub", ...
 // out = op(x); out has x's shape.
 void unary(UnaryOp op, const Tensor& x, const Tensor& out);
 
+// out = grad * op'(x), the backward of an activation: op is Sigmoid, Tanh, Silu, GeluTanh or
+// GeluErf (anything else throws). x, grad and out have one shape; the derivative is evaluated
+// in f32 (f64 when any operand is f64) and the product rounded once into out's dtype.
+bool has_unary_backward(UnaryOp op);
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& grad, const Tensor& out);
+
 // out = op(a, b) with a and b broadcast to out's shape, which must be broadcast_shapes(a, b).
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 

@@ -12,7 +12,8 @@ struct Conv2dParams {
 };
 
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] in x's
-// dtype. Gradients: dX by a transposed convolution (col2im), dW by patches^T x dY, db by a sum.
+// dtype. Gradients (in the operands' dtypes, f32 accumulation): dX by a convolution of dY with
+// the flipped weight (stride 1; col2im otherwise), dW by dY^T x patches, db by a sum.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
 

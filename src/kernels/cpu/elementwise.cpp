@@ -214,6 +214,23 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out) {
   map_broadcast(m, unary_op_name(op), out, {{&x, "x"}});
 }
 
+bool has_unary_backward(UnaryOp op) {
+  return op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Silu ||
+         op == UnaryOp::GeluTanh || op == UnaryOp::GeluErf;
+}
+
+void unary_backward(UnaryOp op, const Tensor& x, const Tensor& grad, const Tensor& out) {
+  MIXPREC_CHECK(has_unary_backward(op), "[unary_backward] no derivative kernel for ",
+                unary_op_name(op));
+  MIXPREC_CHECK(x.shape() == grad.shape() && x.shape() == out.shape(), "[unary_backward] x ",
+                shape_to_string(x.shape()), ", grad ", shape_to_string(grad.shape()), " and out ",
+                shape_to_string(out.shape()), " must have one shape");
+  MapOp m;
+  m.kind = MapKind::UnaryGrad;
+  m.unary = op;
+  map_broadcast(m, "unary_backward", out, {{&x, "x"}, {&grad, "grad"}});
+}
+
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   MapOp m;
   m.kind = MapKind::Binary;

@@ -16,6 +16,7 @@
 #include "mixprec/core/float16.h"
 #include "mixprec/kernels/convert.h"
 #include "simd_math.h"
+#include "simd_math_grad.h"
 
 namespace mixprec::kernels::elementwise_detail {
 namespace {
@@ -288,6 +289,50 @@ typename S::F unary_fn(typename S::F x) {
   }
 }
 
+// The derivative of an activation (simd_math_grad.h; f64 from the C library, as defined).
+template <class S, UnaryOp Op>
+typename S::F unary_grad_fn(typename S::F x) {
+  if constexpr (kIsF64<S>) {
+    constexpr double kC = 0.79788456080286535588, kA = 0.044715;
+    if constexpr (Op == UnaryOp::Sigmoid) {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s * (1.0 - s);
+    } else if constexpr (Op == UnaryOp::Tanh) {
+      const double t = std::tanh(x);
+      return 1.0 - t * t;
+    } else if constexpr (Op == UnaryOp::Silu) {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s * (1.0 + x * (1.0 - s));
+    } else if constexpr (Op == UnaryOp::GeluTanh) {
+      const double t = std::tanh(kC * (x + kA * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kC * (1.0 + 3.0 * kA * x * x);
+    } else {
+      static_assert(Op == UnaryOp::GeluErf);
+      return 0.5 * std::erfc(-x * 0.70710678118654752) +
+             x * std::exp(-0.5 * x * x) * 0.39894228040143268;
+    }
+  } else {
+    if constexpr (Op == UnaryOp::Sigmoid)
+      return simd::sigmoid_grad<S>(x);
+    else if constexpr (Op == UnaryOp::Tanh)
+      return simd::tanh_grad<S>(x);
+    else if constexpr (Op == UnaryOp::Silu)
+      return simd::silu_grad<S>(x);
+    else if constexpr (Op == UnaryOp::GeluTanh)
+      return simd::gelu_tanh_grad<S>(x);
+    else {
+      static_assert(Op == UnaryOp::GeluErf);
+      return simd::gelu_erf_grad<S>(x);
+    }
+  }
+}
+
+template <class S, UnaryOp Op>
+void run_unary_grad(const Run& r) {
+  using F = typename S::F;
+  map_run<S>(r, Two{}, [](F x, F g) { return S::mul(g, unary_grad_fn<S, Op>(x)); });
+}
+
 template <class S, BinaryOp Op>
 typename S::F binary_fn(typename S::F a, typename S::F b) {
   if constexpr (Op == BinaryOp::Add)
@@ -346,6 +391,21 @@ void run(const MapOp& op, const Run& r) {
               beta = S::set1(static_cast<lane_t<S>>(op.p1));
       return map_run<S>(r, Two{}, [=](F x, F y) { return S::fmadd(alpha, x, S::mul(beta, y)); });
     }
+    case MapKind::UnaryGrad:
+      switch (op.unary) {
+        case UnaryOp::Sigmoid:
+          return run_unary_grad<S, UnaryOp::Sigmoid>(r);
+        case UnaryOp::Tanh:
+          return run_unary_grad<S, UnaryOp::Tanh>(r);
+        case UnaryOp::Silu:
+          return run_unary_grad<S, UnaryOp::Silu>(r);
+        case UnaryOp::GeluTanh:
+          return run_unary_grad<S, UnaryOp::GeluTanh>(r);
+        case UnaryOp::GeluErf:
+          return run_unary_grad<S, UnaryOp::GeluErf>(r);
+        default:
+          return;  // the front end accepts only the ops above
+      }
     case MapKind::BiasActivation:
       return with_activation(op.activation, [&](auto act) {
         map_run<S>(r, Two{},

@@ -26,6 +26,7 @@ enum class MapKind : uint8_t {
   Clamp,           // out = min(max(in1, p0), p1)
   Axpby,           // out = p0 * in1 + p1 * in2
   BiasActivation,  // out = activation(in1 + in2)
+  UnaryGrad,       // out = in2 * unary'(in1): the backward of an activation (x, grad)
 };
 
 struct MapOp {

@@ -1,0 +1,47 @@
+// kernels::transpose_2d: every element moved bit for bit, for 2-, 4- and 8-byte elements, odd
+// sizes, leading dimensions wider than the matrix, and sizes that split over threads.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "mixprec/core/error.h"
+#include "mixprec/kernels/transpose.h"
+
+namespace mixprec::kernels {
+namespace {
+
+template <typename E>
+void check(int64_t rows, int64_t cols, int64_t pad_src, int64_t pad_dst) {
+  const int64_t ld_src = cols + pad_src, ld_dst = rows + pad_dst;
+  std::vector<E> src(static_cast<std::size_t>(rows * ld_src));
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<E>(i * 2654435761u + 7);
+  std::vector<E> dst(static_cast<std::size_t>(cols * ld_dst), E(0xAB));
+  transpose_2d(src.data(), rows, cols, ld_src, dst.data(), ld_dst, sizeof(E));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(dst[c * ld_dst + r], src[r * ld_src + c])
+          << sizeof(E) << "-byte " << rows << " x " << cols << " at " << r << ", " << c;
+  for (int64_t c = 0; c < cols; ++c)  // the padding of dst is never written
+    for (int64_t r = rows; r < ld_dst; ++r) ASSERT_EQ(dst[c * ld_dst + r], E(0xAB));
+}
+
+TEST(Transpose2d, EveryElementSizeShapeAndLeadingDimension) {
+  for (int64_t rows : {1, 3, 8, 31, 32, 33, 100})
+    for (int64_t cols : {1, 7, 8, 17, 64, 65})
+      for (int64_t pad : {0, 5}) {
+        check<uint16_t>(rows, cols, pad, pad);
+        check<uint32_t>(rows, cols, pad, 0);
+        check<uint64_t>(rows, cols, 0, pad);
+      }
+  check<uint16_t>(2048, 384, 0, 0);  // a Linear's gradient, split over threads
+}
+
+TEST(Transpose2d, RejectsBadGeometry) {
+  std::vector<float> a(16), b(16);
+  EXPECT_THROW(transpose_2d(a.data(), 4, 4, 3, b.data(), 4, 4), Error);
+  EXPECT_THROW(transpose_2d(a.data(), 4, 4, 4, b.data(), 4, 3), Error);
+}
+
+}  // namespace
+}  // namespace mixprec::kernels
