@@ -22,6 +22,32 @@
 #include "mixprec/core/parallel.h"
 
 namespace mixprec::kernels {
+
+gemm_detail::TileEpilogue gemm_detail::tile_epilogue(const GemmEpilogue& ep,
+                                                     const MutableMatrixView& c, int64_t row,
+                                                     int64_t col) {
+  TileEpilogue tep{ep.alpha,
+                   ep.beta,
+                   nullptr,
+                   ep.bias_dtype,
+                   ep.activation,
+                   nullptr,
+                   ep.residual_dtype,
+                   ep.residual_ld,
+                   static_cast<char*>(c.data) +
+                       static_cast<std::size_t>(row * c.row_stride + col) * dtype_size(c.dtype),
+                   c.dtype,
+                   c.row_stride};
+  if (ep.bias != nullptr)
+    tep.bias = static_cast<const char*>(ep.bias) +
+               static_cast<std::size_t>(col) * dtype_size(ep.bias_dtype);
+  if (ep.residual != nullptr)
+    tep.residual =
+        static_cast<const char*>(ep.residual) +
+        static_cast<std::size_t>(row * ep.residual_ld + col) * dtype_size(ep.residual_dtype);
+  return tep;
+}
+
 namespace {
 
 using gemm_detail::TileEpilogue;
@@ -150,7 +176,6 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
     slab = p.b.packed + static_cast<std::size_t>(n0 / uk.nr) * p.b.panel_stride;
   }
   const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
-  const std::size_t c_size = dtype_size(p.c.dtype);
   const void* rows[conv_detail::kDirectMaxMr];
   const int tap0 = 0;
   const float* a = static_cast<const float*>(p.a.data);
@@ -161,25 +186,7 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
       const conv_detail::DirectArgs args{
           1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride,
           0, ps.k};
-      TileEpilogue tep{p.ep.alpha,
-                       p.ep.beta,
-                       nullptr,
-                       p.ep.bias_dtype,
-                       p.ep.activation,
-                       nullptr,
-                       p.ep.residual_dtype,
-                       p.ep.residual_ld,
-                       static_cast<char*>(p.c.data) +
-                           static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
-                       p.c.dtype,
-                       p.c.row_stride};
-      if (p.ep.bias != nullptr)
-        tep.bias = static_cast<const char*>(p.ep.bias) +
-                   static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
-      if (p.ep.residual != nullptr)
-        tep.residual =
-            static_cast<const char*>(p.ep.residual) +
-            static_cast<std::size_t>(ir * p.ep.residual_ld + jr) * dtype_size(p.ep.residual_dtype);
+      const TileEpilogue tep = gemm_detail::tile_epilogue(p.ep, p.c, ir, jr);
       dk.tiles[height - 1](args, static_cast<int>(std::min<int64_t>(uk.nr, n1 - jr)), tep);
     }
   }
@@ -199,7 +206,6 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   const int64_t mc =
       uk.mr * std::max<int64_t>(
                   1, static_cast<int64_t>(kAChunkBytes / std::max<std::size_t>(1, a_panel_bytes)));
-  const std::size_t c_size = dtype_size(p.c.dtype);
   const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
 
   for (int64_t ic = m0; ic < m1; ic += mc) {
@@ -225,25 +231,7 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
         gemm_detail::TileFn* tile = uk.tiles[rows - 1];
         for (int64_t jr = jc; jr < jc_end; jr += uk.nr) {
           const int cols = static_cast<int>(std::min<int64_t>(uk.nr, jc_end - jr));
-          TileEpilogue tep{p.ep.alpha,
-                           p.ep.beta,
-                           nullptr,
-                           p.ep.bias_dtype,
-                           p.ep.activation,
-                           nullptr,
-                           p.ep.residual_dtype,
-                           p.ep.residual_ld,
-                           static_cast<char*>(p.c.data) +
-                               static_cast<std::size_t>(ir * p.c.row_stride + jr) * c_size,
-                           p.c.dtype,
-                           p.c.row_stride};
-          if (p.ep.bias != nullptr)
-            tep.bias = static_cast<const char*>(p.ep.bias) +
-                       static_cast<std::size_t>(jr) * dtype_size(p.ep.bias_dtype);
-          if (p.ep.residual != nullptr)
-            tep.residual = static_cast<const char*>(p.ep.residual) +
-                           static_cast<std::size_t>(ir * p.ep.residual_ld + jr) *
-                               dtype_size(p.ep.residual_dtype);
+          const TileEpilogue tep = gemm_detail::tile_epilogue(p.ep, p.c, ir, jr);
           tile(ps.k, a_panel, slab + static_cast<std::size_t>((jr - jc) / uk.nr) * panel_stride,
                cols, tep);
         }

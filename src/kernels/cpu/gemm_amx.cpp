@@ -26,27 +26,7 @@ constexpr int kPanelRowBytes = kAmxPanel * 4;
 // The epilogue of the 32 x 32 block at (row0, col0) whose f32 sums are in cbuf.
 AmxRowWriter block_writer(const float* cbuf, int64_t row0, int64_t col0, int rows, int cols,
                           const MutableMatrixView& c, const GemmEpilogue& ep) {
-  const std::size_t c_size = dtype_size(c.dtype);
-  TileEpilogue tep{
-      ep.alpha,
-      ep.beta,
-      nullptr,
-      ep.bias_dtype,
-      ep.activation,
-      nullptr,
-      ep.residual_dtype,
-      ep.residual_ld,
-      static_cast<char*>(c.data) + static_cast<std::size_t>(row0 * c.row_stride + col0) * c_size,
-      c.dtype,
-      c.row_stride};
-  if (ep.bias != nullptr)
-    tep.bias = static_cast<const char*>(ep.bias) +
-               static_cast<std::size_t>(col0) * dtype_size(ep.bias_dtype);
-  if (ep.residual != nullptr)
-    tep.residual =
-        static_cast<const char*>(ep.residual) +
-        static_cast<std::size_t>(row0 * ep.residual_ld + col0) * dtype_size(ep.residual_dtype);
-  return AmxRowWriter(cbuf, rows, cols, tep);
+  return AmxRowWriter(cbuf, rows, cols, tile_epilogue(ep, c, row0, col0));
 }
 
 }  // namespace

@@ -24,6 +24,11 @@ struct TileEpilogue {
   int64_t ldc;
 };
 
+// The tile epilogue of C's element (row, col) onwards: `ep` with its bias, residual and C
+// pointers moved there (gemm.cpp).
+TileEpilogue tile_epilogue(const GemmEpilogue& ep, const MutableMatrixView& c, int64_t row,
+                           int64_t col);
+
 // Computes an m x nr_eff tile (m fixed per function, see Ukernel::tiles): one packed A
 // micro-panel times one packed B panel, accumulated in f32 registers over all of k, then the
 // epilogue.
