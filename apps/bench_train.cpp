@@ -24,10 +24,6 @@
 #include "mixprec/models/gpt_train.h"
 #include "video_common.h"
 
-#ifndef MIXPREC_SOURCE_DIR
-#define MIXPREC_SOURCE_DIR "."
-#endif
-
 namespace mixprec::app {
 namespace {
 
@@ -45,7 +41,7 @@ struct Row {
 
 int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch) {
   const models::TextDataset data =
-      models::TextDataset::from_file(std::string(MIXPREC_SOURCE_DIR) + "/data/shakespeare.txt");
+      models::TextDataset::from_file(source_path("data/shakespeare.txt"));
   Generator gen(1337);
   models::GPT model(models::GPTConfig::small(), gen);
   models::GPTTrainer trainer(model, data,
@@ -117,8 +113,7 @@ int run_bench_train(Args args) {
   }
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<Row> rows;
-  std::stringstream list(modes);
-  for (std::string mode; std::getline(list, mode, ',');) {
+  for (const std::string& mode : split_list(modes)) {
     amp::PrecisionConfig::parse(mode);  // validate
     std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
     const std::string out = run_and_capture(
@@ -129,7 +124,7 @@ int run_bench_train(Args args) {
   }
   std::string peer_note;
   if (!no_peer) {
-    const std::string script = std::string(MIXPREC_SOURCE_DIR) + "/bench/peers/gpt_train.py";
+    const std::string script = source_path("bench/peers/gpt_train.py");
     std::fprintf(stderr, "bench train: PyTorch f32 and bf16 autocast (%s) ...\n", python.c_str());
     try {
       const std::string out = run_and_capture(

@@ -42,14 +42,6 @@ const std::string& text(const io::JsonValue& v, std::string_view key) {
   return json_member(v, key, "bench video").as_string();
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 struct Result {
   std::string preset, precision;
   int64_t steps = 0;
@@ -249,7 +241,6 @@ int run_bench_video(Args args) {
   std::string report = "bench_video.md", chart = "bench_video.svg";
   int64_t frames = 20, warmup = 3, quality_frame = 20, seed = 0;
   bool json = false, quick = false;
-  RunOne one;
   bool run_one_mode = false;
   ArgParser p("bench video",
               "Video generation benchmark matrix: precisions x presets x DDIM steps; ms/frame,\n"
@@ -271,17 +262,15 @@ int run_bench_video(Args args) {
   p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
   if (!p.parse(args)) return 0;
   if (run_one_mode) {
-    one = {split(presets).at(0),
-           split(precisions).at(0),
-           checkpoint,
-           save,
-           0,
-           frames,
-           warmup,
-           quality_frame,
-           seed};
-    one.steps = std::stoll(split(steps_list).at(0));
-    return run_one(one);
+    return run_one({.preset = split_list(presets).at(0),
+                    .precision = split_list(precisions).at(0),
+                    .checkpoint = checkpoint,
+                    .frames_out = save,
+                    .steps = std::stoll(split_list(steps_list).at(0)),
+                    .frames = frames,
+                    .warmup = warmup,
+                    .quality_frame = quality_frame,
+                    .seed = seed});
   }
   if (quick) {
     presets = "lightweight";
@@ -293,7 +282,7 @@ int run_bench_video(Args args) {
   }
   if (frames < 3 || warmup < 0 || quality_frame < 1)
     throw UsageError{"bench video: --frames must be >= 3, --quality-frame >= 1"};
-  std::vector<std::string> precision_names = split(precisions);
+  std::vector<std::string> precision_names = split_list(precisions);
   for (const std::string& name : precision_names) parse_inference_precision(name);  // validate
   if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())
     precision_names.insert(precision_names.begin(), "fp32");  // the reference of every ratio
@@ -303,12 +292,12 @@ int run_bench_video(Args args) {
       (std::filesystem::temp_directory_path() / ("mixprec_bench_video_" + std::to_string(getpid())))
           .string();
   std::filesystem::create_directories(tmp);
-  for (const std::string& preset : split(presets))
+  for (const std::string& preset : split_list(presets))
     models::UNetVideoConfig::preset(preset);  // validate before the long run
   const double peak = kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, num_threads());
   std::vector<Result> results;
-  for (const std::string& preset : split(presets)) {
-    for (const std::string& steps : split(steps_list))
+  for (const std::string& preset : split_list(presets)) {
+    for (const std::string& steps : split_list(steps_list))
       for (const std::string& precision : precision_names) {
         const std::string frames_file =
             tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";

@@ -24,6 +24,22 @@ std::string format_default(double v) {
 
 }  // namespace
 
+#ifndef MIXPREC_SOURCE_DIR
+#define MIXPREC_SOURCE_DIR "."
+#endif
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string source_path(const std::string& relative) {
+  return std::string(MIXPREC_SOURCE_DIR) + "/" + relative;
+}
+
 void ArgParser::fail(const std::string& message) const {
   throw UsageError{command_ + ": " + message + " (see 'mixprec " + command_ + " --help')"};
 }

@@ -14,6 +14,12 @@
 
 namespace mixprec::app {
 
+// "a,b,,c" -> {"a", "b", "c"}: the comma-separated lists options take.
+std::vector<std::string> split_list(const std::string& text);
+
+// A file of the source tree (the shipped corpus, models and peer scripts), by its path there.
+std::string source_path(const std::string& relative);
+
 class ArgParser {
  public:
   ArgParser(std::string command, std::string summary)

@@ -13,14 +13,10 @@
 #include "mixprec/models/gpt_train.h"
 #include "progress.h"
 
-#ifndef MIXPREC_SOURCE_DIR
-#define MIXPREC_SOURCE_DIR "."
-#endif
-
 namespace mixprec::app {
 
 int run_train_gpt(Args args) {
-  std::string corpus = std::string(MIXPREC_SOURCE_DIR) + "/data/shakespeare.txt";
+  std::string corpus = source_path("data/shakespeare.txt");
   std::string precision = "auto", out = "runs/gpt", prompt = "ROMEO:";
   int64_t steps = 1000, batch = 8, context = 256, layers = 6, d_model = 384, heads = 6;
   int64_t warmup = 50, seed = 0, eval_every = 200, eval_batches = 8, checkpoint_every = 200;

@@ -6,18 +6,15 @@
 #include <cmath>
 #include <limits>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/precision.h"
 
-#ifndef MIXPREC_SOURCE_DIR
-#define MIXPREC_SOURCE_DIR "."
-#endif
-
 namespace mixprec::app {
 
 std::string default_video_model_path() {
-  return std::string(MIXPREC_SOURCE_DIR) + "/checkpoints/video_lightweight.safetensors";
+  return source_path("checkpoints/video_lightweight.safetensors");
 }
 
 InferencePrecision parse_inference_precision(const std::string& name) {

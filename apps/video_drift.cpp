@@ -18,18 +18,6 @@
 #include "video_common.h"
 
 namespace mixprec::app {
-namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, sep);)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
-
 int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
   int64_t frames = 600, steps = 4, videos = 4, seed = 0;
@@ -45,7 +33,7 @@ int run_video_drift(Args args) {
   p.option("--seed", &seed, "noise seed");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   if (!p.parse(args)) return 0;
-  const std::vector<std::string> paths = split(models_list, ',');
+  const std::vector<std::string> paths = split_list(models_list);
   if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
   if (frames < 1 || videos < 1) throw UsageError{"video drift: --frames and --videos must be >= 1"};
   const InferencePrecision prec = parse_inference_precision(precision);

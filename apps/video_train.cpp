@@ -18,21 +18,10 @@
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/optim/adam.h"
+#include "mixprec/optim/lr_schedule.h"
 #include "progress.h"
 
 namespace mixprec::app {
-namespace {
-
-// Linear warm-up, then cosine decay to 10% of the peak rate.
-double learning_rate(double peak, int64_t step, int64_t warmup, int64_t total) {
-  if (step < warmup) return peak * static_cast<double>(step + 1) / static_cast<double>(warmup);
-  const double progress = static_cast<double>(step - warmup) /
-                          static_cast<double>(std::max<int64_t>(1, total - warmup));
-  return peak * (0.1 + 0.9 * 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, progress))));
-}
-
-}  // namespace
-
 int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
@@ -130,7 +119,7 @@ int run_video_train(Args args) {
   ProgressBar bar("video train", steps);
   double smoothed = 0;
   for (int64_t step = start; step < steps; ++step) {
-    opt.set_lr(learning_rate(lr, step, warmup, steps));
+    opt.set_lr(optim::warmup_cosine_lr(lr, step, warmup, steps));
     // Every step's data and noise come from (seed, step) alone, so a resumed run draws exactly
     // what an uninterrupted one would.
     Generator gen;

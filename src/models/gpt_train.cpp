@@ -1,12 +1,10 @@
 #include "mixprec/models/gpt_train.h"
 
-#include <cmath>
-#include <numbers>
-
 #include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/clip.h"
+#include "mixprec/optim/lr_schedule.h"
 
 namespace mixprec::models {
 
@@ -36,13 +34,7 @@ GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions opti
 }
 
 double GPTTrainer::learning_rate(int64_t index) const {
-  const GPTTrainOptions& o = options_;
-  if (index < o.warmup)
-    return o.lr * static_cast<double>(index + 1) / static_cast<double>(o.warmup);
-  const double progress =
-      std::min(1.0, static_cast<double>(index - o.warmup) /
-                        static_cast<double>(std::max<int64_t>(1, o.total_steps - o.warmup)));
-  return o.lr * (0.1 + 0.45 * (1.0 + std::cos(std::numbers::pi * progress)));
+  return optim::warmup_cosine_lr(options_.lr, index, options_.warmup, options_.total_steps);
 }
 
 Tensor GPTTrainer::forward_loss(const TokenBatch& batch) {
