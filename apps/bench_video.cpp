@@ -45,7 +45,7 @@ const std::string& text(const io::JsonValue& v, std::string_view key) {
 struct Result {
   std::string preset, precision;
   int64_t steps = 0;
-  double p50 = 0, p95 = 0, p99 = 0, mean = 0, min = 0, max = 0, spread = 0;  // ms/frame
+  double p50 = 0, p95 = 0, p99 = 0, spread = 0;  // ms/frame
   double peak_alloc_mib = 0, rss_mib = 0, gflop_per_frame = 0;
   int64_t params = 0;
   bool trained = false;
@@ -139,9 +139,6 @@ Result parse_result(const std::string& line) {
   r.p50 = number(v, "p50");
   r.p95 = number(v, "p95");
   r.p99 = number(v, "p99");
-  r.mean = number(v, "mean");
-  r.min = number(v, "min");
-  r.max = number(v, "max");
   r.spread = number(v, "spread");
   r.peak_alloc_mib = number(v, "peak_alloc_mib");
   r.rss_mib = number(v, "rss_mib");
@@ -149,6 +146,25 @@ Result parse_result(const std::string& line) {
   r.params = static_cast<int64_t>(number(v, "params"));
   r.trained = json_member(v, "trained", "bench video").as_bool();
   return r;
+}
+
+// The machine's bf16 peak as the kernels reach it: AMX tiles where usable, else vdpbf16ps,
+// else f32 FMA (a CPU without bf16 math converts and computes in f32).
+struct Peak {
+  double gflops;
+  const char* what;
+};
+Peak bf16_peak() {
+  using kernels::PeakKind;
+  for (const auto& [kind, what] :
+       {std::pair{PeakKind::AmxBf16, "AMX tdpbf16ps"}, std::pair{PeakKind::Bf16Dot, "vdpbf16ps"},
+        std::pair{PeakKind::F32Fma, "f32 FMA"}}) {
+    try {
+      return {kernels::measure_peak_gflops(kind, num_threads()), what};
+    } catch (const Error&) {  // this CPU lacks the instruction: try the next
+    }
+  }
+  throw Error("[bench video] no peak probe runs on this CPU");
 }
 
 std::string json_of(const std::vector<Result>& results, double peak_bf16) {
@@ -174,7 +190,8 @@ std::string json_of(const std::vector<Result>& results, double peak_bf16) {
   return s.str();
 }
 
-std::string markdown_of(const std::vector<Result>& results, double peak, int64_t quality_frame) {
+std::string markdown_of(const std::vector<Result>& results, const Peak& peak,
+                        int64_t quality_frame) {
   std::ostringstream s;
   s << "| preset | precision | steps | ms/frame p50 | p95 | p99 | FPS | alloc peak MiB | RSS MiB "
        "| speedup | mem -% | PSNR f1 | PSNR f"
@@ -191,7 +208,8 @@ std::string markdown_of(const std::vector<Result>& results, double peak, int64_t
                   r.psnr_last, r.pct_peak);
     s << row;
   }
-  s << "\nbf16 peak (vdpbf16ps probe, all threads): " << peak << " GFLOP/s. PSNR is against "
+  s << "\nbf16 peak (" << peak.what << " probe, all threads): " << peak.gflops
+    << " GFLOP/s. PSNR is against "
     << "the fp32 stream with the same weights and noise (inf: identical).\n";
   return s.str();
 }
@@ -294,7 +312,7 @@ int run_bench_video(Args args) {
   std::filesystem::create_directories(tmp);
   for (const std::string& preset : split_list(presets))
     models::UNetVideoConfig::preset(preset);  // validate before the long run
-  const double peak = kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, num_threads());
+  const Peak peak = bf16_peak();
   std::vector<Result> results;
   for (const std::string& preset : split_list(presets)) {
     for (const std::string& steps : split_list(steps_list))
@@ -318,7 +336,7 @@ int run_bench_video(Args args) {
     const auto ref = std::find_if(results.begin(), results.end(), [&](const Result& x) {
       return x.preset == r.preset && x.steps == r.steps && x.precision == "fp32";
     });
-    r.pct_peak = 100.0 * r.gflop_per_frame / (r.p50 / 1000.0) / peak;
+    r.pct_peak = 100.0 * r.gflop_per_frame / (r.p50 / 1000.0) / peak.gflops;
     if (ref == results.end()) continue;
     r.speedup = ref->p50 / r.p50;
     r.memory_reduction = 100.0 * (1.0 - r.peak_alloc_mib / ref->peak_alloc_mib);
@@ -332,12 +350,12 @@ int run_bench_video(Args args) {
 
   const std::string md = markdown_of(results, peak, quality_frame);
   if (json)
-    std::printf("%s\n", json_of(results, peak).c_str());
+    std::printf("%s\n", json_of(results, peak.gflops).c_str());
   else
     std::printf("%s", md.c_str());
   if (!report.empty()) write_file(report, "# mixprec bench video\n\n" + md);
   if (!chart.empty()) write_file(chart, svg_of(results));
-  if (!save.empty()) write_file(save, json_of(results, peak) + "\n");
+  if (!save.empty()) write_file(save, json_of(results, peak.gflops) + "\n");
   int regressions = 0;
   if (!compare.empty()) {
     std::ifstream f(compare);
