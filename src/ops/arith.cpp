@@ -158,7 +158,7 @@ struct ClampBackward final : Node {
 enum class Saved { Nothing, Input, Output };
 
 Tensor unary_op(AutocastOp policy, UnaryOp op, const Tensor& x_in, Saved saved) {
-  const Tensor x = autocast_args(policy, x_in)[0];
+  const auto [x] = autocast_args(policy, x_in);
   Tensor out;
   {
     NoGrad no_grad;
@@ -214,7 +214,7 @@ Tensor rsqrt(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x_in, double exponent) {
-  const Tensor x = autocast_args(AutocastOp::Pow, x_in)[0];
+  const auto [x] = autocast_args(AutocastOp::Pow, x_in);
   ops_detail::check_float("pow", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
@@ -233,7 +233,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
 }
 
 Tensor clamp(const Tensor& x_in, double lo, double hi) {
-  const Tensor x = autocast_args(AutocastOp::Clamp, x_in)[0];
+  const auto [x] = autocast_args(AutocastOp::Clamp, x_in);
   ops_detail::check_float("clamp", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {

@@ -184,15 +184,15 @@ struct CatBackward final : autograd::Node {  // slices of the gradient
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(amp::autocast_args(amp::AutocastOp::Softmax, x)[0], dim, false);
+  return softmax_impl(amp::autocast_args(amp::AutocastOp::Softmax, x).get<0>(), dim, false);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_impl(amp::autocast_args(amp::AutocastOp::LogSoftmax, x)[0], dim, true);
+  return softmax_impl(amp::autocast_args(amp::AutocastOp::LogSoftmax, x).get<0>(), dim, true);
 }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, Reduction reduction,
                      const kernels::CrossEntropyOptions& options) {
-  const Tensor logits = amp::autocast_args(amp::AutocastOp::CrossEntropy, logits_in)[0];
+  const auto [logits] = amp::autocast_args(amp::AutocastOp::CrossEntropy, logits_in);
   ops_detail::check_float("cross_entropy", logits);
   kernels::CrossEntropyOptions o = options;
   o.reduction = reduction;
@@ -235,7 +235,7 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
 }
 
 Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
-  const Tensor weight = amp::autocast_args(amp::AutocastOp::Embedding, weight_in)[0];
+  const auto [weight] = amp::autocast_args(amp::AutocastOp::Embedding, weight_in);
   ops_detail::check_float("embedding", weight);
   MIXPREC_CHECK(weight.dim() == 2, "[embedding] weight must be [V, D], got ",
                 shape_to_string(weight.shape()));
@@ -257,7 +257,7 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
 }
 
 Tensor dropout(const Tensor& x_in, double p, bool training, Generator& gen) {
-  const Tensor x = amp::autocast_args(amp::AutocastOp::Dropout, x_in)[0];
+  const auto [x] = amp::autocast_args(amp::AutocastOp::Dropout, x_in);
   ops_detail::check_float("dropout", x);
   MIXPREC_CHECK(p >= 0.0 && p < 1.0, "[dropout] p must be in [0, 1), got ", p);
   if (!training || p == 0.0) return x;

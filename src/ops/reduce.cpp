@@ -60,10 +60,10 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(amp::autocast_args(amp::AutocastOp::Sum, x)[0], dims, keepdim, false);
+  return reduce(amp::autocast_args(amp::AutocastOp::Sum, x).get<0>(), dims, keepdim, false);
 }
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce(amp::autocast_args(amp::AutocastOp::Mean, x)[0], dims, keepdim, true);
+  return reduce(amp::autocast_args(amp::AutocastOp::Mean, x).get<0>(), dims, keepdim, true);
 }
 
 }  // namespace mixprec

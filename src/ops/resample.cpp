@@ -107,10 +107,10 @@ Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel,
 }  // namespace
 
 Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
-  const Tensor x =
+  const auto [x] =
       amp::autocast_args(mode == UpsampleMode::Nearest ? amp::AutocastOp::UpsampleNearest
                                                        : amp::AutocastOp::UpsampleBilinear,
-                         x_in)[0];
+                         x_in);
   ops_detail::check_float("upsample", x);
   MIXPREC_CHECK(x.dim() == 4 && scale >= 1,
                 "[upsample] expected x [N, C, H, W] and scale >= 1, got ",
@@ -126,7 +126,7 @@ Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
 }
 
 Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
-  const Tensor x = amp::autocast_args(amp::AutocastOp::AvgPool2d, x_in)[0];
+  const auto [x] = amp::autocast_args(amp::AutocastOp::AvgPool2d, x_in);
   ops_detail::check_float("avg_pool2d", x);
   MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
                 "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
@@ -143,7 +143,7 @@ Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
 }
 
 Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
-  const Tensor x = amp::autocast_args(amp::AutocastOp::MaxPool2d, x_in)[0];
+  const auto [x] = amp::autocast_args(amp::AutocastOp::MaxPool2d, x_in);
   ops_detail::check_float("max_pool2d", x);
   MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
                 "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");

@@ -26,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <tuple>
+#include <type_traits>
 
 #include "mixprec/amp/autocast_policy.h"
 #include "mixprec/core/dtype.h"
@@ -63,13 +65,43 @@ void reset_autocast_stats();  // counters only; the cache belongs to the outermo
 // tensors (an absent bias) stay undefined.
 void apply_autocast(AutocastOp op, std::span<Tensor> inputs);
 
-// The front-ends' form: `const auto [x, w, b] = amp::autocast_args(AutocastOp::Linear, x_, w_,
-// b_);` returns the inputs as the op must see them.
+// The inputs of one op call as the op must see them. With autocast off (the common case) it
+// only points at the caller's tensors: no tensor is copied on an op's hot path. Bind it with
+// structured bindings, which keep it alive for the op's body:
+//   const auto [x, w, b] = amp::autocast_args(AutocastOp::Linear, x_in, w_in, b_in);
+template <std::size_t N>
+class AutocastArgs {
+ public:
+  AutocastArgs(AutocastOp op, std::array<const Tensor*, N> inputs) : inputs_(inputs) {
+    if (!autocast_enabled()) return;
+    for (std::size_t i = 0; i < N; ++i) cast_[i] = *inputs_[i];
+    apply_autocast(op, cast_);
+    cast_used_ = true;
+  }
+  AutocastArgs(const AutocastArgs&) = delete;
+  AutocastArgs& operator=(const AutocastArgs&) = delete;
+
+  template <std::size_t I>
+  const Tensor& get() const {
+    return cast_used_ ? cast_[I] : *inputs_[I];
+  }
+
+ private:
+  std::array<const Tensor*, N> inputs_;
+  std::array<Tensor, N> cast_;  // filled only while autocast is on
+  bool cast_used_ = false;
+};
+
 template <typename... Ts>
-std::array<Tensor, sizeof...(Ts)> autocast_args(AutocastOp op, const Ts&... inputs) {
-  std::array<Tensor, sizeof...(Ts)> out{inputs...};
-  if (autocast_enabled()) apply_autocast(op, out);
-  return out;
+AutocastArgs<sizeof...(Ts)> autocast_args(AutocastOp op, const Ts&... inputs) {
+  return AutocastArgs<sizeof...(Ts)>(op, {&inputs...});
 }
 
 }  // namespace mixprec::amp
+
+template <std::size_t N>
+struct std::tuple_size<mixprec::amp::AutocastArgs<N>> : std::integral_constant<std::size_t, N> {};
+template <std::size_t I, std::size_t N>
+struct std::tuple_element<I, mixprec::amp::AutocastArgs<N>> {
+  using type = const mixprec::Tensor&;
+};
