@@ -17,6 +17,7 @@
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/clip.h"
+#include "mixprec/nn/precision.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/lr_schedule.h"
 #include "progress.h"
@@ -69,7 +70,7 @@ int run_video_train(Args args) {
                        "' model, not '" + preset + "'"};
     model.load_state_dict(source->state_dict());
   }
-  if (pc.half_params()) model.to(pc.params);
+  nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
   amp::GradScaler scaler(pc.scaler_options());
   const models::NoiseSchedule schedule = models::NoiseSchedule::cosine(1000);

@@ -4,20 +4,15 @@
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/clip.h"
+#include "mixprec/nn/precision.h"
 #include "mixprec/optim/lr_schedule.h"
 
 namespace mixprec::models {
 
-void prepare_for_precision(nn::Module& model, const amp::PrecisionConfig& p) {
-  if (p.half_params())
-    model.to(
-        p.params, p.keep_f32 ? nn::Module::is_norm_layer : [](const nn::Module&) { return false; });
-}
-
 namespace {
 
 optim::AdamW make_optimizer(GPT& model, const GPTTrainOptions& o) {
-  prepare_for_precision(model, o.precision);  // before the optimizer takes the parameters
+  nn::to_precision(model, o.precision);  // before the optimizer takes the parameters
   return optim::AdamW(model.parameters(), {.lr = o.lr, .weight_decay = o.weight_decay});
 }
 

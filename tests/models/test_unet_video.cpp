@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "gpt_test_util.h"
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
@@ -28,16 +29,8 @@ UNetVideoConfig tiny() {
   return c;
 }
 
-double max_abs_of(const Tensor& t) {
-  const Tensor c = t.to(DType::F64).contiguous();
-  double m = 0;
-  for (int64_t i = 0; i < c.numel(); ++i) m = std::max(m, std::abs(c.data<double>()[i]));
-  return m;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max_abs_of(sub(a.to(DType::F32), b.to(DType::F32)));
-}
+using test::max_abs;
+using test::max_abs_diff;
 
 TEST(UNetVideo, ShapesDtypesAndLayout) {
   Generator gen(1);
@@ -67,7 +60,7 @@ TEST(UNetVideo, Bf16ModelMatchesF32) {
   net.to(DType::BF16);
   const Tensor y = net.forward(x.to(DType::BF16), ctx.to(DType::BF16), t);
   EXPECT_EQ(y.dtype(), DType::BF16);
-  const double rel = max_abs_diff(y, ref) / max_abs_of(ref);
+  const double rel = max_abs_diff(y, ref) / max_abs(ref);
   EXPECT_LT(rel, 5e-2) << "bf16 vs f32 max relative error " << rel;
   EXPECT_GT(rel, 0.0);  // it really ran in bf16
 }

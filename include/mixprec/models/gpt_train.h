@@ -52,8 +52,4 @@ class GPTTrainer {
   amp::GradScaler scaler_;
 };
 
-// The model converted to `p`'s parameter dtype (a no-op for f32 parameters): call before
-// building an optimizer over its parameters.
-void prepare_for_precision(nn::Module& model, const amp::PrecisionConfig& p);
-
 }  // namespace mixprec::models
