@@ -17,26 +17,17 @@ Needs Debian's python3-torch (run with /usr/bin/python3, not a pyenv interpreter
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
 
+from peer_util import cpu_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "data", "shakespeare.txt")
 
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def run_mode(mode, threads, warmup, steps, batch, seed):

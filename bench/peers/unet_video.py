@@ -25,7 +25,6 @@ import copy
 import json
 import math
 import os
-import platform
 import struct
 import sys
 import time
@@ -33,6 +32,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from peer_util import cpu_model
 from torch import nn
 
 # ---- safetensors, read with numpy ----
@@ -299,16 +300,6 @@ def time_forward(fn, warmup, reps):
     return {"ms": 1e3 * samples[len(samples) // 2], "min_ms": 1e3 * samples[0],
             "max_ms": 1e3 * samples[-1], "reps": len(samples)}
 
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main():

@@ -122,27 +122,37 @@ bool amx_takes(const Problem& p) {
          g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
 }
 
+// B's packed panels for columns [j0, j1): packed now into this thread's slab buffer, or a
+// pointer into the pre-packed matrix. `panel_stride` receives the bytes between panels.
+const char* b_slab(const Problem& p, Workspace& ws, int64_t j0, int64_t j1,
+                   std::size_t& panel_stride) {
+  const Ukernel& uk = *p.uk;
+  if (p.b.view == nullptr) {
+    panel_stride = p.b.panel_stride;
+    return p.b.packed + static_cast<std::size_t>(j0 / uk.nr) * p.b.panel_stride;
+  }
+  panel_stride = p.ps.panel_bytes();
+  void* buf = Workspace::reserve(
+      ws.b_slab, static_cast<std::size_t>(round_up(j1 - j0, uk.nr) / uk.nr) * panel_stride);
+  uk.pack_b(*p.b.view, j0, j1, p.ps.k_padded, buf);
+  return static_cast<const char*>(buf);
+}
+
+// Columns per B slab: as many panels as fit in kSlabBytes.
+int64_t slab_columns(const Problem& p) {
+  return p.uk->nr *
+         std::max<int64_t>(
+             1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, p.ps.panel_bytes())));
+}
+
 // run_block on AMX: B slabs as there, A never packed.
 void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const Ukernel& uk = *p.uk;
-  const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
-  const int64_t panels_per_slab = std::max<int64_t>(
-      1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
-  const int64_t nc = panels_per_slab * uk.nr;
-  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  const int64_t nc = slab_columns(p);
   for (int64_t jc = n0; jc < n1; jc += nc) {
     const int64_t jc_end = std::min(n1, jc + nc);
-    const char* slab;
-    if (p.b.view != nullptr) {
-      const std::size_t bytes =
-          static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
-      void* buf = Workspace::reserve(ws.b_slab, bytes);
-      uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
-      slab = static_cast<const char*>(buf);
-    } else {
-      slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
-    }
+    std::size_t panel_stride = 0;
+    const char* slab = b_slab(p, ws, jc, jc_end, panel_stride);
     gemm_detail::amx_gemm_block(p.a, m0, m1, slab, panel_stride, jc, jc_end, p.c, p.ep);
   }
 }
@@ -166,16 +176,8 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
-  const char* slab;
-  if (p.b.view != nullptr) {
-    void* buf = Workspace::reserve(
-        ws.b_slab, static_cast<std::size_t>(round_up(n1 - n0, uk.nr) / uk.nr) * ps.panel_bytes());
-    uk.pack_b(*p.b.view, n0, n1, ps.k_padded, buf);
-    slab = static_cast<const char*>(buf);
-  } else {
-    slab = p.b.packed + static_cast<std::size_t>(n0 / uk.nr) * p.b.panel_stride;
-  }
-  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
+  std::size_t panel_stride = 0;
+  const char* slab = b_slab(p, ws, n0, n1, panel_stride);
   const void* rows[conv_detail::kDirectMaxMr];
   const int tap0 = 0;
   const float* a = static_cast<const float*>(p.a.data);
@@ -199,14 +201,11 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
-  const int64_t panels_per_slab = std::max<int64_t>(
-      1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, ps.panel_bytes())));
-  const int64_t nc = panels_per_slab * uk.nr;
+  const int64_t nc = slab_columns(p);
   const std::size_t a_panel_bytes = static_cast<std::size_t>(ps.k_padded * uk.mr) * ps.elem;
   const int64_t mc =
       uk.mr * std::max<int64_t>(
                   1, static_cast<int64_t>(kAChunkBytes / std::max<std::size_t>(1, a_panel_bytes)));
-  const std::size_t panel_stride = p.b.view != nullptr ? ps.panel_bytes() : p.b.panel_stride;
 
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t ic_end = std::min(m1, ic + mc);
@@ -215,16 +214,8 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
     uk.pack_a(p.a, ic, static_cast<int>(ic_end - ic), ps.k_padded, a_chunk);
     for (int64_t jc = n0; jc < n1; jc += nc) {
       const int64_t jc_end = std::min(n1, jc + nc);
-      const char* slab;
-      if (p.b.view != nullptr) {
-        const std::size_t bytes =
-            static_cast<std::size_t>(round_up(jc_end - jc, uk.nr) / uk.nr) * ps.panel_bytes();
-        void* buf = Workspace::reserve(ws.b_slab, bytes);
-        uk.pack_b(*p.b.view, jc, jc_end, ps.k_padded, buf);
-        slab = static_cast<const char*>(buf);
-      } else {
-        slab = p.b.packed + static_cast<std::size_t>(jc / uk.nr) * p.b.panel_stride;
-      }
+      std::size_t panel_stride = 0;
+      const char* slab = b_slab(p, ws, jc, jc_end, panel_stride);
       for (int64_t ir = ic; ir < ic_end; ir += uk.mr) {
         const int rows = static_cast<int>(std::min<int64_t>(uk.mr, ic_end - ir));
         const char* a_panel = a_chunk + static_cast<std::size_t>((ir - ic) / uk.mr) * a_panel_bytes;
