@@ -89,7 +89,7 @@ int run_one(const RunOne& o) {
   const data::MovingShapes videos({}, 0);
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
-      videos.frame(data::MovingShapesConfig{}.num_videos, 0).unsqueeze(0),
+      videos.clip(data::MovingShapesConfig{}.num_videos, 0, model->config().context_frames),
       {.steps = o.steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(o.seed)});
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();

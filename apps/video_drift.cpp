@@ -21,6 +21,7 @@ namespace mixprec::app {
 int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
   int64_t frames = 600, steps = 4, videos = 4, seed = 0;
+  double context_noise = 0.0;
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
               "report PSNR against the true continuation, frame by frame.");
@@ -31,11 +32,15 @@ int run_video_drift(Args args) {
   p.option("--videos", &videos, "held-out videos to average over");
   p.option("--precision", &precision, "fp32 | fp16 | bf16 | autocast-bf16 | auto");
   p.option("--seed", &seed, "noise seed");
+  p.option("--context-noise", &context_noise,
+           "std of noise added to the context before each frame (the level a model with "
+           "noise-level conditioning is told)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   if (!p.parse(args)) return 0;
   const std::vector<std::string> paths = split_list(models_list);
   if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
-  if (frames < 1 || videos < 1) throw UsageError{"video drift: --frames and --videos must be >= 1"};
+  if (frames < 1 || videos < 1 || context_noise < 0)
+    throw UsageError{"video drift: --frames and --videos must be >= 1, --context-noise >= 0"};
   const InferencePrecision prec = parse_inference_precision(precision);
 
   // psnr[m][i]: model m's PSNR at frame i + 1, averaged over the videos.
@@ -51,14 +56,17 @@ int run_video_drift(Args args) {
     ProgressBar bar("drift " + path, frames * videos);
     for (int64_t v = 0; v < videos; ++v) {
       const int64_t video = config.num_videos + v;  // held out from training
-      const Tensor truth = data.clip(video, 0, frames + 1);
-      models::VideoStream stream(
-          *model, models::NoiseSchedule::cosine(info.schedule_steps),
-          truth.select(0, 0).unsqueeze(0),
-          {.steps = steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(seed + v)});
+      const int64_t k = model->config().context_frames;  // ground-truth frames to start from
+      const Tensor truth = data.clip(video, 0, frames + k);
+      models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
+                                 truth.narrow(0, 0, k),
+                                 {.steps = steps,
+                                  .prediction = info.prediction,
+                                  .seed = static_cast<uint64_t>(seed + v),
+                                  .context_noise = context_noise});
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();
-        sum[static_cast<std::size_t>(i)] += std::min(60.0, psnr(frame, truth.select(0, i + 1)));
+        sum[static_cast<std::size_t>(i)] += std::min(60.0, psnr(frame, truth.select(0, k + i)));
         bar.update(v * frames + i + 1);
       }
     }

@@ -60,7 +60,7 @@ int run_video_generate(Args args) {
   std::string checkpoint = default_video_model_path(), precision = "auto", out = "stream.gif";
   std::string png_dir;
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2;
-  double fps = 25.0;
+  double fps = 25.0, context_noise = 0.0;
   bool realtime = false, json = false;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
@@ -74,12 +74,16 @@ int run_video_generate(Args args) {
   p.option("--fps", &fps, "GIF playback rate and the real-time target");
   p.flag("--realtime", &realtime, "pace generation to --fps and count missed deadlines");
   p.option("--seed", &seed, "noise seed");
-  p.option("--video", &video, "dataset video whose frame 0 starts the stream (-1: a held-out one)");
+  p.option("--video", &video, "dataset video whose first frames start the stream (-1: a held-out one)");
+  p.option("--context-noise", &context_noise,
+           "std of noise added to the context before each frame (models trained with history "
+           "augmentation)");
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
   if (!p.parse(args)) return 0;
-  if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0)
-    throw UsageError{"video generate: --frames and --steps must be >= 1, --fps > 0"};
+  if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0 || context_noise < 0)
+    throw UsageError{
+        "video generate: --frames and --steps must be >= 1, --fps > 0, --context-noise >= 0"};
 
   const InferencePrecision prec = parse_inference_precision(precision);
   models::VideoModelInfo info;
@@ -92,8 +96,11 @@ int run_video_generate(Args args) {
   const int64_t first_video = video >= 0 ? video : data_config.num_videos;  // never trained on
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
-      videos.frame(first_video, 0).unsqueeze(0),
-      {.steps = steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(seed)});
+      videos.clip(first_video, 0, model->config().context_frames),
+      {.steps = steps,
+       .prediction = info.prediction,
+       .seed = static_cast<uint64_t>(seed),
+       .context_noise = context_noise});
 
   std::optional<io::GifWriter> gif;
   if (!out.empty()) gif.emplace(out, size, size, fps);

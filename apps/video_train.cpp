@@ -27,7 +27,8 @@ int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0;
-  bool resume = false;
+  int64_t context_frames = 1;
+  bool resume = false, noise_level = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -44,6 +45,10 @@ int run_video_train(Args args) {
   p.option("--prediction", &prediction, "v | eps: what the network predicts");
   p.option("--context-noise", &context_noise,
            "history augmentation: max std of noise added to the context frame (0: off)");
+  p.option("--context-frames", &context_frames,
+           "previous frames the model sees (2 also shows the motion)");
+  p.flag("--noise-level", &noise_level,
+         "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
   p.option("--seed", &seed, "seed of the initial weights, the data and the noise");
   p.option("--out", &out, "directory for checkpoint.safetensors and model.safetensors");
@@ -54,20 +59,28 @@ int run_video_train(Args args) {
   if (!p.parse(args)) return 0;
   if (resume && !init_from.empty())
     throw UsageError{"video train: --resume and --init exclude each other"};
-  if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1)
-    throw UsageError{"video train: --steps, --batch, --warmup and --checkpoint-every must be >= 1"};
+  if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1)
+    throw UsageError{
+        "video train: --steps, --batch, --warmup, --checkpoint-every and --context-frames must "
+        "be >= 1"};
 
   const amp::PrecisionConfig pc = amp::PrecisionConfig::parse(precision);
   const models::Prediction pred = models::parse_prediction(prediction);
   const data::MovingShapes videos({.height = size, .width = size}, static_cast<uint64_t>(seed));
   Generator init(static_cast<uint64_t>(seed));
-  models::UNetVideo model(models::UNetVideoConfig::preset(preset), init);
+  models::UNetVideoConfig config = models::UNetVideoConfig::preset(preset);
+  config.context_frames = context_frames;
+  config.context_noise_level = noise_level;
+  models::UNetVideo model(config, init);
   if (!init_from.empty()) {
     models::VideoModelInfo from;
     const auto source = models::load_video_model(init_from, &from);
-    if (from.config.name != preset)
+    if (from.config.name != preset || from.config.context_frames != context_frames ||
+        from.config.context_noise_level != noise_level)
       throw UsageError{"video train: --init " + init_from + " holds a '" + from.config.name +
-                       "' model, not '" + preset + "'"};
+                       "' model with " + std::to_string(from.config.context_frames) +
+                       " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
+                       ": pass the same --preset, --context-frames and --noise-level"};
     model.load_state_dict(source->state_dict());
   }
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
@@ -87,11 +100,12 @@ int run_video_train(Args args) {
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
-               "%lld, %lld steps, prediction %s, context noise <= %g\n",
+               "%lld, %lld steps, prediction %s, %lld context frame(s), context noise <= %g%s\n",
                preset.c_str(), static_cast<long long>(model.parameter_count()),
                model.gflop_per_forward(size, size), pc.name().c_str(),
                static_cast<long long>(batch), static_cast<long long>(steps), prediction.c_str(),
-               context_noise);
+               static_cast<long long>(context_frames), context_noise,
+               noise_level ? " (the model is told its level)" : "");
 
   const io::SafetensorsMetadata run_info = {{"preset", preset},
                                             {"precision", pc.name()},
@@ -125,11 +139,12 @@ int run_video_train(Args args) {
     // what an uninterrupted one would.
     Generator gen;
     gen.set_state({static_cast<uint64_t>(seed) ^ 0x5eedULL, static_cast<uint64_t>(step) << 32});
-    const auto [prev, current] = videos.batch(batch, gen);
+    const std::vector<Tensor> window = videos.windows(batch, context_frames + 1, gen);
+    const Tensor context = models::context_of({window.begin(), window.end() - 1});
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
-      loss = models::video_diffusion_loss(model, schedule, prev, current,
+      loss = models::video_diffusion_loss(model, schedule, context, window.back(),
                                           {.prediction = pred, .context_noise_max = context_noise},
                                           input_dtype, gen);
     }

@@ -182,36 +182,46 @@ Tensor MovingShapes::clip(int64_t video, int64_t start, int64_t frames) const {
 
 std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DType dtype,
                                               MemoryFormat format) const {
-  MIXPREC_CHECK(batch >= 1, "[MovingShapes::batch] batch must be >= 1, got ", batch);
+  std::vector<Tensor> frames = windows(batch, 2, gen, dtype, format);
+  return {std::move(frames[0]), std::move(frames[1])};
+}
+
+std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generator& gen,
+                                          DType dtype, MemoryFormat format) const {
+  MIXPREC_CHECK(batch >= 1, "[MovingShapes::windows] batch must be >= 1, got ", batch);
+  MIXPREC_CHECK(length >= 2 && length <= config_.frames_per_video,
+                "[MovingShapes::windows] length must be in [2, frames_per_video = ",
+                config_.frames_per_video, "], got ", length);
   MIXPREC_CHECK(is_floating(dtype),
-                "[MovingShapes::batch] dtype must be floating (f32, "
-                "f16, bf16 or f64), got ",
+                "[MovingShapes::windows] dtype must be floating (f32, f16, bf16 or f64), got ",
                 dtype_name(dtype));
   MIXPREC_CHECK(format == MemoryFormat::Contiguous || format == MemoryFormat::ChannelsLast,
-                "[MovingShapes::batch] format must be contiguous or channels_last, got ",
+                "[MovingShapes::windows] format must be contiguous or channels_last, got ",
                 memory_format_name(format));
   // All draws first, in order, so the result does not depend on how the rendering is split.
   std::vector<std::pair<int64_t, int64_t>> picks(static_cast<std::size_t>(batch));
   for (auto& [video, t] : picks) {
     video = draw_below(gen, config_.num_videos);
-    t = 1 + draw_below(gen, config_.frames_per_video - 1);
+    t = (length - 1) + draw_below(gen, config_.frames_per_video - (length - 1));
   }
   const int64_t h = config_.height, w = config_.width;
   // channels_last f32 is NHWC in memory: the renderer writes straight into it.
-  Tensor prev = Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast);
-  Tensor cur = Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast);
-  float* prev_data = prev.data<float>();
-  float* cur_data = cur.data<float>();
+  std::vector<Tensor> frames;
+  std::vector<float*> data;
+  for (int64_t i = 0; i < length; ++i) {
+    frames.push_back(Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast));
+    data.push_back(frames.back().data<float>());
+  }
   parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t b = lo; b < hi; ++b) {
       const auto [video, t] = picks[static_cast<std::size_t>(b)];
       const ShapeScene s = scene(video);
-      render_scene_hwc(s, t - 1, prev_data + b * h * w * 3);
-      render_scene_hwc(s, t, cur_data + b * h * w * 3);
+      for (int64_t i = 0; i < length; ++i)
+        render_scene_hwc(s, t - length + 1 + i, data[static_cast<std::size_t>(i)] + b * h * w * 3);
     }
   });
-  auto finish = [&](const Tensor& x) { return x.contiguous(format).to(dtype); };
-  return {finish(prev), finish(cur)};
+  for (Tensor& f : frames) f = f.contiguous(format).to(dtype);
+  return frames;
 }
 
 }  // namespace mixprec::data

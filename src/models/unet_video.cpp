@@ -138,7 +138,7 @@ bool has_attention(const UNetVideoConfig& c, int64_t level) {
 void check_config(const UNetVideoConfig& c) {
   MIXPREC_CHECK(!c.channel_mults.empty() && c.res_blocks >= 1 && c.frame_channels >= 1 &&
                     c.base_channels >= 16 && c.base_channels % 16 == 0 && c.head_dim >= 1 &&
-                    c.groups >= 1,
+                    c.groups >= 1 && c.context_frames >= 1 && c.context_frames <= 16,
                 "[UNetVideo] invalid configuration '", c.name, "'");
   for (int64_t m : c.channel_mults)
     MIXPREC_CHECK(m >= 1, "[UNetVideo] channel multipliers must be >= 1");
@@ -154,11 +154,13 @@ UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move
   const UNetVideoConfig& c = config_;
   const int64_t base = c.base_channels, time_dim = 4 * base;
   const auto levels = static_cast<int64_t>(c.channel_mults.size());
-  time_fc1_ = register_module("time_fc1", std::make_shared<nn::Linear>(base, time_dim, true, gen));
+  const int64_t embedding_dim = c.context_noise_level ? 2 * base : base;
+  time_fc1_ = register_module("time_fc1",
+                              std::make_shared<nn::Linear>(embedding_dim, time_dim, true, gen));
   time_fc2_ =
       register_module("time_fc2", std::make_shared<nn::Linear>(time_dim, time_dim, true, gen));
   conv_in_ = register_module("conv_in",
-                             std::make_shared<nn::Conv2d>(2 * c.frame_channels, base, 3,
+                             std::make_shared<nn::Conv2d>((1 + c.context_frames) * c.frame_channels, base, 3,
                                                           Conv2dParams{.padding = 1}, true, gen));
   std::vector<int64_t> skip_channels = {base};
   int64_t ch = base;
@@ -217,12 +219,17 @@ UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move
   to(MemoryFormat::ChannelsLast);
 }
 
-Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps) {
+Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps,
+                          const Tensor& context_sigma) {
   const UNetVideoConfig& c = config_;
   const auto levels = static_cast<int64_t>(c.channel_mults.size());
-  MIXPREC_CHECK(x_t.dim() == 4 && x_t.shape() == context.shape() && x_t.size(1) == c.frame_channels,
-                "[UNetVideo] expected x_t and context [B, ", c.frame_channels,
-                ", H, W] of one shape, got ", shape_to_string(x_t.shape()), " and ",
+  MIXPREC_CHECK(x_t.dim() == 4 && context.dim() == 4 && x_t.size(1) == c.frame_channels &&
+                    context.size(0) == x_t.size(0) &&
+                    context.size(1) == c.context_frames * c.frame_channels &&
+                    context.size(2) == x_t.size(2) && context.size(3) == x_t.size(3),
+                "[UNetVideo] expected x_t [B, ", c.frame_channels, ", H, W] and context [B, ",
+                c.context_frames * c.frame_channels, ", H, W] (", c.context_frames,
+                " frames), got ", shape_to_string(x_t.shape()), " and ",
                 shape_to_string(context.shape()));
   const int64_t factor = int64_t{1} << (levels - 1);
   MIXPREC_CHECK(x_t.size(2) % factor == 0 && x_t.size(3) % factor == 0, "[UNetVideo] frame size ",
@@ -230,9 +237,20 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
   MIXPREC_CHECK(timesteps.dim() == 1 && timesteps.size(0) == x_t.size(0),
                 "[UNetVideo] expected timesteps [", x_t.size(0), "], got ",
                 shape_to_string(timesteps.shape()));
+  MIXPREC_CHECK(!context_sigma.defined() ||
+                    (context_sigma.dim() == 1 && context_sigma.size(0) == x_t.size(0)),
+                "[UNetVideo] expected context_sigma [", x_t.size(0), "], got ",
+                shape_to_string(context_sigma.shape()));
   const DType dtype = x_t.dtype();
-  const Tensor time = silu(time_fc2_->forward(silu(
-      time_fc1_->forward(timestep_embedding(timesteps, c.base_channels, dtype)))));  // [B, 4 base]
+  Tensor embedding = timestep_embedding(timesteps, c.base_channels, dtype);
+  if (c.context_noise_level) {
+    // sigma in [0, ~0.5] scaled like a timestep so the sinusoids resolve it.
+    const Tensor sigma = context_sigma.defined() ? mul(context_sigma.to(DType::F32), 1000.0)
+                                                 : Tensor::zeros({x_t.size(0)});
+    embedding = cat({embedding, timestep_embedding(sigma, c.base_channels, dtype)}, 1);
+  }
+  const Tensor time =
+      silu(time_fc2_->forward(silu(time_fc1_->forward(embedding))));  // [B, 4 base]
 
   const Tensor input = cat({x_t.contiguous(MemoryFormat::ChannelsLast),
                             context.to(dtype).contiguous(MemoryFormat::ChannelsLast)},
@@ -273,7 +291,8 @@ double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
   const UNetVideoConfig& c = config_;
   const auto levels = static_cast<int64_t>(c.channel_mults.size());
   const int64_t base = c.base_channels, time_dim = 4 * base;
-  double flop = 2.0 * (base * time_dim + time_dim * time_dim);
+  const int64_t embedding_dim = c.context_noise_level ? 2 * base : base;
+  double flop = 2.0 * (embedding_dim * time_dim + time_dim * time_dim);
   auto conv = [&](int64_t in, int64_t out, int64_t k, int64_t pixels) {
     flop += 2.0 * static_cast<double>(in * out * k * k * pixels);
   };
@@ -288,7 +307,7 @@ double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
     flop += 2.0 * static_cast<double>(2 * pixels * pixels * ch);  // scores and weighted sum
   };
   int64_t pixels = height * width, ch = base;
-  conv(2 * c.frame_channels, base, 3, pixels);
+  conv((1 + c.context_frames) * c.frame_channels, base, 3, pixels);
   std::vector<int64_t> skip_channels = {base};
   for (int64_t l = 0; l < levels; ++l) {
     const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];

@@ -50,6 +50,8 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["unet.attention_levels"] = join(c.attention_levels);
   m["unet.head_dim"] = std::to_string(c.head_dim);
   m["unet.groups"] = std::to_string(c.groups);
+  m["unet.context_frames"] = std::to_string(c.context_frames);
+  m["unet.context_noise_level"] = c.context_noise_level ? "1" : "0";
   m["diffusion.prediction"] = prediction_name(info.prediction);
   m["diffusion.steps"] = std::to_string(info.schedule_steps);
   nn::save(model, path, m);
@@ -75,6 +77,12 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
   c.attention_levels = to_list(path, "unet.attention_levels", get("unet.attention_levels"));
   c.head_dim = to_int(path, "unet.head_dim", get("unet.head_dim"));
   c.groups = to_int(path, "unet.groups", get("unet.groups"));
+  // Absent in files from before these options: one context frame, no noise level.
+  if (m.count("unet.context_frames"))
+    c.context_frames = to_int(path, "unet.context_frames", get("unet.context_frames"));
+  if (m.count("unet.context_noise_level"))
+    c.context_noise_level =
+        to_int(path, "unet.context_noise_level", get("unet.context_noise_level")) != 0;
   result.prediction = parse_prediction(get("diffusion.prediction"));
   result.schedule_steps = to_int(path, "diffusion.steps", get("diffusion.steps"));
   for (const auto& [key, value] : m)

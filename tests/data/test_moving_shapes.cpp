@@ -242,6 +242,35 @@ TEST(MovingShapes, BatchPairsPreviousAndCurrentFrames) {
   EXPECT_FALSE(bit_identical(cur, ds.batch(6, gen).second));
 }
 
+TEST(MovingShapes, WindowsHoldConsecutiveFrames) {
+  const MovingShapes ds({.height = 16, .width = 16, .num_videos = 40, .frames_per_video = 12}, 3);
+  Generator gen(5);
+  const std::vector<Tensor> w = ds.windows(5, 4, gen);
+  ASSERT_EQ(w.size(), 4u);
+  for (int64_t b = 0; b < 5; ++b) {
+    bool found = false;
+    for (int64_t video = 0; video < 40 && !found; ++video)
+      for (int64_t t = 3; t < 12 && !found; ++t) {
+        found = true;
+        for (int64_t i = 0; i < 4 && found; ++i)
+          found = bit_identical(w[static_cast<std::size_t>(i)][b].contiguous(),
+                                ds.frame(video, t - 3 + i));
+      }
+    EXPECT_TRUE(found) << "row " << b;
+  }
+  // Length 2 is batch(): the same draws give the same pair.
+  Generator a(9), b(9);
+  const auto [prev, cur] = ds.batch(3, a);
+  const std::vector<Tensor> pair = ds.windows(3, 2, b);
+  EXPECT_TRUE(bit_identical(prev, pair[0]));
+  EXPECT_TRUE(bit_identical(cur, pair[1]));
+  // A window as long as a video starts at its frame 0; a longer one is an error.
+  EXPECT_EQ(ds.windows(1, 12, gen).size(), 12u);
+  EXPECT_THAT(error_of([&] { ds.windows(1, 13, gen); }),
+              HasSubstr("[MovingShapes::windows] length must be in [2, frames_per_video = 12]"));
+  EXPECT_THAT(error_of([&] { ds.windows(1, 1, gen); }), HasSubstr("length must be in"));
+}
+
 TEST(MovingShapes, BatchDtypesAndLayouts) {
   const MovingShapes ds({.height = 16, .width = 16}, 2);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
@@ -277,7 +306,7 @@ TEST(MovingShapes, BadArgumentsThrow) {
               HasSubstr("[MovingShapes::frame] frame index must be in [0, 2^50], got -3"));
   EXPECT_THAT(error_of([&] { ds.clip(0, 0, 0); }), HasSubstr("[MovingShapes::clip] frames"));
   Generator gen;
-  EXPECT_THAT(error_of([&] { ds.batch(0, gen); }), HasSubstr("[MovingShapes::batch] batch"));
+  EXPECT_THAT(error_of([&] { ds.batch(0, gen); }), HasSubstr("[MovingShapes::windows] batch"));
   EXPECT_THAT(error_of([&] { ds.batch(2, gen, DType::I32); }), HasSubstr("dtype must be floating"));
   EXPECT_THAT(error_of([&] { ds.batch(2, gen, DType::F32, MemoryFormat::Preserve); }),
               HasSubstr("format must be contiguous or channels_last"));

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/nn/module.h"
 
 namespace mixprec::models::test {
 
@@ -32,6 +35,13 @@ inline double max_abs(const Tensor& a) {
   double m = 0.0;
   for (int64_t i = 0; i < x.numel(); ++i) m = std::max(m, std::fabs(x.data<double>()[i]));
   return m;
+}
+
+// The parameter called `name` (a handle sharing its storage); throws if there is none.
+inline Tensor parameter(const nn::Module& module, const std::string& name) {
+  for (const auto& [n, p] : module.named_parameters())
+    if (n == name) return p;
+  throw std::out_of_range("no parameter " + name);
 }
 
 }  // namespace mixprec::models::test

@@ -48,6 +48,46 @@ TEST(UNetVideo, ShapesDtypesAndLayout) {
   EXPECT_NE(test_support::error_of([&] { net.forward(x.slice(2, 0, 15), ctx, t); }), "");
 }
 
+TEST(UNetVideo, TwoContextFramesAndTheNoiseLevelAreInputs) {
+  Generator gen(6);
+  UNetVideoConfig c = tiny();
+  c.context_frames = 2;
+  c.context_noise_level = true;
+  UNetVideo net(c, gen);
+  // A visible output scale: conv_out starts near zero.
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const Tensor x = Tensor::randn({2, 3, 16, 16}, gen), ctx = Tensor::randn({2, 6, 16, 16}, gen);
+  const Tensor t = Tensor::from_vector<int64_t>({10, 900});
+  const Tensor sigma = Tensor::from_vector<float>({0.0f, 0.0f});
+  NoGrad no_grad;
+  const Tensor y = net.forward(x, ctx, t, sigma);
+  EXPECT_EQ(y.shape(), x.shape());
+  // Both context frames matter, and so does the noise level; no level means level 0.
+  const Tensor older_changed = cat({mul(ctx.narrow(1, 0, 3), 0.5), ctx.narrow(1, 3, 3)}, 1);
+  EXPECT_GT(max_abs_diff(y, net.forward(x, older_changed, t, sigma)), 1e-4);
+  const Tensor newer_changed = cat({ctx.narrow(1, 0, 3), mul(ctx.narrow(1, 3, 3), 0.5)}, 1);
+  EXPECT_GT(max_abs_diff(y, net.forward(x, newer_changed, t, sigma)), 1e-4);
+  EXPECT_GT(max_abs_diff(y, net.forward(x, ctx, t, Tensor::from_vector<float>({0.2f, 0.0f}))),
+            1e-4);
+  EXPECT_EQ(max_abs_diff(y, net.forward(x, ctx, t)), 0);
+  EXPECT_NE(test_support::error_of([&] { net.forward(x, x, t); }).find("(2 frames)"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] { net.forward(x, ctx, t, Tensor::zeros({3})); })
+                .find("context_sigma"),
+            std::string::npos);
+  // The extra input channels and the wider embedding are counted.
+  const UNetVideo one(tiny(), gen);
+  const double pixels = 16.0 * 16.0, base = 16, time_dim = 64;
+  EXPECT_NEAR(net.gflop_per_forward(16, 16) - one.gflop_per_forward(16, 16),
+              (2.0 * 3 * base * 9 * pixels + 2.0 * base * time_dim) * 1e-9, 1e-12);
+  EXPECT_NE(test_support::error_of([&] {
+              UNetVideoConfig bad = tiny();
+              bad.context_frames = 0;
+              UNetVideo(bad, gen);
+            }).find("invalid configuration"),
+            std::string::npos);
+}
+
 TEST(UNetVideo, Bf16ModelMatchesF32) {
   Generator gen(2);
   UNetVideo net(tiny(), gen);

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "gpt_test_util.h"
 #include "mixprec/autograd/grad_mode.h"
+#include "mixprec/nn/init.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/serialize.h"
@@ -72,6 +74,77 @@ TEST(VideoStream, DeterministicFramesInRange) {
   }
 }
 
+TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
+  Generator gen(8);
+  UNetVideoConfig c = tiny();
+  c.context_frames = 2;
+  UNetVideo net(c, gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const Tensor first = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  VideoStream stream(net, schedule, first, {.steps = 2, .seed = 5});
+  // The same frames by hand: frame i is DDIM from noise (seed, i) on the two frames before it.
+  std::vector<Tensor> history = {first.select(0, 0).unsqueeze(0), first.select(0, 1).unsqueeze(0)};
+  for (int64_t i = 0; i < 4; ++i) {
+    const Tensor got = stream.next();
+    Generator g;
+    g.set_state({5, static_cast<uint64_t>(i) << 32});
+    const Tensor noise = Tensor::randn({1, 3, 8, 8}, g);
+    const Tensor context = context_of({history[history.size() - 2], history.back()});
+    InferenceMode inference;
+    const Tensor want = ddim_sample(
+        [&](const Tensor& x_t, const Tensor& t) {
+          return net.forward(x_t.contiguous(MemoryFormat::ChannelsLast), context, t);
+        },
+        noise, schedule, 2, Prediction::V);
+    ASSERT_EQ(test::max_abs_diff(got, want), 0) << "frame " << i;
+    history.push_back(got);
+  }
+  EXPECT_NE(test_support::error_of([&] {
+              VideoStream s(net, schedule, first.narrow(0, 0, 1), {});
+            }).find("[VideoStream] expected the first frames [2, 3, H, W]"),
+            std::string::npos);
+}
+
+TEST(VideoStream, ContextNoiseChangesFramesDeterministically) {
+  Generator gen(9);
+  UNetVideoConfig c = tiny();
+  c.context_noise_level = true;
+  UNetVideo net(c, gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const Tensor first = Tensor::uniform({1, 3, 8, 8}, -1, 1, gen);
+  auto frame_with = [&](double noise) {
+    VideoStream stream(net, NoiseSchedule::cosine(100), first,
+                       {.steps = 2, .seed = 1, .context_noise = noise});
+    return stream.next();
+  };
+  EXPECT_EQ(test::max_abs_diff(frame_with(0.1), frame_with(0.1)), 0);
+  EXPECT_GT(test::max_abs_diff(frame_with(0.1), frame_with(0.0)), 1e-4);
+}
+
+TEST(VideoDiffusionLoss, TwoContextFramesWithNoiseLevelBackpropagates) {
+  Generator gen(10);
+  UNetVideoConfig c = tiny();
+  c.context_frames = 2;
+  c.context_noise_level = true;
+  UNetVideo net(c, gen);
+  const Tensor context = Tensor::uniform({2, 6, 8, 8}, -1, 1, gen);
+  const Tensor current = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
+  const Tensor loss = video_diffusion_loss(net, NoiseSchedule::cosine(100), context, current,
+                                           {.context_noise_max = 0.3}, DType::F32, gen);
+  ASSERT_TRUE(std::isfinite(loss.item<float>()));
+  loss.backward();
+  // The time MLP sees the noise level's half of the embedding.
+  const Tensor g = test::parameter(net, "time_fc1.weight").grad();
+  ASSERT_TRUE(g.defined());
+  EXPECT_GT(test::max_abs(g.narrow(1, 16, 16)), 0);
+  EXPECT_NE(test_support::error_of([&] {
+              video_diffusion_loss(net, NoiseSchedule::cosine(100), current, current, {},
+                                   DType::F32, gen);
+            }).find("(2 frames)"),
+            std::string::npos);
+}
+
 TEST(VideoStream, RejectsABatchedFirstFrame) {
   Generator gen(3);
   UNetVideo net(tiny(), gen);
@@ -111,6 +184,32 @@ TEST(VideoModelFile, RoundTripRebuildsTheSameNetwork) {
   NoGrad no_grad;
   const Tensor a = net.forward(x, x, t).contiguous(), b = loaded->forward(x, x, t).contiguous();
   for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]);
+  std::filesystem::remove(path);
+}
+
+TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
+  Generator gen(11);
+  UNetVideoConfig c = tiny();
+  c.context_frames = 3;
+  c.context_noise_level = true;
+  UNetVideo net(c, gen);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_video_context.safetensors").string();
+  save_video_model(path, net, {.config = c});
+  VideoModelInfo info;
+  load_video_model(path, &info);
+  EXPECT_EQ(info.config.context_frames, 3);
+  EXPECT_TRUE(info.config.context_noise_level);
+  // A file from before these options (no unet.context_* keys): one frame, no level.
+  UNetVideo old_style(tiny(), gen);
+  save_video_model(path, old_style, {.config = tiny()});
+  io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
+  meta.erase("unet.context_frames");
+  meta.erase("unet.context_noise_level");
+  nn::save(old_style, path, meta);
+  load_video_model(path, &info);
+  EXPECT_EQ(info.config.context_frames, 1);
+  EXPECT_FALSE(info.config.context_noise_level);
   std::filesystem::remove(path);
 }
 

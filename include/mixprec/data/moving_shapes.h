@@ -24,6 +24,7 @@
 //   Tensor truth = ds.clip(/*video=*/123456789, /*start=*/0, /*frames=*/600);  // [600, 3, 64, 64]
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
@@ -62,6 +63,14 @@ class MovingShapes {
   // the result depends only on the seed and gen's state, never on the thread count.
   std::pair<Tensor, Tensor> batch(int64_t batch, Generator& gen, DType dtype = DType::F32,
                                   MemoryFormat format = MemoryFormat::ChannelsLast) const;
+
+  // The general form: for each of `batch` pairs (video, t), t drawn from
+  // [length - 1, frames_per_video), the `length` (2 <= length <= frames_per_video) consecutive
+  // frames t - length + 1, ..., t; result[i] holds frame t - length + 1 + i of every pair.
+  // batch(b, gen) is windows(b, 2, gen): the same draws, the same frames.
+  std::vector<Tensor> windows(int64_t batch, int64_t length, Generator& gen,
+                              DType dtype = DType::F32,
+                              MemoryFormat format = MemoryFormat::ChannelsLast) const;
 
   // `frames` (>= 1) consecutive frames start, start + 1, ... of one video: [frames, 3, H, W]
   // f32, contiguous. The ground truth for drift evaluation.

@@ -1,9 +1,9 @@
 #pragma once
 // UNetVideo: the denoiser of live-stream video diffusion. It generates one frame at a time,
-// conditioned on the frame before it: the input is the noisy current frame channel-concatenated
-// with the previous (context) frame, plus the diffusion timestep.
+// conditioned on the frames before it: the input is the noisy current frame channel-concatenated
+// with the previous (context) frames, plus the diffusion timestep.
 //
-//   x_t [B, 3, H, W] ++ context [B, 3, H, W] -> conv_in -> down path (ResBlocks, stride-2
+//   x_t [B, 3, H, W] ++ context [B, 3K, H, W] -> conv_in -> down path (ResBlocks, stride-2
 //   convs, skips kept) -> middle (ResBlock, self-attention, ResBlock) -> up path (ResBlocks on
 //   concat(h, skip), nearest 2x + conv) -> GroupNorm+SiLU -> conv_out -> [B, 3, H, W]
 //
@@ -11,6 +11,14 @@
 // GroupNorm+SiLU -> 3x3 conv, plus the input (through a 1x1 conv when channels change).
 // Self-attention runs at the resolutions Config::attention_levels names (and always in the
 // middle), over the H*W pixels as tokens: in channels_last memory [B, H*W, C] is a view.
+//
+// Context: K = Config::context_frames previous frames, oldest first. One frame shows where the
+// shapes are; two also show where they are going (the dataset's motion is constant velocity), so
+// a stream can follow the true trajectory instead of guessing a direction every frame.
+// Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
+// context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
+// embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
+// context, and a stream can choose the level it conditions on (GameNGen's scheme).
 //
 // Dtypes: the network runs in its input's dtype. For true half precision call
 // `model.to(DType::BF16)` (GroupNorm parameters stay f32) and pass bf16 frames; the timestep
@@ -35,6 +43,8 @@ struct UNetVideoConfig {
   std::vector<int64_t> attention_levels = {};      // levels with self-attention (middle always)
   int64_t head_dim = 32;                           // attention heads = channels / head_dim
   int64_t groups = 8;                              // GroupNorm groups
+  int64_t context_frames = 1;                      // previous frames in the input, >= 1
+  bool context_noise_level = false;                // the context's noise std is an input
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
   // attention at 16x16; base 128; and an ~880M-parameter model of the seed documents' size.
@@ -50,9 +60,12 @@ class UNetVideo final : public nn::Module {
   explicit UNetVideo(UNetVideoConfig config, Generator& gen = default_generator());
   std::string_view type_name() const override { return "UNetVideo"; }
 
-  // x_t, context [B, 3, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (any dtype,
-  // diffusion steps as numbers) -> the prediction [B, 3, H, W] in x_t's dtype and layout.
-  Tensor forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps);
+  // x_t [B, 3, H, W] (H, W divisible by 2^(levels-1)), context [B, 3K, H, W] (K frames
+  // concatenated on channels, oldest first), timesteps [B] (any dtype, diffusion steps as
+  // numbers), context_sigma [B] (the context's noise std; undefined means 0; ignored unless
+  // Config::context_noise_level) -> the prediction [B, 3, H, W] in x_t's dtype and layout.
+  Tensor forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps,
+                 const Tensor& context_sigma = {});
 
   const UNetVideoConfig& config() const { return config_; }
   int64_t parameter_count() const;

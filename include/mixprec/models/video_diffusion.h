@@ -1,12 +1,14 @@
 #pragma once
 // Live-stream video diffusion on UNetVideo: the training loss and the frame-by-frame generator.
 //
-// Each frame is sampled by DDIM conditioned on the previous frame. Generated frames are never
+// Each frame is sampled by DDIM conditioned on the previous frames. Generated frames are never
 // perfect, and conditioning on them feeds the errors back (drift). History augmentation is the
-// remedy used here (docs/VIDEO.md): during training the context frame is corrupted with
-// Gaussian noise of a random strength sigma ~ U(0, context_noise_max), so the model learns to
-// produce a clean next frame from an imperfect previous one instead of copying its artefacts.
+// remedy used here (docs/VIDEO.md): during training the context frames are corrupted with
+// Gaussian noise of a random strength sigma ~ U(0, context_noise_max) per sample, so the model
+// learns to produce a clean next frame from imperfect previous ones instead of copying their
+// artefacts; a model with Config::context_noise_level is also told sigma.
 #include <cstdint>
+#include <vector>
 
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
@@ -20,27 +22,35 @@ struct VideoLossOptions {
   double context_noise_max = 0.1;  // history augmentation; 0 turns it off
 };
 
-// The denoising loss of one batch: prev, current [B, 3, H, W] frames in [-1, 1] (any float
-// dtype). Draws timesteps, noise and the context corruption from `gen`; the network's input is
-// made in `input_dtype` (the parameters' dtype for a half-precision model, f32 under autocast).
-// Returns the f32 mean squared error against the eps or v target.
-Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& prev,
-                            const Tensor& current, const VideoLossOptions& options,
-                            DType input_dtype, Generator& gen);
+// The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
+// previous frames, oldest first, see context_of) and current [B, 3, H, W], frames in [-1, 1]
+// (any float dtype). Draws timesteps, noise and the context corruption from `gen`; the
+// network's input is made in `input_dtype` (the parameters' dtype for a half-precision model,
+// f32 under autocast). Returns the f32 mean squared error against the eps or v target.
+Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
+                            const Tensor& context, const Tensor& current,
+                            const VideoLossOptions& options, DType input_dtype, Generator& gen);
+
+// Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
+Tensor context_of(const std::vector<Tensor>& frames);
 
 struct StreamOptions {
   int64_t steps = 4;  // DDIM steps per frame
   Prediction prediction = Prediction::V;
   uint64_t seed = 0;  // the noise of frame i is a pure function of (seed, i)
+  // Noise of this std is added to the context before each frame (and a model with
+  // Config::context_noise_level is told so): the level the model trusts the context at.
+  double context_noise = 0;
 };
 
-// Generates frames one at a time, each conditioned on the one before. The network runs in its
+// Generates frames one at a time, each conditioned on the ones before. The network runs in its
 // parameters' dtype (convert the model first for true half precision); the sampler's state is
 // f32. Wrap next() in an amp::Autocast guard to run an f32 model under autocast instead.
 class VideoStream {
  public:
-  // first_frame [1, 3, H, W] in [-1, 1]: the context of the first generated frame.
-  VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frame,
+  // first_frames [K, 3, H, W] in [-1, 1], oldest first, K = the model's context_frames: the
+  // context of the first generated frame.
+  VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frames,
               StreamOptions options);
   Tensor next();  // the next frame, [1, 3, H, W] f32 in [-1, 1]
   int64_t frames_generated() const { return index_; }
@@ -50,7 +60,7 @@ class VideoStream {
   NoiseSchedule schedule_;
   StreamOptions options_;
   DType model_dtype_;
-  Tensor context_;  // the last frame, in the model's dtype, channels_last
+  Tensor context_;  // the last K frames [1, 3K, H, W], in the model's dtype, channels_last
   int64_t index_ = 0;
 };
 
