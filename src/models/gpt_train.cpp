@@ -33,8 +33,12 @@ double GPTTrainer::learning_rate(int64_t index) const {
 }
 
 Tensor GPTTrainer::forward_loss(const TokenBatch& batch) {
+  // With 16-bit parameters every product already runs in their dtype; an autocast region
+  // would only widen the 16-bit residual stream into f32 copies for the LayerNorms and the
+  // loss (which keep f32 statistics in registers anyway), and backward would keep those copies.
   const amp::PrecisionConfig& p = options_.precision;
-  amp::Autocast autocast(p.autocast() ? p.compute : DType::BF16, p.autocast());
+  const bool autocast_on = p.autocast() && !p.half_params();
+  amp::Autocast autocast(autocast_on ? p.compute : DType::BF16, autocast_on);
   return model_.loss(batch.inputs, batch.targets);
 }
 

@@ -1,5 +1,6 @@
-// SDPA front-end and its flash-style backward. Per (batch, head), with f32 accumulation (f64
-// for f64 models), in blocks of kBr queries x kBc keys:
+// SDPA front-end and its flash-style backward (kernels::scaled_dot_product_attention_backward;
+// for f64 models the same algorithm here, on f64 products). Per (batch, head), in blocks of kBr
+// queries x kBc keys:
 //   S = scale Q_b K_b^T + mask;  P = exp(S - lse)            (recomputed, never stored whole)
 //   dV_b += P^T dO_q;  dP = dO_q V_b^T;  dS = P * (dP - rowsum(dO * O))
 //   dQ_q += scale dS K_b;  dK_b += scale dS^T Q_q
@@ -31,12 +32,26 @@ struct SdpaBackward final : autograd::Node {
   std::string_view name() const override { return "ScaledDotProductAttentionBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    if (q.dtype() == DType::F64) return run<double>(grads[0], DType::F64);
-    return run<float>(grads[0], DType::F32);
+    if (q.dtype() == DType::F64) return run_f64(grads[0]);
+    auto last_dim_contiguous = [](const Tensor& t) {
+      return t.stride(3) == 1 || t.size(3) == 1 ? t : t.contiguous();
+    };
+    Tensor dq = Tensor::empty(q.shape(), q.dtype()), dk = Tensor::empty(k.shape(), k.dtype()),
+           dv = Tensor::empty(v.shape(), v.dtype());
+    kernels::AttentionOptions opt;
+    opt.causal = causal;
+    opt.scale = scale;
+    opt.mask = mask.defined() ? &mask : nullptr;
+    kernels::scaled_dot_product_attention_backward(
+        last_dim_contiguous(q), last_dim_contiguous(k), last_dim_contiguous(v),
+        last_dim_contiguous(out), last_dim_contiguous(grads[0]), lse.contiguous(), dq, dk, dv, opt);
+    return {dq, dk, dv};
   }
 
-  template <typename T>
-  std::vector<Tensor> run(const Tensor& grad, DType acc) {
+  // f64 (gradient checks): the same blocked algorithm on plain f64 products.
+  std::vector<Tensor> run_f64(const Tensor& grad) {
+    using T = double;
+    const DType acc = DType::F64;
     const int64_t B = q.size(0), H = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2),
                   dv = v.size(3);
     const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(),
@@ -110,7 +125,7 @@ struct SdpaBackward final : autograd::Node {
         }
       }
     });
-    return {dq.to(q.dtype()), dk.to(k.dtype()), dvv.to(v.dtype())};
+    return {dq, dk, dvv};
   }
   void release_saved() override { q = k = v = out = lse = mask = Tensor(); }
 };

@@ -26,4 +26,19 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor& out, const AttentionOptions& options = {},
                                   const Tensor* logsumexp = nullptr);
 
+// The gradients of scaled_dot_product_attention, flash style: per (batch, head) and block of
+// queries x keys the probabilities are recomputed from the forward's `logsumexp` (never stored
+// whole), then dV += P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * out)), dQ += scale dS K,
+// dK += scale dS^T Q. q, k, v, out, grad_out as for the forward (any strides, last dim
+// contiguous); dq, dk, dv have q's, k's and v's shapes, any float dtype, last dim contiguous.
+// Every product accumulates in f32 and each gradient is rounded once, on its final write. When
+// q, k, v and grad_out are all bf16, P and dS are rounded to bf16 for the products that take
+// them (as flash attention does), so all five run on bf16 GEMMs (AMX where usable); otherwise
+// P and dS stay f32.
+void scaled_dot_product_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& out, const Tensor& grad_out,
+                                           const Tensor& logsumexp, const Tensor& dq,
+                                           const Tensor& dk, const Tensor& dv,
+                                           const AttentionOptions& options = {});
+
 }  // namespace mixprec::kernels

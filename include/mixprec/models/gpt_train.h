@@ -6,7 +6,10 @@
 // forward under the configuration's autocast (if any), the loss scaled (f16), backward,
 // unscale, gradient clipping, a skipped or taken AdamW step, the scale updated.
 // With 16-bit parameters (PrecisionConfig::half_params) the model is converted first
-// (LayerNorms keep f32) and AdamW keeps f32 master weights.
+// (LayerNorms keep f32 parameters), AdamW keeps f32 master weights, and the forward runs
+// without an autocast region, as PyTorch's model.to(bfloat16): the LayerNorms take the 16-bit
+// residual stream and write their output in its dtype (f32 statistics, one rounding), the loss
+// widens the 16-bit logits itself and returns f32.
 #include <cstdint>
 
 #include "mixprec/amp/grad_scaler.h"

@@ -21,6 +21,7 @@ namespace mixprec::kernels {
 namespace {
 
 using attention_detail::BlockUpdateFn;
+using attention_detail::matrix_at;
 
 constexpr int64_t kBr = 112;  // queries per block: a multiple of the AVX-512 tile height (14)
 constexpr int64_t kBc =
@@ -31,13 +32,6 @@ const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scala
                                             attention_detail::block_update_avx512, nullptr}};
 
 bool is_attention_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
-
-// The [rows, cols] matrix of tensor t at (b, h): dims 2 and 3 of a 4-D tensor.
-MatrixView matrix_at(const Tensor& t, int64_t b, int64_t h) {
-  const char* base = static_cast<const char*>(t.data_ptr()) +
-                     static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
-  return {base, t.dtype(), t.size(2), t.size(3), t.stride(2), t.stride(3)};
-}
 
 // Per-thread block buffers, reused across calls.
 struct Scratch {

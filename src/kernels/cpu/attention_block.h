@@ -78,5 +78,41 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l
   }
 }
 
+template <class S>
+void recompute_probs(float* s, int64_t ld_s, int rows, int cols, const float* lse) {
+  constexpr int W = S::kWidth;
+  for (int r = 0; r < rows; ++r) {
+    float* srow = s + r * ld_s;
+    if (lse[r] == -INFINITY) {  // the forward wrote a zero row: no probability anywhere
+      for (int j = 0; j < cols; ++j) srow[j] = 0.0f;
+      continue;
+    }
+    const typename S::F shift = S::set1(lse[r]);
+    for (int j = 0; j < cols; j += W) {
+      const int n = cols - j;
+      S::store_n(srow + j, DType::F32,
+                 simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift)), n);
+    }
+  }
+}
+
+template <class S>
+void softmax_grad(const float* p, int64_t ld_p, float* dp, int64_t ld_dp, int rows, int cols,
+                  const float* delta) {
+  constexpr int W = S::kWidth;
+  for (int r = 0; r < rows; ++r) {
+    const float* prow = p + r * ld_p;
+    float* drow = dp + r * ld_dp;
+    const typename S::F d = S::set1(delta[r]);
+    for (int j = 0; j < cols; j += W) {
+      const int n = cols - j;
+      S::store_n(
+          drow + j, DType::F32,
+          S::mul(S::load_n(prow + j, DType::F32, n), S::sub(S::load_n(drow + j, DType::F32, n), d)),
+          n);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::kernels::attention_detail

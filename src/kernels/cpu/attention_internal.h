@@ -4,6 +4,8 @@
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/kernels/gemm.h"
 
 namespace mixprec::kernels::attention_detail {
 
@@ -20,5 +22,28 @@ void block_update_avx2(float*, int64_t, int, int, float*, float*, void*, DType, 
                        int64_t, int);
 void block_update_avx512(float*, int64_t, int, int, float*, float*, void*, DType, int64_t, float*,
                          int64_t, int);
+
+// Backward, on one block of f32 scores s (scaled, masked; -inf where hidden):
+//   s[r * ld_s + j] = e^(s - lse[r])    the forward's probabilities, in place (0 when hidden or
+//                                       when the row saw no key, lse[r] = -inf)
+//   dp[r * ld_dp + j] = s * (dp - delta[r])   then, with s holding those probabilities, the
+//                                       score gradient dS in place of dP = dO V^T
+using RecomputeProbsFn = void(float* s, int64_t ld_s, int rows, int cols, const float* lse);
+using SoftmaxGradFn = void(const float* p, int64_t ld_p, float* dp, int64_t ld_dp, int rows,
+                           int cols, const float* delta);
+
+void recompute_probs_scalar(float*, int64_t, int, int, const float*);
+void recompute_probs_avx2(float*, int64_t, int, int, const float*);
+void recompute_probs_avx512(float*, int64_t, int, int, const float*);
+void softmax_grad_scalar(const float*, int64_t, float*, int64_t, int, int, const float*);
+void softmax_grad_avx2(const float*, int64_t, float*, int64_t, int, int, const float*);
+void softmax_grad_avx512(const float*, int64_t, float*, int64_t, int, int, const float*);
+
+// The [rows, cols] matrix of a 4-D tensor at (b, h): its dims 2 and 3.
+inline MatrixView matrix_at(const Tensor& t, int64_t b, int64_t h) {
+  const char* base = static_cast<const char*>(t.data_ptr()) +
+                     static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
+  return {base, t.dtype(), t.size(2), t.size(3), t.stride(2), t.stride(3)};
+}
 
 }  // namespace mixprec::kernels::attention_detail
