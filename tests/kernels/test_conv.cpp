@@ -233,6 +233,11 @@ TEST_P(ConvTest, Bf16DirectPathsEveryMode) {
   cases.push_back(dilated);
   Case unpadded = bf16({1, 32, 7, 40, 16, 3, 5});
   cases.push_back(unpadded);
+  // Two segments of one AMX unit from different images whose input rows share ring slots
+  // (image 0 row 9 and image 1 row 10): they run one at a time.
+  Case far_rows = bf16({2, 32, 15, 8, 32, 3, 3});
+  far_rows.opt.dilation_h = 5;
+  cases.push_back(far_rows);
   Case grouped = bf16({1, 64, 8, 8, 64, 3, 3});
   grouped.opt.groups = 2;
   grouped.opt.pad_h = grouped.opt.pad_w = 1;

@@ -238,10 +238,6 @@ DType pack_dtype_for(DType x_dtype, DType w_dtype, int64_t cg) {
   return DType::F32;
 }
 
-gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t col) {
-  return conv_detail::tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
-}
-
 // Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
 // im2col tiles times the packed weights.
 void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, const Tensor* bias,
@@ -306,8 +302,7 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
                                            opt.dilation_w,
                                            b.panels(),
                                            g.og,
-                                           amx_epilogue,
-                                           &go};
+                                           conv_detail::tile_epilogue(go, 0, 0)};
       conv_detail::amx_conv(ap);
       continue;
     }
