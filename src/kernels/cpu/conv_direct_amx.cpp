@@ -128,9 +128,21 @@ void run_unit(const AmxConvProblem& p, Ring& ring, const Segment* segs, int coun
               const char** taps, float* cbufs, int& cur, Pending& pending) {
   const int64_t ntaps = p.kh * p.kw, chunks = p.cg / kChunk;
   const int64_t a_stride = p.stride_w * ring.pixel_bytes;
-  for (int64_t t = 0; t < ntaps; ++t)
-    for (int s = 0; s < 2; ++s)
-      taps[t * 2 + s] = s < count ? tap_base(p, ring, segs[s], t / p.kw, t % p.kw) : nullptr;
+  // Segments of one output row read the same input rows: the second's taps are the first's,
+  // 16 pixels on (the common case: one lookup per input row instead of one per tap).
+  const bool same_row = count == 2 && segs[1].n == segs[0].n && segs[1].oy == segs[0].oy;
+  const int64_t seg_offset = kSeg * a_stride;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    const char* row0 = tap_base(p, ring, segs[0], ky, 0);
+    const char* row1 = count < 2  ? nullptr
+                       : same_row ? (row0 != nullptr ? row0 + seg_offset : nullptr)
+                                  : tap_base(p, ring, segs[1], ky, 0);
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      const int64_t t = ky * p.kw + kx, shift = kx * p.dilation_w * ring.pixel_bytes;
+      taps[t * 2] = row0 != nullptr ? row0 + shift : nullptr;
+      taps[t * 2 + 1] = row1 != nullptr ? row1 + shift : nullptr;
+    }
+  }
   const int64_t panels = (p.og + kPanel - 1) / kPanel;
   const std::size_t panel_bytes = static_cast<std::size_t>(ntaps * p.cg / 2) * kPanelRowBytes;
   int steps = 0;  // k steps of one block: the pending epilogue is spread over them
@@ -228,7 +240,7 @@ void amx_conv(const AmxConvProblem& p) {
       const Segment segs[2] = {segment(2 * u), count == 2 ? segment(2 * u + 1) : Segment{}};
       // Fetching the second segment's rows can evict the first's when the two are far apart
       // (other images, large strides): then each runs alone.
-      if (count == 2) {
+      if (count == 2 && (segs[1].n != segs[0].n || segs[1].oy != segs[0].oy)) {
         for (int64_t ky = 0; ky < p.kh; ++ky) {
           tap_base(p, ring, segs[0], ky, 0);
           tap_base(p, ring, segs[1], ky, 0);
