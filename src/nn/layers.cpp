@@ -1,6 +1,7 @@
 #include "mixprec/nn/layers.h"
 
 #include <array>
+#include <atomic>
 #include <cmath>
 
 #include "mixprec/amp/autocast.h"
@@ -11,6 +12,13 @@
 #include "packed_weight_cache.h"
 
 namespace mixprec::nn {
+
+namespace {
+std::atomic<bool> g_weight_packing{true};
+}  // namespace
+
+void set_inference_weight_packing(bool enabled) { g_weight_packing.store(enabled); }
+bool inference_weight_packing() { return g_weight_packing.load(std::memory_order_relaxed); }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen)
     : packed_(std::make_unique<PackedCache>()) {
@@ -30,7 +38,8 @@ Linear::~Linear() = default;
 Tensor Linear::forward(const Tensor& x) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (autograd::needs_grad({&x, &w, &b}) || x.dtype() == DType::F64 || w.dtype() == DType::F64) {
+  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b}) ||
+      x.dtype() == DType::F64 || w.dtype() == DType::F64) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return linear(x, w, b);
   }
@@ -99,7 +108,7 @@ Conv2d::~Conv2d() = default;
 Tensor Conv2d::forward(const Tensor& x) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (autograd::needs_grad({&x, &w, &b})) {
+  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b})) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return conv2d(x, w, b, params_);
   }

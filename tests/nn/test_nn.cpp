@@ -431,6 +431,11 @@ TEST(Conv2dPacking, NotKeptWhenGradientsAreNeeded) {
   EXPECT_EQ(conv.packed_bytes(), 0u);
   EXPECT_FALSE(conv.forward(x).requires_grad());  // frozen weights, plain x: packed
   EXPECT_GT(conv.packed_bytes(), 0u);
+  set_inference_weight_packing(false);  // switched off: dropped, the per-call path
+  const Tensor unpacked = conv.forward(x);
+  set_inference_weight_packing(true);
+  EXPECT_EQ(conv.packed_bytes(), 0u);
+  EXPECT_TRUE(same_bits(unpacked, conv.forward(x)));
 }
 
 TEST(Conv2dPacking, HoldsOnePackingWhateverTheCalls) {

@@ -12,6 +12,12 @@
 
 namespace mixprec::nn {
 
+// Whether Linear and Conv2d keep their weights packed for inference (on by default; see
+// Conv2d). Off trades the per-call packing back for the memory of one packed copy of the
+// weights: the packings held are dropped at each layer's next forward. Process-wide.
+void set_inference_weight_packing(bool enabled);
+bool inference_weight_packing();
+
 // A module with one input and one output: what Sequential chains.
 class Layer : public Module {
  public:
