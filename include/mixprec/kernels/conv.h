@@ -11,8 +11,8 @@
 // (even channel count per group) or widened to f32 once per call (see Bf16ConvCompute), f16
 // inputs widened to f32. AVX2 and scalar gather patches of a tile of
 // output pixels (im2col, a few hundred rows at a time, per thread) for the GEMM. Weights are
-// packed per call, or once by pack_conv_weights. NCHW operands are converted to NHWC on the
-// way in and out.
+// packed per call, or once by pack_conv_weights (which nn::Conv2d does for inference). NCHW
+// operands are converted to NHWC on the way in and out.
 #include <cstdint>
 #include <vector>
 
