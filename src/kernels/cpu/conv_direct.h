@@ -69,7 +69,7 @@ void amx_conv(const AmxConvProblem& p);
 // One 32-column bf16 panel of OIHW bf16 weights for vdpbf16ps / AMX: panel word
 // (tap * cg / 2 + p) * 32 + o = (w[o0 + o][2p][tap], w[o0 + o][2p + 1][tap]) for o < width,
 // zero words for o >= width. w is the whole [O][cg][taps] tensor of total_elems elements
-// (cg even); 16 output channels per pair of gathers.
+// (cg even); 16 output channels at a time (transposes up to 16 taps, gathers beyond).
 void pack_bf16_panel_avx512(const uint16_t* w, int64_t total_elems, int64_t o0, int width,
                             int64_t cg, int64_t taps, uint32_t* panel);
 
