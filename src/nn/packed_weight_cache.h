@@ -1,6 +1,6 @@
 #pragma once
-// A layer's weights packed once for inference (nn::Conv2d): the op then skips its per-call
-// packing. Internal to src/nn.
+// A layer's weights packed once for inference (nn::Conv2d, nn::Linear): the op then skips its
+// per-call packing. Internal to src/nn.
 //
 // The packing is remade whenever it could differ from what the op would pack from the weight
 // as it is now, so a cached forward is bit-identical to an uncached one. It depends on:
