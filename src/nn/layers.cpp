@@ -1,14 +1,27 @@
 #include "mixprec/nn/layers.h"
 
+#include <array>
+#include <atomic>
 #include <cmath>
 
+#include "mixprec/amp/autocast.h"
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/linalg.h"
+#include "packed_weight_cache.h"
 
 namespace mixprec::nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen) {
+namespace {
+std::atomic<bool> g_weight_packing{true};
+}  // namespace
+
+void set_inference_weight_packing(bool enabled) { g_weight_packing.store(enabled); }
+bool inference_weight_packing() { return g_weight_packing.load(std::memory_order_relaxed); }
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen)
+    : packed_(std::make_unique<PackedCache>()) {
   MIXPREC_CHECK(in_features >= 1 && out_features >= 1, "[Linear] features must be >= 1, got in ",
                 in_features, " out ", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
@@ -18,7 +31,29 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
     bias_ = &register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight(), bias()); }
+struct Linear::PackedCache : detail::PackedWeightCache<kernels::PackedMatrix> {};
+
+Linear::~Linear() = default;
+
+Tensor Linear::forward(const Tensor& x) {
+  const Tensor& w = weight();
+  const Tensor b = bias();
+  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b}) ||
+      x.dtype() == DType::F64 || w.dtype() == DType::F64) {
+    packed_->clear();  // training writes the weights: a packing would only hold stale memory
+    return linear(x, w, b);
+  }
+  const auto packed = packed_->get(detail::pack_key(w, x.dtype(), 0), [&] {
+    // As in Conv2d::forward: the dtypes the op sees under autocast, the weight cast as a
+    // temporary.
+    std::array<Tensor, 2> as_op_sees{Tensor::empty({0}, x.dtype()), w.detach()};
+    amp::apply_autocast(amp::AutocastOp::Linear, as_op_sees);
+    return pack_linear_weight(as_op_sees[1], as_op_sees[0].dtype());
+  });
+  return linear(x, *packed, b);
+}
+
+std::size_t Linear::packed_bytes() const { return packed_->bytes(); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
@@ -52,7 +87,7 @@ Tensor GELU::forward(const Tensor& x) {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params,
                bool with_bias, Generator& gen)
-    : params_(params) {
+    : params_(params), packed_(std::make_unique<PackedCache>()) {
   MIXPREC_CHECK(in_channels >= 1 && out_channels >= 1 && kernel >= 1 && params.groups >= 1 &&
                     in_channels % params.groups == 0 && out_channels % params.groups == 0,
                 "[Conv2d] channels ", in_channels, " -> ", out_channels, " with kernel ", kernel,
@@ -66,7 +101,31 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2d
     bias_ = &register_parameter("bias", Tensor::uniform({out_channels}, -bound, bound, gen));
 }
 
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight(), bias(), params_); }
+struct Conv2d::PackedCache : detail::PackedWeightCache<kernels::PackedConvWeights> {};
+
+Conv2d::~Conv2d() = default;
+
+Tensor Conv2d::forward(const Tensor& x) {
+  const Tensor& w = weight();
+  const Tensor b = bias();
+  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b})) {
+    packed_->clear();  // training writes the weights: a packing would only hold stale memory
+    return conv2d(x, w, b, params_);
+  }
+  // The bf16 compute mode decides how bf16 weights are packed (AMX / vdpbf16ps panels or f32).
+  const int mode = static_cast<int>(kernels::bf16_conv_compute());
+  const auto packed = packed_->get(detail::pack_key(w, x.dtype(), mode), [&] {
+    // Packed from the weight and for x's dtype as the op would see them under autocast. The
+    // weight is detached so autocast casts a temporary (its cast cache keeps only parameters),
+    // not a second long-lived copy next to the packing; x's dtype comes from an empty stand-in.
+    std::array<Tensor, 2> as_op_sees{Tensor::empty({0}, x.dtype()), w.detach()};
+    amp::apply_autocast(amp::AutocastOp::Conv2d, as_op_sees);
+    return kernels::pack_conv_weights(as_op_sees[1], as_op_sees[0].dtype(), params_.groups);
+  });
+  return conv2d(x, *packed, b, params_);
+}
+
+std::size_t Conv2d::packed_bytes() const { return packed_->bytes(); }
 
 LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool affine)
     : shape_(std::move(normalized_shape)), eps_(eps) {

@@ -32,6 +32,13 @@ kernels::Conv2dOptions kernel_options(const Conv2dParams& p) {
   return o;
 }
 
+// The output keeps x's memory format.
+MemoryFormat output_format(const Tensor& x) {
+  return x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous()
+             ? MemoryFormat::ChannelsLast
+             : MemoryFormat::Contiguous;
+}
+
 struct Geometry {
   int64_t n, c, h, w, o, kh, kw, oh, ow, groups, cg, og;
   int64_t k() const { return kh * kw * cg; }
@@ -306,10 +313,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                 p.groups, " must divide channels ", g.c, " and ", g.o);
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
-  const MemoryFormat format = x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous()
-                                  ? MemoryFormat::ChannelsLast
-                                  : MemoryFormat::Contiguous;
-  Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, x.dtype(), format);
+  Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, x.dtype(), output_format(x));
   {
     NoGrad no_grad;
     kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, ko);
@@ -323,6 +327,23 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     if (bias.defined()) node->bias_dtype = bias.dtype();
     autograd::record(node, {&x, &weight, &bias}, {&out});
   }
+  return out;
+}
+
+Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, const Tensor& bias_in,
+              const Conv2dParams& p) {
+  const auto [x, bias] = amp::autocast_args(amp::AutocastOp::Conv2d, x_in, bias_in);
+  MIXPREC_CHECK(!autograd::needs_grad({&x, &bias}),
+                "[conv2d] packed weights are for inference: x and bias must not need a gradient");
+  ops_detail::check_float("conv2d", x);
+  MIXPREC_CHECK(x.dim() == 4 && weight.defined(), "[conv2d] expected x [N, C, H, W] and packed ",
+                "weights, got ", shape_to_string(x.shape()));
+  const int64_t oh =
+      kernels::conv_output_size(x.size(2), weight.shape()[2], p.stride, p.padding, p.dilation);
+  const int64_t ow =
+      kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
+  Tensor out = Tensor::empty({x.size(0), weight.shape()[0], oh, ow}, x.dtype(), output_format(x));
+  kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, kernel_options(p));
   return out;
 }
 

@@ -169,4 +169,40 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out;
 }
 
+kernels::PackedMatrix pack_linear_weight(const Tensor& weight, DType x_dtype) {
+  ops_detail::check_float("linear", weight);
+  MIXPREC_CHECK(weight.dim() == 2, "[linear] expected weight [out, in], got ",
+                shape_to_string(weight.shape()));
+  return kernels::pack_b(view_of(weight.t()), x_dtype);
+}
+
+Tensor linear(const Tensor& x_in, const kernels::PackedMatrix& weight, const Tensor& bias_in) {
+  const auto [x, bias] = amp::autocast_args(amp::AutocastOp::Linear, x_in, bias_in);
+  MIXPREC_CHECK(!autograd::needs_grad({&x, &bias}),
+                "[linear] packed weights are for inference: x and bias must not need a gradient");
+  ops_detail::check_float("linear", x);
+  MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == weight.rows(), "[linear] x ",
+                shape_to_string(x.shape()), " does not fit the packed weight [", weight.cols(),
+                ", ", weight.rows(), "]");
+  if (bias.defined())
+    MIXPREC_CHECK(bias.shape() == Shape{weight.cols()} && is_floating(bias.dtype()),
+                  "[linear] bias has shape ", shape_to_string(bias.shape()), ", expected [",
+                  weight.cols(), "]");
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.cols();
+  const Tensor x2d = x.reshape({-1, x.size(-1)});
+  Tensor out = Tensor::empty(out_shape, x.dtype());
+  kernels::GemmEpilogue ep;
+  const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();  // alive through the GEMM
+  if (bias_c.defined()) {
+    ep.bias = bias_c.data_ptr();
+    ep.bias_dtype = bias_c.dtype();
+  }
+  kernels::gemm_prepacked(view_of(x2d), weight,
+                          MutableMatrixView::row_major(out.data_ptr(), out.dtype(), x2d.size(0),
+                                                       weight.cols(), weight.cols()),
+                          ep);
+  return out;
+}
+
 }  // namespace mixprec

@@ -167,6 +167,23 @@ TEST_P(ConvTest, MixedF32InputBf16Weights) {
   check(c, 80);
 }
 
+// bf16 input with f32 weights, 32 channels (a shape the bf16 AMX path takes when both are bf16):
+// the weights are not bf16, so the input is widened for the f32 kernels; per call and packed.
+TEST_P(ConvTest, MixedBf16InputF32Weights) {
+  Case c{1, 32, 6, 7, 32, 3, 3};
+  c.opt.pad_h = c.opt.pad_w = 1;
+  c.x_dtype = c.out_dtype = DType::BF16;
+  check(c, 81);
+  Generator gen(82);
+  const Tensor x = Tensor::uniform({1, 32, 6, 7}, -1, 1, gen, DType::BF16);
+  const Tensor w = Tensor::uniform({32, 32, 3, 3}, -1, 1, gen, DType::F32);
+  const Tensor want = Tensor::empty({1, 32, 6, 7}, DType::BF16);
+  const Tensor got = Tensor::empty({1, 32, 6, 7}, DType::BF16);
+  conv2d(x, w, nullptr, want, c.opt);
+  conv2d(x, pack_conv_weights(w, DType::BF16), nullptr, got, c.opt);
+  EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), want.numel() * 2));
+}
+
 // Restores the process-wide bf16 compute mode.
 struct ScopedBf16Mode {
   explicit ScopedBf16Mode(Bf16ConvCompute mode) { set_bf16_conv_compute(mode); }
@@ -216,6 +233,11 @@ TEST_P(ConvTest, Bf16DirectPathsEveryMode) {
   cases.push_back(dilated);
   Case unpadded = bf16({1, 32, 7, 40, 16, 3, 5});
   cases.push_back(unpadded);
+  // Two segments of one AMX unit from different images whose input rows share ring slots
+  // (image 0 row 9 and image 1 row 10): they run one at a time.
+  Case far_rows = bf16({2, 32, 15, 8, 32, 3, 3});
+  far_rows.opt.dilation_h = 5;
+  cases.push_back(far_rows);
   Case grouped = bf16({1, 64, 8, 8, 64, 3, 3});
   grouped.opt.groups = 2;
   grouped.opt.pad_h = grouped.opt.pad_w = 1;

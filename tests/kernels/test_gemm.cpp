@@ -176,11 +176,15 @@ TEST_P(GemmTest, EmptyKGivesEpilogueOfZero) {
 
 TEST_P(GemmTest, PrepackedWeightsMatchUnpacked) {
   std::mt19937 rng(7);
-  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
-    Buffer x(t, 37 * 80, rng), w(t, 90 * 80, rng);
+  // Same dtypes, and mixed both ways (the micro-kernel follows A's and B's own dtypes).
+  for (const auto& [t, tw] :
+       {std::pair{DType::F32, DType::F32}, std::pair{DType::BF16, DType::BF16},
+        std::pair{DType::F16, DType::F16}, std::pair{DType::BF16, DType::F32},
+        std::pair{DType::F32, DType::BF16}}) {
+    Buffer x(t, 37 * 80, rng), w(tw, 90 * 80, rng);
     std::vector<float> direct(37 * 90), packed_out(37 * 90);
     const MatrixView xv = MatrixView::row_major(x.data(), t, 37, 80, 80);
-    const MatrixView wt = MatrixView::row_major(w.data(), t, 90, 80, 80).transposed();
+    const MatrixView wt = MatrixView::row_major(w.data(), tw, 90, 80, 80).transposed();
     gemm(xv, wt, MutableMatrixView::row_major(direct.data(), DType::F32, 37, 90, 90));
     const PackedMatrix packed = pack_b(wt, t);
     gemm_prepacked(xv, packed,

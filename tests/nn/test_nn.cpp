@@ -1,12 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "mixprec/amp/autocast.h"
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/arith.h"
+#include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/optim/sgd.h"
 
@@ -329,6 +334,156 @@ TEST(Module, ToChannelsLastLaysOutConvWeights) {
   EXPECT_TRUE(conv.weight().requires_grad());
   const Tensor y = conv.forward(Tensor::randn({1, 8, 5, 5}, gen).to(MemoryFormat::ChannelsLast));
   EXPECT_EQ(y.shape(), (Shape{1, 16, 5, 5}));
+}
+
+// ---- Conv2d's inference packing ----
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(),
+                     static_cast<std::size_t>(ca.numel()) * ca.element_size()) == 0;
+}
+
+// conv's forward against the op on its current weights, which packs per call.
+void expect_matches_uncached(Conv2d& conv, const Tensor& x, const Conv2dParams& p) {
+  const Tensor cached = conv.forward(x);
+  EXPECT_GT(conv.packed_bytes(), 0u);
+  EXPECT_TRUE(same_bits(cached, conv2d(x, conv.weight(), conv.bias(), p)));
+  EXPECT_TRUE(same_bits(conv.forward(x), cached));  // served from the packing
+}
+
+TEST(Conv2dPacking, BitIdenticalToPackingPerCall) {
+  struct Case {
+    int64_t c, o, k;
+    Conv2dParams p;
+    DType w, x;
+    bool autocast;
+  };
+  const Case cases[] = {
+      {64, 64, 3, {.padding = 1}, DType::BF16, DType::BF16, false},  // AMX where available
+      {32, 48, 3, {.padding = 1}, DType::BF16, DType::BF16, false},
+      {8, 16, 3, {.stride = 2, .padding = 1}, DType::F32, DType::F32, false},
+      {8, 12, 3, {.padding = 1, .groups = 2}, DType::F32, DType::BF16, false},
+      {16, 16, 3, {.padding = 1, .groups = 16}, DType::BF16, DType::BF16, false},  // depthwise
+      {64, 32, 1, {}, DType::F16, DType::F16, false},
+      {64, 64, 3, {.padding = 1}, DType::F32, DType::F32, true},  // autocast casts both
+  };
+  Generator gen(11);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << c.c << "->" << c.o << " k" << c.k << " " << dtype_name(c.w)
+                                    << " x " << dtype_name(c.x));
+    Conv2d conv(c.c, c.o, c.k, c.p, true, gen);
+    conv.to(c.w);
+    conv.to(MemoryFormat::ChannelsLast);
+    const Tensor x =
+        Tensor::randn({2, c.c, 9, 9}, gen).to(c.x).contiguous(MemoryFormat::ChannelsLast);
+    InferenceMode inference;
+    amp::Autocast on(DType::BF16, c.autocast);
+    expect_matches_uncached(conv, x, c.p);
+  }
+}
+
+TEST(Conv2dPacking, RemadeAfterWritesReplacementsAndOptimizerSteps) {
+  Generator gen(12);
+  const Conv2dParams p{.padding = 1};
+  Conv2d conv(32, 32, 3, p, true, gen);
+  const Tensor x = Tensor::randn({1, 32, 8, 8}, gen);
+  {
+    NoGrad no_grad;
+    const Tensor before = conv.forward(x);
+    conv.weight().copy_(Tensor::randn(conv.weight().shape(), gen));
+    EXPECT_FALSE(same_bits(conv.forward(x), before));
+    expect_matches_uncached(conv, x, p);
+    conv.weight().fill_(0.25);
+    expect_matches_uncached(conv, x, p);
+  }
+  optim::SGD opt(conv.parameters(), {.lr = 0.1});
+  sum(conv.forward(x)).backward();
+  opt.step();
+  {
+    NoGrad no_grad;
+    expect_matches_uncached(conv, x, p);
+  }
+  conv.to(DType::BF16);  // replaces the weight tensor
+  conv.to(MemoryFormat::ChannelsLast);
+  NoGrad no_grad;
+  expect_matches_uncached(conv, x.to(DType::BF16), p);
+  expect_matches_uncached(conv, x, p);  // f32 input: packed for f32 now
+}
+
+TEST(Conv2dPacking, NotKeptWhenGradientsAreNeeded) {
+  Generator gen(13);
+  Conv2d conv(16, 16, 3, {.padding = 1}, true, gen);
+  const Tensor x = Tensor::randn({1, 16, 6, 6}, gen);
+  {
+    NoGrad no_grad;
+    conv.forward(x);
+  }
+  ASSERT_GT(conv.packed_bytes(), 0u);
+  const Tensor y = conv.forward(x);  // weights require grad: the per-call path, packing dropped
+  EXPECT_EQ(conv.packed_bytes(), 0u);
+  EXPECT_TRUE(y.requires_grad());
+  for (const Tensor& t : conv.parameters()) t.requires_grad_(false);
+  const Tensor xg = x.clone();
+  xg.requires_grad_();
+  EXPECT_TRUE(conv.forward(xg).requires_grad());  // x needs its gradient
+  EXPECT_EQ(conv.packed_bytes(), 0u);
+  EXPECT_FALSE(conv.forward(x).requires_grad());  // frozen weights, plain x: packed
+  EXPECT_GT(conv.packed_bytes(), 0u);
+  set_inference_weight_packing(false);  // switched off: dropped, the per-call path
+  const Tensor unpacked = conv.forward(x);
+  set_inference_weight_packing(true);
+  EXPECT_EQ(conv.packed_bytes(), 0u);
+  EXPECT_TRUE(same_bits(unpacked, conv.forward(x)));
+}
+
+TEST(Conv2dPacking, HoldsOnePackingWhateverTheCalls) {
+  Generator gen(14);
+  Conv2d conv(64, 64, 3, {.padding = 1}, true, gen);
+  const Tensor x = Tensor::randn({1, 64, 8, 8}, gen);
+  const Tensor xb = x.to(DType::BF16);
+  InferenceMode inference;
+  conv.forward(x);
+  const std::size_t f32_bytes = conv.packed_bytes();
+  auto round = [&] {
+    conv.forward(xb);
+    conv.forward(x);
+    conv.weight().copy_(conv.weight());
+  };
+  round();
+  const std::size_t allocated = CachingAllocator::global().stats().allocated_bytes;
+  for (int i = 0; i < 10; ++i) round();
+  EXPECT_EQ(CachingAllocator::global().stats().allocated_bytes, allocated);
+  EXPECT_LE(conv.packed_bytes(), f32_bytes);
+}
+
+// Linear packs the same way (the GEMM's packed B).
+TEST(LinearPacking, BitIdenticalRemadeAndDroppedWithGradients) {
+  Generator gen(15);
+  Linear lin(96, 40, true, gen);
+  const Tensor x = Tensor::randn({3, 5, 96}, gen);
+  auto expect_uncached = [&](const Tensor& in) {
+    const Tensor cached = lin.forward(in);
+    EXPECT_GT(lin.packed_bytes(), 0u);
+    EXPECT_TRUE(same_bits(cached, linear(in, lin.weight(), lin.bias())));
+    EXPECT_TRUE(same_bits(lin.forward(in), cached));
+  };
+  {
+    NoGrad no_grad;
+    expect_uncached(x);
+    expect_uncached(x.to(DType::BF16));  // bf16 x, f32 weight: f32 compute
+    {
+      amp::Autocast on(DType::BF16);
+      expect_uncached(x);
+    }
+    lin.weight().copy_(Tensor::randn(lin.weight().shape(), gen));
+    expect_uncached(x);
+    lin.to(DType::BF16);
+    expect_uncached(x.to(DType::BF16));
+  }
+  EXPECT_TRUE(lin.forward(x.to(DType::BF16)).requires_grad());
+  EXPECT_EQ(lin.packed_bytes(), 0u);
 }
 
 }  // namespace

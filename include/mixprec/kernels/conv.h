@@ -11,8 +11,8 @@
 // (even channel count per group) or widened to f32 once per call (see Bf16ConvCompute), f16
 // inputs widened to f32. AVX2 and scalar gather patches of a tile of
 // output pixels (im2col, a few hundred rows at a time, per thread) for the GEMM. Weights are
-// packed per call, or once by pack_conv_weights. NCHW operands are converted to NHWC on the
-// way in and out.
+// packed per call, or once by pack_conv_weights (which nn::Conv2d does for inference). NCHW
+// operands are converted to NHWC on the way in and out.
 #include <cstdint>
 #include <vector>
 
@@ -56,17 +56,23 @@ Bf16ConvCompute bf16_conv_compute();               // the mode in force (never A
 class PackedConvWeights {
  public:
   PackedConvWeights() = default;
-  bool defined() const { return weight_.defined(); }
-  const Shape& shape() const { return weight_.shape(); }
+  bool defined() const { return !shape_.empty(); }
+  const Shape& shape() const { return shape_; }
   int64_t groups() const { return groups_; }
   DType x_dtype() const { return x_dtype_; }
+  DType weight_dtype() const { return weight_dtype_; }
+  std::size_t bytes() const;  // memory held: the panels, or the copy depthwise and f64 read
 
  private:
   friend PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups);
   friend void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias,
                      const Tensor& out, const Conv2dOptions& options);
-  Tensor weight_;                     // a copy of the weights (depthwise and f64 read these)
+  // Only depthwise and f64 keep a copy of the weights (they read them as they are); the
+  // others hold just the panels, so a packing costs about one more copy of the weights.
+  Tensor weight_;
   std::vector<PackedMatrix> packed_;  // per group: B [KH*KW*Cg, Og] in (ky, kx, c) order
+  Shape shape_;                       // [O, C / groups, KH, KW]
+  DType weight_dtype_ = DType::F32;
   int64_t groups_ = 1;
   DType x_dtype_ = DType::F32;
   DType pack_dtype_ = DType::F32;  // the A dtype the GEMM packing was made for

@@ -12,6 +12,12 @@
 
 namespace mixprec::nn {
 
+// Whether Linear and Conv2d keep their weights packed for inference (on by default; see
+// Conv2d). Off trades the per-call packing back for the memory of one packed copy of the
+// weights: the packings held are dropped at each layer's next forward. Process-wide.
+void set_inference_weight_packing(bool enabled);
+bool inference_weight_packing();
+
 // A module with one input and one output: what Sequential chains.
 class Layer : public Module {
  public:
@@ -20,18 +26,24 @@ class Layer : public Module {
 };
 
 // y = x W^T + b with W [out, in], initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
+// Like Conv2d below, forward packs W once for inference (pack_linear_weight) when no gradient is
+// needed, and remakes the packing when it would differ from a fresh one; f64 is never packed.
 class Linear final : public Layer {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,
          Generator& gen = default_generator());
   std::string_view type_name() const override { return "Linear"; }
+  ~Linear() override;
   Tensor forward(const Tensor& x) override;
   const Tensor& weight() const { return *weight_; }
   Tensor bias() const { return bias_ != nullptr ? *bias_ : Tensor(); }  // undefined without bias
+  std::size_t packed_bytes() const;  // memory held by the inference packing, 0 if none
 
  private:
+  struct PackedCache;
   Tensor* weight_;
   Tensor* bias_ = nullptr;
+  std::unique_ptr<PackedCache> packed_;
 };
 
 class ReLU final : public Layer {
@@ -58,19 +70,30 @@ class GELU final : public Layer {
 
 // x [N, C, H, W] -> [N, O, OH, OW]; weight [O, C/groups, K, K]. PyTorch's default init
 // (kaiming-uniform with a = sqrt(5): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias).
+//
+// When no gradient is needed (NoGrad, InferenceMode, or nothing requires one), forward packs
+// the weights once (kernels::pack_conv_weights) and reuses the packing until it would differ
+// from a fresh one: the weight replaced (Module::to) or written (copy_, fill_, optimizer
+// steps), another input dtype, autocast state or kernel level. The result is bit-identical to
+// packing per call. The packing costs about one more copy of the weights (packed_bytes());
+// a forward that needs gradients drops it.
 class Conv2d final : public Layer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params = {},
          bool bias = true, Generator& gen = default_generator());
+  ~Conv2d() override;
   std::string_view type_name() const override { return "Conv2d"; }
   Tensor forward(const Tensor& x) override;
   const Tensor& weight() const { return *weight_; }
   Tensor bias() const { return bias_ != nullptr ? *bias_ : Tensor(); }
+  std::size_t packed_bytes() const;  // memory held by the inference packing, 0 if none
 
  private:
+  struct PackedCache;
   Conv2dParams params_;
   Tensor* weight_;
   Tensor* bias_ = nullptr;
+  std::unique_ptr<PackedCache> packed_;
 };
 
 // Norm layers keep f32 parameters under Module::to(half) by default (Module::is_norm_layer).

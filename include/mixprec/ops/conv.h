@@ -17,6 +17,12 @@ struct Conv2dParams {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
 
+// Inference with weights packed once (kernels::pack_conv_weights, for x's dtype as autocast
+// leaves it): the same result as conv2d with the weights they were packed from, bit for bit,
+// without packing them per call. Records no gradient: throws if x or bias needs one.
+Tensor conv2d(const Tensor& x, const kernels::PackedConvWeights& weight,
+              const Tensor& bias = Tensor(), const Conv2dParams& p = {});
+
 // x [N, C, H, W] -> [N, C, H * scale, W * scale] (nearest or bilinear, half-pixel centres).
 Tensor upsample(const Tensor& x, int64_t scale, kernels::UpsampleMode mode);
 // Non-overlapping windows of `kernel` (stride = kernel, no padding): [N, C, H / k, W / k].

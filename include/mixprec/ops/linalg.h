@@ -1,6 +1,7 @@
 #pragma once
 // Differentiable matrix products on the GEMM kernel (f32 accumulation, one rounding).
 #include "mixprec/core/tensor.h"
+#include "mixprec/kernels/gemm.h"
 
 namespace mixprec {
 
@@ -11,5 +12,14 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [..., in] times weight [out, in] transposed, plus bias [out]: y [..., out] in x's dtype
 // (the weight may be another float dtype; it is converted exactly while packing).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// weight [out, in] packed once as the GEMM's B = weight^T for inputs of dtype x_dtype (f32, f16
+// or bf16; the dtype x has after autocast), for the linear below.
+kernels::PackedMatrix pack_linear_weight(const Tensor& weight, DType x_dtype);
+
+// Inference with the weight packed once: the same result as linear with the weight it was
+// packed from, bit for bit, without packing it per call. Records no gradient: throws if x or
+// bias needs one.
+Tensor linear(const Tensor& x, const kernels::PackedMatrix& weight, const Tensor& bias = Tensor());
 
 }  // namespace mixprec

@@ -43,9 +43,20 @@ inline void amx_configure_16x64() {
 class AmxRowWriter {
  public:
   AmxRowWriter() = default;
-  AmxRowWriter(const float* cbuf, int rows, int cols, const TileEpilogue& ep)
-      : cbuf_(cbuf), rows_(rows), cols_(cols), ep_(ep) {
+  AmxRowWriter(const float* cbuf, int rows, int cols, const TileEpilogue& ep) {
+    reset(cbuf, rows, cols, ep);
+  }
+  // As constructing anew, in place (a writer holds a few vectors: no copy of a temporary).
+  void reset(const float* cbuf, int rows, int cols, const TileEpilogue& ep) {
     using S = simd::Avx512;
+    cbuf_ = cbuf;
+    rows_ = rows;
+    cols_ = cols;
+    row_ = 0;
+    ep_ = ep;
+    bias0_ = bias1_ = S::zero();
+    alpha_ = S::set1(1.0f);
+    beta_ = S::zero();
     plain_ = ep.alpha == 1.0f && ep.beta == 0.0f && ep.residual == nullptr &&
              (ep.activation == Activation::None || ep.activation == Activation::ReLU) &&
              ep.c_dtype == DType::BF16;

@@ -28,38 +28,29 @@ bool is_conv_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
 }
 
-Geometry check(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
-               const Conv2dOptions& opt) {
-  MIXPREC_CHECK(
-      x.dim() == 4 && weight.dim() == 4 && out.dim() == 4, "[conv2d] expected 4-D x [N, C, H, W], ",
-      "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ", shape_to_string(x.shape()),
-      ", weight ", shape_to_string(weight.shape()), ", out ", shape_to_string(out.shape()));
-  for (const Tensor* t : {&x, &weight, &out})
-    MIXPREC_CHECK(is_conv_float(t->dtype()),
-                  "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
-                  dtype_name(t->dtype()));
+// The weight is given by shape and dtype: a packed weight keeps no tensor.
+Geometry check(const Tensor& x, const Shape& w_shape, DType w_dtype, const Tensor* bias,
+               const Tensor& out, const Conv2dOptions& opt) {
+  MIXPREC_CHECK(x.dim() == 4 && w_shape.size() == 4 && out.dim() == 4,
+                "[conv2d] expected 4-D x [N, C, H, W], ",
+                "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ",
+                shape_to_string(x.shape()), ", weight ", shape_to_string(w_shape), ", out ",
+                shape_to_string(out.shape()));
+  for (const DType t : {x.dtype(), w_dtype, out.dtype()})
+    MIXPREC_CHECK(is_conv_float(t), "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
+                  dtype_name(t));
   MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
                     opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
                 "[conv2d] groups, strides and dilations must be >= 1 and paddings >= 0");
-  Geometry g{x.size(0),
-             x.size(1),
-             x.size(2),
-             x.size(3),
-             weight.size(0),
-             weight.size(2),
-             weight.size(3),
-             0,
-             0,
-             opt.groups,
-             0,
-             0};
+  Geometry g{x.size(0),  x.size(1), x.size(2), x.size(3),  w_shape[0], w_shape[2],
+             w_shape[3], 0,         0,         opt.groups, 0,          0};
   MIXPREC_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "[conv2d] ", g.groups,
                 " groups must divide the ", g.c, " input and ", g.o, " output channels");
   g.cg = g.c / g.groups;
   g.og = g.o / g.groups;
-  MIXPREC_CHECK(weight.size(1) == g.cg, "[conv2d] weight ", shape_to_string(weight.shape()),
-                " expects ", weight.size(1) * g.groups, " input channels, x ",
-                shape_to_string(x.shape()), " has ", g.c);
+  MIXPREC_CHECK(w_shape[1] == g.cg, "[conv2d] weight ", shape_to_string(w_shape), " expects ",
+                w_shape[1] * g.groups, " input channels, x ", shape_to_string(x.shape()), " has ",
+                g.c);
   g.oh = conv_output_size(g.h, g.kh, opt.stride_h, opt.pad_h, opt.dilation_h);
   g.ow = conv_output_size(g.w, g.kw, opt.stride_w, opt.pad_w, opt.dilation_w);
   const Shape expected{g.n, g.o, g.oh, g.ow};
@@ -231,22 +222,20 @@ bool use_amx(int64_t cg) {
          bf16_conv_compute() == Bf16ConvCompute::Amx && conv_detail::amx_usable();
 }
 
-// The dtype A is packed for (and the direct kernel reads): bf16 stays bf16 for AMX and where
-// vdpbf16ps pays; the AVX-512 levels widen other 16-bit inputs to f32 for the direct kernel.
-// Below AVX-512 the input dtype is kept (the GEMM converts while packing).
-DType pack_dtype_for(DType x_dtype, int64_t cg) {
+// The dtype A is packed for (and the direct kernel reads): bf16 with bf16 weights stays bf16
+// for AMX and where vdpbf16ps pays; the AVX-512 levels widen other 16-bit inputs to f32 for the
+// direct kernel (the bf16 kernels need bf16 weights). Below AVX-512 the input dtype is kept
+// (the GEMM converts while packing).
+DType pack_dtype_for(DType x_dtype, DType w_dtype, int64_t cg) {
   const IsaLevel level = active_isa();
   if (level < IsaLevel::Avx512 || x_dtype == DType::F32) return x_dtype;
-  if (x_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 && cg % 2 == 0) {
+  if (x_dtype == DType::BF16 && w_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 &&
+      cg % 2 == 0) {
     Bf16ConvCompute mode = bf16_conv_compute();
     if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = measured_bf16_mode();
     if (mode != Bf16ConvCompute::WidenToF32) return DType::BF16;
   }
   return DType::F32;
-}
-
-gemm_detail::TileEpilogue amx_epilogue(const void* ctx, int64_t pixel, int64_t col) {
-  return conv_detail::tile_epilogue(*static_cast<const GroupOutput*>(ctx), pixel, col);
 }
 
 // Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
@@ -313,8 +302,7 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
                                            opt.dilation_w,
                                            b.panels(),
                                            g.og,
-                                           amx_epilogue,
-                                           &go};
+                                           conv_detail::tile_epilogue(go, 0, 0)};
       conv_detail::amx_conv(ap);
       continue;
     }
@@ -340,15 +328,15 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
   }
 }
 
-// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands.
-void conv2d_impl(const Tensor& x, const Tensor& weight, const std::vector<PackedMatrix>* prepacked,
-                 const Tensor* bias, const Tensor& out, const Conv2dOptions& opt,
-                 const Geometry& g) {
+// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands. weight
+// is read only by f64 and depthwise (a packed weight keeps it for those); w_dtype is its dtype.
+void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
+                 const std::vector<PackedMatrix>* prepacked, const Tensor* bias, const Tensor& out,
+                 const Conv2dOptions& opt, const Geometry& g) {
   if (out.numel() == 0) return;
-  if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || out.dtype() == DType::F64) {
-    MIXPREC_CHECK(
-        x.dtype() == DType::F64 && weight.dtype() == DType::F64 && out.dtype() == DType::F64,
-        "[conv2d] f64 runs only when x, weight and out are all f64");
+  if (x.dtype() == DType::F64 || w_dtype == DType::F64 || out.dtype() == DType::F64) {
+    MIXPREC_CHECK(x.dtype() == DType::F64 && w_dtype == DType::F64 && out.dtype() == DType::F64,
+                  "[conv2d] f64 runs only when x, weight and out are all f64");
     return conv2d_f64(x, weight, bias, out, opt, g);
   }
   const Tensor xs = channels_last(x);
@@ -365,8 +353,9 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, const std::vector<Packed
   } else if (prepacked != nullptr) {
     conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
-    conv2d_packed(xs, conv_detail::pack_groups(weight, pack_dtype_for(xs.dtype(), g.cg), g), bias,
-                  ys, residual.defined() ? &residual : nullptr, opt, g);
+    conv2d_packed(xs,
+                  conv_detail::pack_groups(weight, pack_dtype_for(xs.dtype(), w_dtype, g.cg), g),
+                  bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   }
   if (!out_direct) out.copy_(ys);
 }
@@ -392,8 +381,15 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
             const Conv2dOptions& opt) {
-  const Geometry g = check(x, weight, bias, out, opt);
-  conv2d_impl(x, weight, nullptr, bias, out, opt, g);
+  const Geometry g = check(x, weight.shape(), weight.dtype(), bias, out, opt);
+  conv2d_impl(x, weight, weight.dtype(), nullptr, bias, out, opt, g);
+}
+
+std::size_t PackedConvWeights::bytes() const {
+  std::size_t total =
+      weight_.defined() ? static_cast<std::size_t>(weight_.numel()) * weight_.element_size() : 0;
+  for (const PackedMatrix& m : packed_) total += m.bytes();
+  return total;
 }
 
 PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups) {
@@ -405,13 +401,16 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
   MIXPREC_CHECK(groups >= 1 && weight.size(0) % groups == 0, "[pack_conv_weights] ", groups,
                 " groups must divide the ", weight.size(0), " output channels");
   PackedConvWeights p;
-  p.weight_ = weight.clone(MemoryFormat::Contiguous);
+  p.shape_ = weight.shape();
+  p.weight_dtype_ = weight.dtype();
   p.groups_ = groups;
   p.x_dtype_ = x_dtype;
   p.level_ = active_isa();
-  p.pack_dtype_ = pack_dtype_for(x_dtype, weight.size(1));
+  p.pack_dtype_ = pack_dtype_for(x_dtype, weight.dtype(), weight.size(1));
   const bool depthwise = groups == weight.size(0) && weight.size(1) == 1;
-  if (weight.dtype() != DType::F64 && x_dtype != DType::F64 && !depthwise) {
+  if (weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise) {
+    p.weight_ = weight.clone(MemoryFormat::Contiguous);
+  } else {
     Geometry g{};
     g.o = weight.size(0);
     g.kh = weight.size(2);
@@ -419,7 +418,7 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
     g.groups = groups;
     g.cg = weight.size(1);
     g.og = g.o / groups;
-    p.packed_ = conv_detail::pack_groups(p.weight_, p.pack_dtype_, g);
+    p.packed_ = conv_detail::pack_groups(weight, p.pack_dtype_, g);
   }
   return p;
 }
@@ -435,9 +434,9 @@ void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias
   MIXPREC_CHECK(weight.level_ == active_isa(), "[conv2d] weights were packed at kernel level ",
                 isa_name(weight.level_), " but the active level is ", isa_name(active_isa()),
                 "; pack them again");
-  const Geometry g = check(x, weight.weight_, bias, out, opt);
-  conv2d_impl(x, weight.weight_, weight.packed_.empty() ? nullptr : &weight.packed_, bias, out, opt,
-              g);
+  const Geometry g = check(x, weight.shape_, weight.weight_dtype_, bias, out, opt);
+  conv2d_impl(x, weight.weight_, weight.weight_dtype_,
+              weight.packed_.empty() ? nullptr : &weight.packed_, bias, out, opt, g);
 }
 
 }  // namespace mixprec::kernels

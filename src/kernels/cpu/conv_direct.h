@@ -43,8 +43,9 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 // The same direct convolution on AMX tiles: A tiles are 16 output pixels of one output row x 32
 // input channels loaded in place (row stride = the input's pixel stride), B tiles are 16 k
 // pairs x 16 columns of the bf16 GEMM panels (nr = 32, read with a 128-byte row stride),
-// 2 x 2 tiles of 16 x 16 f32 accumulators. The input is first copied with a zero border
-// (one pass, reused buffer), so every tap of every segment is one strided tile load.
+// 2 x 2 tiles of 16 x 16 f32 accumulators. Each thread copies the input rows it reads, with a
+// zero border, into a small ring of rows as it goes, so every tap of every segment is one
+// strided tile load.
 
 using gemm_detail::amx_usable;
 
@@ -56,9 +57,10 @@ struct AmxConvProblem {
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   const void* b_panels;  // bf16 GEMM panels of B [KH*KW*Cg, Og], 32 columns each
   int64_t og;
-  // The epilogue of output pixel `pixel` (n * OH * OW + oy * OW + ox), columns from `col`.
-  gemm_detail::TileEpilogue (*epilogue)(const void* ctx, int64_t pixel, int64_t col);
-  const void* epilogue_ctx;
+  // The epilogue of output pixel 0, column 0. Output pixel `pixel` (n * OH * OW + oy * OW +
+  // ox), column `col` is at (pixel * ldc + col) elements of C from it (residual_ld for the
+  // residual, col for the bias), so a block's epilogue is a few pointer additions.
+  gemm_detail::TileEpilogue epilogue;
 };
 
 void amx_conv(const AmxConvProblem& p);
@@ -67,7 +69,7 @@ void amx_conv(const AmxConvProblem& p);
 // One 32-column bf16 panel of OIHW bf16 weights for vdpbf16ps / AMX: panel word
 // (tap * cg / 2 + p) * 32 + o = (w[o0 + o][2p][tap], w[o0 + o][2p + 1][tap]) for o < width,
 // zero words for o >= width. w is the whole [O][cg][taps] tensor of total_elems elements
-// (cg even); 16 output channels per pair of gathers.
+// (cg even); 16 output channels at a time (transposes up to 16 taps, gathers beyond).
 void pack_bf16_panel_avx512(const uint16_t* w, int64_t total_elems, int64_t o0, int width,
                             int64_t cg, int64_t taps, uint32_t* panel);
 

@@ -1,13 +1,75 @@
-// Packing bf16 convolution weights into the vdpbf16ps / AMX panel layout with AVX-512 gathers
-// (conv_direct.h): the per-call weight packing of a bf16 convolution.
+// Packing bf16 convolution weights into the vdpbf16ps / AMX panel layout (conv_direct.h): the
+// per-call weight packing of a bf16 convolution. Up to 16 taps (3x3 and the like) by in-register
+// transposes; more taps with AVX-512 gathers.
 #include <immintrin.h>
 
 #include "conv_direct.h"
 
 namespace mixprec::kernels::conv_detail {
+namespace {
+
+// Transposes 16 rows of 16 dwords in place: r[i] element j becomes r[j] element i.
+inline void transpose_16x16_epi32(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // Now lane k of u[4i + j] holds column 4k + j of rows 4i .. 4i + 3.
+  __m512i u[16];
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i x_even = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2
+    const __m512i x_odd = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);   // lanes 1, 3
+    const __m512i y_even = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512i y_odd = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_i32x4(x_even, y_even, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(x_odd, y_odd, 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(x_even, y_even, 0xDD);
+    r[12 + j] = _mm512_shuffle_i32x4(x_odd, y_odd, 0xDD);
+  }
+}
+
+// taps <= 16: for output channel o and channel pair p the 2 * taps weights w[o][2p][.] and
+// w[o][2p + 1][.] are contiguous; one masked load and a word permutation make the taps' panel
+// words (w[o][2p][t], w[o][2p + 1][t]) a row of dwords, and a 16 x 16 transpose turns 16 output
+// channels' rows into one 16-word store per tap.
+void pack_panel_by_transpose(const uint16_t* w, int64_t o0, int width, int64_t cg, int64_t taps,
+                             uint32_t* panel) {
+  const int64_t pairs = cg / 2;
+  alignas(64) uint16_t perm[32] = {};
+  for (int t = 0; t < taps; ++t) {
+    perm[2 * t] = static_cast<uint16_t>(t);
+    perm[2 * t + 1] = static_cast<uint16_t>(taps + t);
+  }
+  const __m512i words = _mm512_load_si512(perm);
+  const __mmask32 run = static_cast<__mmask32>((uint64_t{1} << (2 * taps)) - 1);
+  for (int half = 0; half < 2; ++half) {
+    const int lanes = width - 16 * half;
+    for (int64_t p = 0; p < pairs; ++p) {
+      __m512i rows[16];
+      for (int o = 0; o < 16; ++o)
+        rows[o] = o < lanes ? _mm512_permutexvar_epi16(
+                                  words, _mm512_maskz_loadu_epi16(
+                                             run, w + ((o0 + 16 * half + o) * cg + 2 * p) * taps))
+                            : _mm512_setzero_si512();
+      transpose_16x16_epi32(rows);
+      for (int64_t t = 0; t < taps; ++t)
+        _mm512_storeu_si512(panel + (t * pairs + p) * 32 + 16 * half, rows[t]);
+    }
+  }
+}
+
+}  // namespace
 
 void pack_bf16_panel_avx512(const uint16_t* w, int64_t total_elems, int64_t o0, int width,
                             int64_t cg, int64_t taps, uint32_t* panel) {
+  if (taps <= 16) return pack_panel_by_transpose(w, o0, width, cg, taps, panel);
   const int64_t o_stride = cg * taps;  // elements between output channels
   const int64_t pairs = cg / 2;
   const char* base = reinterpret_cast<const char*>(w);

@@ -425,7 +425,9 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
   MIXPREC_CHECK(b.level_ == active_isa(), "[gemm_prepacked] B was packed at kernel level ",
                 isa_name(b.level_), " but the active level is ", isa_name(active_isa()),
                 "; pack it again");
-  const Ukernel& uk = choose_ukernel(b.level_, a.dtype, b.a_dtype_);
+  // The micro-kernel of B's compute dtype: bf16 panels need a bf16 A; f32 panels take any A
+  // (converted while packing), whatever A dtype they were packed for.
+  const Ukernel& uk = choose_ukernel(b.level_, a.dtype, b.compute_);
   MIXPREC_CHECK(uk.compute == b.compute_, "[gemm_prepacked] B was packed for ",
                 dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype), " needs ",
                 dtype_name(uk.compute), "; pack B for this A dtype");

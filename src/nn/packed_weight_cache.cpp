@@ -1,0 +1,33 @@
+#include "packed_weight_cache.h"
+
+#include "mixprec/amp/autocast.h"
+
+namespace mixprec::nn::detail {
+
+bool PackKey::matches(const PackKey& other) const {
+  const bool same_storage = !storage.owner_before(other.storage) &&
+                            !other.storage.owner_before(storage) && !storage.expired();
+  return same_storage && offset == other.offset && shape == other.shape &&
+         strides == other.strides && version == other.version &&
+         weight_dtype == other.weight_dtype && x_dtype == other.x_dtype &&
+         autocast == other.autocast && (!autocast || autocast_dtype == other.autocast_dtype) &&
+         level == other.level && op_mode == other.op_mode;
+}
+
+PackKey pack_key(const Tensor& weight, DType x_dtype, int op_mode) {
+  PackKey k;
+  k.storage = weight.storage();
+  k.offset = weight.storage_offset();
+  k.shape = weight.shape();
+  k.strides = weight.strides();
+  k.version = weight.storage()->version();
+  k.weight_dtype = weight.dtype();
+  k.x_dtype = x_dtype;
+  k.autocast = amp::autocast_enabled();
+  k.autocast_dtype = amp::autocast_dtype();
+  k.level = active_isa();
+  k.op_mode = op_mode;
+  return k;
+}
+
+}  // namespace mixprec::nn::detail
