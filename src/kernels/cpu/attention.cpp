@@ -91,14 +91,8 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
 
   for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
     const int64_t cols = std::min(kBc, k_end - k0);
-    GemmEpilogue score_ep;
-    score_ep.alpha = hp.scale;
-    if (hp.mask != nullptr) {
-      score_ep.residual =
-          hp.mask + static_cast<std::size_t>(q0 * hp.mask_ld + k0) * dtype_size(hp.mask_dtype);
-      score_ep.residual_dtype = hp.mask_dtype;
-      score_ep.residual_ld = hp.mask_ld;
-    }
+    const GemmEpilogue score_ep = attention_detail::score_epilogue(
+        hp.scale, hp.mask, hp.mask_dtype, hp.mask_ld, q0, k0);
     gemm_prepacked(q_blk, *hp.kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                    score_ep, {0, -1, k0, k0 + cols});
     if (hp.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal

@@ -141,14 +141,8 @@ void head_backward(const HeadGrad& g) {
     std::fill(dq, dq + rows * d, 0.0f);
     for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
       const int64_t cols = std::min(kBc, k_end - k0);
-      GemmEpilogue score_ep;
-      score_ep.alpha = g.scale;
-      if (g.mask != nullptr) {
-        score_ep.residual =
-            g.mask + static_cast<std::size_t>(q0 * g.mask_ld + k0) * dtype_size(g.mask_dtype);
-        score_ep.residual_dtype = g.mask_dtype;
-        score_ep.residual_ld = g.mask_ld;
-      }
+      const GemmEpilogue score_ep = attention_detail::score_epilogue(
+          g.scale, g.mask, g.mask_dtype, g.mask_ld, q0, k0);
       gemm_prepacked(q_blk, kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                      score_ep, {0, -1, k0, k0 + cols});
       if (g.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal

@@ -9,6 +9,20 @@
 
 namespace mixprec::kernels::attention_detail {
 
+// The epilogue of a block's score GEMM S = Q K^T: scaled by `scale`, plus the additive mask's
+// block at (q0, k0) when there is one (mask rows mask_ld elements apart).
+inline GemmEpilogue score_epilogue(float scale, const char* mask, DType mask_dtype,
+                                   int64_t mask_ld, int64_t q0, int64_t k0) {
+  GemmEpilogue ep;
+  ep.alpha = scale;
+  if (mask != nullptr) {
+    ep.residual = mask + static_cast<std::size_t>(q0 * mask_ld + k0) * dtype_size(mask_dtype);
+    ep.residual_dtype = mask_dtype;
+    ep.residual_ld = mask_ld;
+  }
+  return ep;
+}
+
 // For each of `rows` query rows, with scores s[r * ld_s + j], j < cols (f32, scaled, masked):
 //   m_new = max(m[r], max_j s);  alpha = e^(m[r] - m_new)
 //   p[r * ld_p + j] = round_to(p_dtype, e^(s - m_new))         (0 when m_new is -inf)
