@@ -195,14 +195,14 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   UNetVideo net(c, gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_context.safetensors").string();
-  save_video_model(path, net, {.config = c});
+  save_video_model(path, net, {.config = c, .extra = {}});
   VideoModelInfo info;
   load_video_model(path, &info);
   EXPECT_EQ(info.config.context_frames, 3);
   EXPECT_TRUE(info.config.context_noise_level);
   // A file from before these options (no unet.context_* keys): one frame, no level.
   UNetVideo old_style(tiny(), gen);
-  save_video_model(path, old_style, {.config = tiny()});
+  save_video_model(path, old_style, {.config = tiny(), .extra = {}});
   io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
   meta.erase("unet.context_frames");
   meta.erase("unet.context_noise_level");

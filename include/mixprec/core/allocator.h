@@ -91,6 +91,13 @@ class Allocation {
   void* data() const { return ptr_; }
   std::size_t size() const { return bytes_; }
 
+  // At least `bytes` of space: the block is replaced by a larger one when it is smaller
+  // (contents not kept). What per-thread workspaces, grown on demand and reused, call.
+  void* reserve(std::size_t bytes) {
+    if (bytes_ < bytes) *this = Allocation(bytes);
+    return ptr_;
+  }
+
  private:
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;

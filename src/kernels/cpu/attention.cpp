@@ -36,10 +36,6 @@ bool is_attention_float(DType t) { return t == DType::F32 || t == DType::BF16 ||
 // Per-thread block buffers, reused across calls.
 struct Scratch {
   Allocation scores, probs, acc, stats;
-  static void* reserve(Allocation& a, std::size_t bytes) {
-    if (a.size() < bytes) a = Allocation(bytes);
-    return a.data();
-  }
 };
 Scratch& thread_scratch() {
   thread_local Scratch scratch;
@@ -67,12 +63,11 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
   const int64_t rows = std::min(kBr, hp.q.rows - q0);
   const int64_t sk = hp.k.rows, dv = hp.v.cols;
   Scratch& sc = thread_scratch();
-  float* s =
-      static_cast<float*>(Scratch::reserve(sc.scores, kBr * kBc * sizeof(float)));  // [kBr, kBc]
-  void* p = Scratch::reserve(sc.probs, kBr * kBc * dtype_size(hp.p_dtype));         // [kBr, kBc]
+  float* s = static_cast<float*>(sc.scores.reserve(kBr * kBc * sizeof(float)));  // [kBr, kBc]
+  void* p = sc.probs.reserve(kBr * kBc * dtype_size(hp.p_dtype));                // [kBr, kBc]
   float* o = static_cast<float*>(
-      Scratch::reserve(sc.acc, static_cast<std::size_t>(kBr * dv) * sizeof(float)));  // [kBr, dv]
-  float* stats = static_cast<float*>(Scratch::reserve(sc.stats, 2 * kBr * sizeof(float)));
+      sc.acc.reserve(static_cast<std::size_t>(kBr * dv) * sizeof(float)));  // [kBr, dv]
+  float* stats = static_cast<float*>(sc.stats.reserve(2 * kBr * sizeof(float)));
   float* m = stats;        // [kBr] running max
   float* l = stats + kBr;  // [kBr] running sum
   std::fill(m, m + rows, -INFINITY);
@@ -91,8 +86,8 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
 
   for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
     const int64_t cols = std::min(kBc, k_end - k0);
-    const GemmEpilogue score_ep = attention_detail::score_epilogue(
-        hp.scale, hp.mask, hp.mask_dtype, hp.mask_ld, q0, k0);
+    const GemmEpilogue score_ep =
+        attention_detail::score_epilogue(hp.scale, hp.mask, hp.mask_dtype, hp.mask_ld, q0, k0);
     gemm_prepacked(q_blk, *hp.kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                    score_ep, {0, -1, k0, k0 + cols});
     if (hp.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal

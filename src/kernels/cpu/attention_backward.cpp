@@ -38,10 +38,6 @@ const IsaTable<attention_detail::SoftmaxGradFn> kSoftmaxGrad{
 // Per-thread buffers, reused across calls.
 struct Scratch {
   Allocation s, dp, p, pt, ds, dst, dq, dk, dv, rows;
-  static void* reserve(Allocation& a, std::size_t bytes) {
-    if (a.size() < bytes) a = Allocation(bytes);
-    return a.data();
-  }
 };
 Scratch& thread_scratch() {
   thread_local Scratch scratch;
@@ -90,24 +86,29 @@ void head_backward(const HeadGrad& g) {
   const int64_t sq = g.q.rows, sk = g.k.rows, d = g.q.cols, dv = g.v.cols;
   const std::size_t low_size = dtype_size(g.low);
   Scratch& sc = thread_scratch();
-  float* s = static_cast<float*>(Scratch::reserve(sc.s, kBr * kBc * sizeof(float)));  // [kBr, kBc]
-  float* dp =
-      static_cast<float*>(Scratch::reserve(sc.dp, kBr * kBc * sizeof(float)));  // [kBr, kBc]
+  float* s = static_cast<float*>(sc.s.reserve(kBr * kBc * sizeof(float)));    // [kBr, kBc]
+  float* dp = static_cast<float*>(sc.dp.reserve(kBr * kBc * sizeof(float)));  // [kBr, kBc]
   // P and dS in the products' dtype [kBr, kBc] (f32: s and dp themselves) and transposed [kBc, kBr]
-  char* p_low = g.low == DType::F32
-                    ? reinterpret_cast<char*>(s)
-                    : static_cast<char*>(Scratch::reserve(sc.p, kBr * kBc * low_size));
-  char* ds_low = g.low == DType::F32
-                     ? reinterpret_cast<char*>(dp)
-                     : static_cast<char*>(Scratch::reserve(sc.ds, kBr * kBc * low_size));
-  char* pt = static_cast<char*>(Scratch::reserve(sc.pt, kBc * kBr * low_size));
-  char* dst = static_cast<char*>(Scratch::reserve(sc.dst, kBc * kBr * low_size));
-  float* dq = static_cast<float*>(Scratch::reserve(sc.dq, static_cast<std::size_t>(kBr * d) * 4));
-  float* dk = static_cast<float*>(Scratch::reserve(sc.dk, static_cast<std::size_t>(sk * d) * 4));
-  float* dvv = static_cast<float*>(Scratch::reserve(sc.dv, static_cast<std::size_t>(sk * dv) * 4));
+  char* p_low = g.low == DType::F32 ? reinterpret_cast<char*>(s)
+                                    : static_cast<char*>(sc.p.reserve(kBr * kBc * low_size));
+  char* ds_low = g.low == DType::F32 ? reinterpret_cast<char*>(dp)
+                                     : static_cast<char*>(sc.ds.reserve(kBr * kBc * low_size));
+  // An f32 [rows, cols] block (rows kBc apart) rounded into its low-dtype twin; a no-op in f32,
+  // where the twin is the block itself.
+  auto round_block = [&](const float* block, char* low, int64_t rows, int64_t cols) {
+    if (g.low == DType::F32) return;
+    for (int64_t r = 0; r < rows; ++r)
+      convert(block + r * kBc, DType::F32, low + static_cast<std::size_t>(r * kBc) * low_size,
+              g.low, static_cast<std::size_t>(cols));
+  };
+  char* pt = static_cast<char*>(sc.pt.reserve(kBc * kBr * low_size));
+  char* dst = static_cast<char*>(sc.dst.reserve(kBc * kBr * low_size));
+  float* dq = static_cast<float*>(sc.dq.reserve(static_cast<std::size_t>(kBr * d) * 4));
+  float* dk = static_cast<float*>(sc.dk.reserve(static_cast<std::size_t>(sk * d) * 4));
+  float* dvv = static_cast<float*>(sc.dv.reserve(static_cast<std::size_t>(sk * dv) * 4));
   // delta [Sq], then two f32 rows of Dv for widening dO and O
-  float* delta = static_cast<float*>(
-      Scratch::reserve(sc.rows, static_cast<std::size_t>(sq + 2 * dv) * sizeof(float)));
+  float* delta =
+      static_cast<float*>(sc.rows.reserve(static_cast<std::size_t>(sq + 2 * dv) * sizeof(float)));
   float* row_a = delta + sq;
   float* row_b = row_a + dv;
   for (int64_t i = 0; i < sq; ++i) {
@@ -141,8 +142,8 @@ void head_backward(const HeadGrad& g) {
     std::fill(dq, dq + rows * d, 0.0f);
     for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
       const int64_t cols = std::min(kBc, k_end - k0);
-      const GemmEpilogue score_ep = attention_detail::score_epilogue(
-          g.scale, g.mask, g.mask_dtype, g.mask_ld, q0, k0);
+      const GemmEpilogue score_ep =
+          attention_detail::score_epilogue(g.scale, g.mask, g.mask_dtype, g.mask_ld, q0, k0);
       gemm_prepacked(q_blk, kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                      score_ep, {0, -1, k0, k0 + cols});
       if (g.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal
@@ -151,10 +152,7 @@ void head_backward(const HeadGrad& g) {
             s[r * kBc + j] = -INFINITY;
       }
       probs(s, kBc, static_cast<int>(rows), static_cast<int>(cols), g.lse + q0);
-      if (g.low != DType::F32)
-        for (int64_t r = 0; r < rows; ++r)
-          convert(s + r * kBc, DType::F32, p_low + static_cast<std::size_t>(r * kBc) * low_size,
-                  g.low, static_cast<std::size_t>(cols));
+      round_block(s, p_low, rows, cols);
       transpose_2d(p_low, rows, cols, kBc, pt, kBr, low_size);
       gemm_prepacked(MatrixView::row_major(pt, g.low, cols, rows, kBr), dop,
                      MutableMatrixView::row_major(dvv + k0 * dv, DType::F32, cols, dv, dv),
@@ -162,10 +160,7 @@ void head_backward(const HeadGrad& g) {
       gemm_prepacked(do_blk, vt, MutableMatrixView::row_major(dp, DType::F32, rows, cols, kBc), {},
                      {0, -1, k0, k0 + cols});
       softmax_grad(s, kBc, dp, kBc, static_cast<int>(rows), static_cast<int>(cols), delta + q0);
-      if (g.low != DType::F32)
-        for (int64_t r = 0; r < rows; ++r)
-          convert(dp + r * kBc, DType::F32, ds_low + static_cast<std::size_t>(r * kBc) * low_size,
-                  g.low, static_cast<std::size_t>(cols));
+      round_block(dp, ds_low, rows, cols);
       transpose_2d(ds_low, rows, cols, kBc, dst, kBr, low_size);
       gemm_prepacked(MatrixView::row_major(ds_low, g.low, rows, cols, kBc), kp,
                      MutableMatrixView::row_major(dq, DType::F32, rows, d, d), scaled_accumulate,

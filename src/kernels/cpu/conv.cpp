@@ -316,8 +316,7 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
     const int64_t tiles = (m + kTileRows - 1) / kTileRows;
     parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
       Allocation& patches = thread_patches();
-      const std::size_t bytes = static_cast<std::size_t>(kTileRows * k) * xs.element_size();
-      if (patches.size() < bytes) patches = Allocation(bytes);
+      patches.reserve(static_cast<std::size_t>(kTileRows * k) * xs.element_size());
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
         gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));

@@ -85,10 +85,6 @@ PackShape pack_shape(const Ukernel& uk, int64_t k) {
 struct Workspace {
   Allocation b_slab;
   Allocation a_rows;
-  static void* reserve(Allocation& buffer, std::size_t bytes) {
-    if (buffer.size() < bytes) buffer = Allocation(bytes);
-    return buffer.data();
-  }
 };
 Workspace& thread_workspace() {
   thread_local Workspace workspace;
@@ -132,8 +128,8 @@ const char* b_slab(const Problem& p, Workspace& ws, int64_t j0, int64_t j1,
     return p.b.packed + static_cast<std::size_t>(j0 / uk.nr) * p.b.panel_stride;
   }
   panel_stride = p.ps.panel_bytes();
-  void* buf = Workspace::reserve(
-      ws.b_slab, static_cast<std::size_t>(round_up(j1 - j0, uk.nr) / uk.nr) * panel_stride);
+  void* buf =
+      ws.b_slab.reserve(static_cast<std::size_t>(round_up(j1 - j0, uk.nr) / uk.nr) * panel_stride);
   uk.pack_b(*p.b.view, j0, j1, p.ps.k_padded, buf);
   return static_cast<const char*>(buf);
 }
@@ -209,8 +205,8 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 
   for (int64_t ic = m0; ic < m1; ic += mc) {
     const int64_t ic_end = std::min(m1, ic + mc);
-    char* a_chunk = static_cast<char*>(Workspace::reserve(
-        ws.a_rows, static_cast<std::size_t>(round_up(ic_end - ic, uk.mr) / uk.mr) * a_panel_bytes));
+    char* a_chunk = static_cast<char*>(ws.a_rows.reserve(
+        static_cast<std::size_t>(round_up(ic_end - ic, uk.mr) / uk.mr) * a_panel_bytes));
     uk.pack_a(p.a, ic, static_cast<int>(ic_end - ic), ps.k_padded, a_chunk);
     for (int64_t jc = n0; jc < n1; jc += nc) {
       const int64_t jc_end = std::min(n1, jc + nc);

@@ -49,8 +49,7 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
   const char* a_base = static_cast<const char*>(a.data);
   // A partial 16-row tile is copied here with zero rows after it (per thread, reused).
   thread_local Allocation staged;
-  const std::size_t staged_bytes = static_cast<std::size_t>(kRows * k) * 2;
-  if (staged.size() < staged_bytes) staged = Allocation(staged_bytes);
+  staged.reserve(static_cast<std::size_t>(kRows * k) * 2);
   amx_configure_16x64();
   alignas(64) float cbufs[2][2 * kRows * kAmxPanel];
   int cur = 0;
