@@ -1,10 +1,8 @@
 #include "mixprec/nn/layers.h"
 
-#include <array>
 #include <atomic>
 #include <cmath>
 
-#include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/arith.h"
@@ -44,11 +42,9 @@ Tensor Linear::forward(const Tensor& x) {
     return linear(x, w, b);
   }
   const auto packed = packed_->get(detail::pack_key(w, x.dtype(), 0), [&] {
-    // As in Conv2d::forward: the dtypes the op sees under autocast, the weight cast as a
-    // temporary.
-    std::array<Tensor, 2> as_op_sees{Tensor::empty({0}, x.dtype()), w.detach()};
-    amp::apply_autocast(amp::AutocastOp::Linear, as_op_sees);
-    return pack_linear_weight(as_op_sees[1], as_op_sees[0].dtype());
+    const auto [weight, x_dtype] =
+        detail::operands_as_op_sees(amp::AutocastOp::Linear, w, x.dtype());
+    return pack_linear_weight(weight, x_dtype);
   });
   return linear(x, *packed, b);
 }
@@ -115,12 +111,9 @@ Tensor Conv2d::forward(const Tensor& x) {
   // The bf16 compute mode decides how bf16 weights are packed (AMX / vdpbf16ps panels or f32).
   const int mode = static_cast<int>(kernels::bf16_conv_compute());
   const auto packed = packed_->get(detail::pack_key(w, x.dtype(), mode), [&] {
-    // Packed from the weight and for x's dtype as the op would see them under autocast. The
-    // weight is detached so autocast casts a temporary (its cast cache keeps only parameters),
-    // not a second long-lived copy next to the packing; x's dtype comes from an empty stand-in.
-    std::array<Tensor, 2> as_op_sees{Tensor::empty({0}, x.dtype()), w.detach()};
-    amp::apply_autocast(amp::AutocastOp::Conv2d, as_op_sees);
-    return kernels::pack_conv_weights(as_op_sees[1], as_op_sees[0].dtype(), params_.groups);
+    const auto [weight, x_dtype] =
+        detail::operands_as_op_sees(amp::AutocastOp::Conv2d, w, x.dtype());
+    return kernels::pack_conv_weights(weight, x_dtype, params_.groups);
   });
   return conv2d(x, *packed, b, params_);
 }

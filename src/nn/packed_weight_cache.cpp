@@ -1,5 +1,7 @@
 #include "packed_weight_cache.h"
 
+#include <array>
+
 #include "mixprec/amp/autocast.h"
 
 namespace mixprec::nn::detail {
@@ -28,6 +30,12 @@ PackKey pack_key(const Tensor& weight, DType x_dtype, int op_mode) {
   k.level = active_isa();
   k.op_mode = op_mode;
   return k;
+}
+
+OperandsAsOpSees operands_as_op_sees(amp::AutocastOp op, const Tensor& weight, DType x_dtype) {
+  std::array<Tensor, 2> operands{Tensor::empty({0}, x_dtype), weight.detach()};
+  amp::apply_autocast(op, operands);
+  return {operands[1], operands[0].dtype()};
 }
 
 }  // namespace mixprec::nn::detail

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 
+#include "mixprec/amp/autocast_policy.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/tensor.h"
 
@@ -40,6 +41,16 @@ struct PackKey {
 
 // The key of packing `weight` for inputs of dtype x_dtype (before autocast) now.
 PackKey pack_key(const Tensor& weight, DType x_dtype, int op_mode);
+
+// The weight and the input dtype as `op` would see them under the autocast state in force:
+// what a layer packs for. The weight is detached so autocast casts a temporary (its cast cache
+// keeps only parameters), not a second long-lived copy next to the packing; x's dtype comes
+// from an empty stand-in.
+struct OperandsAsOpSees {
+  Tensor weight;
+  DType x_dtype;
+};
+OperandsAsOpSees operands_as_op_sees(amp::AutocastOp op, const Tensor& weight, DType x_dtype);
 
 template <typename Packed>
 class PackedWeightCache {
