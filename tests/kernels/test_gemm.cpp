@@ -125,6 +125,9 @@ TEST_P(GemmTest, TransposedOperandsMatchReference) {
   for (DType t : {DType::F32, DType::BF16, DType::F16})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) check_case({63, 65, 129, t, t, DType::F32, ta, tb}, seed++);
+  // B^T packs 16 columns x 16 k-pairs per register transpose: short, odd and partial K and N.
+  for (int64_t k : {1, 2, 7, 31, 33, 64})
+    for (int64_t n : {1, 16, 17, 33}) check_case({5, n, k, DType::BF16, DType::BF16, DType::F32, false, true}, seed++);
 }
 
 TEST_P(GemmTest, FusedEpilogueMatchesReference) {

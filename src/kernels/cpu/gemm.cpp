@@ -20,6 +20,7 @@
 #include "gemm_internal.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/kernels/convert.h"
 
 namespace mixprec::kernels {
 
@@ -153,15 +154,16 @@ void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
   }
 }
 
-// Thin f32 products (at most kThinPanels column panels per thread) on AVX-512 skip packing A:
-// each packed A element would feed only a panel or two, so packing costs as much as the
-// FMAs it feeds. The direct-convolution tile (conv_direct.h, one tap, Cg = K) broadcasts A
-// from its rows in place instead.
+// Thin f32-compute products (at most kThinPanels column panels per thread) on AVX-512 skip
+// packing A: each packed A element would feed only a panel or two, so packing costs as much as
+// the FMAs it feeds. The direct-convolution tile (conv_direct.h, one tap, Cg = K) broadcasts A
+// from its rows in place instead; f16 or bf16 rows are first widened, kDirectMaxMr at a time,
+// into an f32 buffer that stays in L1.
 constexpr int64_t kThinPanels = 2;
 
 const conv_detail::DirectKernel* thin_kernel(const Problem& p, int64_t n0, int64_t n1) {
-  if (p.uk->compute != DType::F32 || p.a.dtype != DType::F32 || p.a.col_stride != 1 ||
-      active_isa() < IsaLevel::Avx512 || n1 - n0 > kThinPanels * p.uk->nr)
+  if (p.uk->compute != DType::F32 || p.a.col_stride != 1 || active_isa() < IsaLevel::Avx512 ||
+      n1 - n0 > kThinPanels * p.uk->nr)
     return nullptr;
   const conv_detail::DirectKernel* dk = conv_detail::direct_kernel_avx512();
   return dk->nr == p.uk->nr ? dk : nullptr;
@@ -176,10 +178,23 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
   const char* slab = b_slab(p, ws, n0, n1, panel_stride);
   const void* rows[conv_detail::kDirectMaxMr];
   const int tap0 = 0;
-  const float* a = static_cast<const float*>(p.a.data);
+  const std::size_t a_elem = dtype_size(p.a.dtype);
+  const char* a = static_cast<const char*>(p.a.data);
+  float* widened = p.a.dtype == DType::F32
+                       ? nullptr
+                       : static_cast<float*>(ws.a_rows.reserve(
+                             static_cast<std::size_t>(conv_detail::kDirectMaxMr * ps.k) * 4));
   for (int64_t ir = m0; ir < m1; ir += conv_detail::kDirectMaxMr) {
     const int height = static_cast<int>(std::min<int64_t>(conv_detail::kDirectMaxMr, m1 - ir));
-    for (int i = 0; i < height; ++i) rows[i] = a + (ir + i) * p.a.row_stride;
+    for (int i = 0; i < height; ++i) {
+      const char* row = a + static_cast<std::size_t>((ir + i) * p.a.row_stride) * a_elem;
+      if (widened == nullptr) {
+        rows[i] = row;
+      } else {
+        convert(row, p.a.dtype, widened + i * ps.k, DType::F32, static_cast<std::size_t>(ps.k));
+        rows[i] = widened + i * ps.k;
+      }
+    }
     for (int64_t jr = n0; jr < n1; jr += uk.nr) {
       const conv_detail::DirectArgs args{
           1, rows, &tap0, slab + static_cast<std::size_t>((jr - n0) / uk.nr) * panel_stride,
@@ -230,9 +245,11 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 // Splits C over `threads` as a tm x tn grid (column blocks aligned to nr). Each thread packs
 // its own rows of A and columns of B, so the grid minimises padded compute plus packing:
 // rows * cols + kPackWeight * (rows + cols), packing one element costing about as much as a
-// few lanes of FMA work. (A thin N, as in convolutions, is then split by rows.)
+// few lanes of FMA work. (A thin N, as in convolutions, is then split by rows.) AMX reads A in
+// place, so there only B's packing counts and splitting by columns packs each panel once.
 void run_parallel(const Problem& p, int threads) {
   constexpr int64_t kPackWeight = 64;
+  const bool packs_a = !amx_takes(p);
   const int64_t m = p.c.rows, n = p.c.cols;
   const int64_t n_panels = (n + p.uk->nr - 1) / p.uk->nr;
   int best_tm = 1, best_tn = 1;
@@ -242,7 +259,7 @@ void run_parallel(const Problem& p, int threads) {
     const int tm = threads / tn;
     const int64_t rows = round_up((m + tm - 1) / tm, p.uk->mr);
     const int64_t cols = (n_panels + tn - 1) / tn * p.uk->nr;
-    const int64_t cost = rows * cols + kPackWeight * (rows + cols);
+    const int64_t cost = rows * cols + kPackWeight * ((packs_a ? rows : 0) + cols);
     if (best_cost < 0 || cost <= best_cost) {
       best_cost = cost;
       best_tm = tm;

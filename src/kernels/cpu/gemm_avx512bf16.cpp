@@ -6,6 +6,7 @@
 // bf16 subnormal inputs treated as zero and subnormal f32 results flushed to zero. The two
 // products of a pair are exact in f32 and are added one after the other, so apart from that
 // flushing the accumulation is as precise as f32 FMA. See docs/NUMERICS.md.
+#include <algorithm>
 #include <cstring>
 
 #include "gemm_pack_avx512.h"
@@ -78,11 +79,20 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
         }
       }
     } else if (b.row_stride == 1) {  // columns contiguous (B = W^T): a pair is one word
-      if (width < kNr) std::memset(panel, 0, static_cast<std::size_t>(pairs * kNr) * 4);
-      for (int j = 0; j < width; ++j) {
-        const uint16_t* col = src + (n + j) * b.col_stride;
-        for (int64_t p = 0; p < k / 2; ++p) std::memcpy(panel + p * kNr + j, col + 2 * p, 4);
-        if (k & 1) panel[(k / 2) * kNr + j] = col[k - 1];
+      // 16 columns x 16 pairs at a time, transposed in registers: column j's pairs become
+      // word j of 16 consecutive panel rows.
+      for (int v = 0; v < kNv; ++v) {
+        __m512i cols[16];
+        for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+          const int words = static_cast<int>(pairs - p0 < 16 ? pairs - p0 : 16);
+          const int64_t elements = std::min<int64_t>(32, k - 2 * p0);  // an odd k's partner: 0
+          const __mmask32 m = first_halves(elements);
+          for (int j = 0; j < 16; ++j)
+            cols[j] = 16 * v + j < width
+                          ? _mm512_maskz_loadu_epi16(m, src + (n + 16 * v + j) * b.col_stride + 2 * p0)
+                          : _mm512_setzero_si512();
+          transpose_store_16x16(cols, 16, words, panel + p0 * kNr + 16 * v, kNr);
+        }
       }
     } else {
       pack_b_generic(b, n, n + width, k_padded, kNr, DType::BF16, panel);
@@ -103,8 +113,7 @@ void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, vo
       const uint16_t* row = base + i * a.row_stride + 2 * w0;
       // 2n elements, but never past the row's k: the odd tail element's partner stays 0.
       const int64_t elements = 2 * w0 + 2 * n <= k ? 2 * n : k - 2 * w0;
-      return _mm512_maskz_loadu_epi16(
-          elements >= 32 ? ~__mmask32{0} : (__mmask32{1} << elements) - 1u, row);
+      return _mm512_maskz_loadu_epi16(first_halves(elements), row);
     });
   }
 }

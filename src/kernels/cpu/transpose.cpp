@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
+#include "transpose_internal.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -16,12 +18,26 @@ namespace {
 template <typename E>
 constexpr int64_t kSub = 64 / static_cast<int64_t>(sizeof(E));
 
+// The whole-sub-block kernel of this ISA level for E, or null (then the loops below).
+template <typename E>
+transpose_detail::SubBlockFn* sub_block_kernel() {
+  static const IsaTable<transpose_detail::SubBlockFn> k2{
+      {nullptr, nullptr, transpose_detail::sub_block_2byte_avx512, nullptr}};
+  static const IsaTable<transpose_detail::SubBlockFn> k4{
+      {nullptr, nullptr, transpose_detail::sub_block_4byte_avx512, nullptr}};
+  if constexpr (sizeof(E) == 2) return k2();
+  if constexpr (sizeof(E) == 4) return k4();
+  return nullptr;
+}
+
 template <typename E>
 void transpose_tile(const E* src, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t ld_src,
-                    E* dst, int64_t ld_dst) {
+                    E* dst, int64_t ld_dst, transpose_detail::SubBlockFn* sub_block) {
   constexpr int64_t S = kSub<E>;
   for (int64_t r = r0; r < r1; r += S) {
-    if (r + S <= r1 && c1 - c0 == S) {
+    if (r + S <= r1 && c1 - c0 == S && sub_block != nullptr) {
+      sub_block(src + r * ld_src + c0, ld_src, dst + c0 * ld_dst + r, ld_dst);
+    } else if (r + S <= r1 && c1 - c0 == S) {
       E block[S][S];
       for (int64_t i = 0; i < S; ++i)
         for (int64_t j = 0; j < S; ++j) block[j][i] = src[(r + i) * ld_src + c0 + j];
@@ -44,6 +60,7 @@ void transpose_typed(const E* src, int64_t rows, int64_t cols, int64_t ld_src, E
   const int64_t row_blocks = (rows + kBlock - 1) / kBlock,
                 col_blocks = (cols + kBlock - 1) / kBlock;
   const int64_t block_elems = std::min(rows, kBlock) * std::min(cols, kBlock);
+  transpose_detail::SubBlockFn* sub_block = sub_block_kernel<E>();
   parallel_for(
       0, row_blocks * col_blocks,
       std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, block_elems)),
@@ -52,7 +69,8 @@ void transpose_typed(const E* src, int64_t rows, int64_t cols, int64_t ld_src, E
           const int64_t br0 = b / col_blocks * kBlock, bc0 = b % col_blocks * kBlock;
           const int64_t br1 = std::min(rows, br0 + kBlock), bc1 = std::min(cols, bc0 + kBlock);
           for (int64_t c0 = bc0; c0 < bc1; c0 += kSub<E>)
-            transpose_tile(src, br0, br1, c0, std::min(bc1, c0 + kSub<E>), ld_src, dst, ld_dst);
+            transpose_tile(src, br0, br1, c0, std::min(bc1, c0 + kSub<E>), ld_src, dst, ld_dst,
+                           sub_block);
         }
       });
 }
