@@ -16,12 +16,19 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_rel
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   if (grads.empty() || !grads[0].defined()) return {};
-  Tensor g = grads[0];
+  Tensor g = std::move(grads[0]);
   MIXPREC_CHECK(g.shape() == shape_, "[backward] gradient of shape ", shape_to_string(g.shape()),
                 " reached a leaf of shape ", shape_to_string(shape_));
   if (g.dtype() != dtype_) g = g.to(dtype_);
   if (!meta_->grad.defined()) {
-    meta_->grad = g.clone(MemoryFormat::Preserve);  // owned (later sums write into it), same layout
+    // .grad must be owned, since later sums write into it: a gradient no other tensor holds,
+    // filling its whole storage, is taken as it is (as PyTorch steals it); others are copied,
+    // keeping their layout.
+    const bool sole_owner = g.storage().use_count() == 1 && !g.requires_grad() &&
+                            g.storage_offset() == 0 && g.is_contiguous() &&
+                            g.storage()->nbytes() == static_cast<std::size_t>(g.numel()) *
+                                                         g.element_size();
+    meta_->grad = sole_owner ? std::move(g) : g.clone(MemoryFormat::Preserve);
   } else {
     kernels::binary(kernels::BinaryOp::Add, meta_->grad, g, meta_->grad);
   }

@@ -8,6 +8,7 @@
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/gradcheck.h"
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/ops/activation.h"
@@ -64,6 +65,32 @@ TEST(Autograd, GradientsAccumulateUntilZeroed) {
   EXPECT_FALSE(w.grad().defined());
   sum(w).backward();
   EXPECT_DOUBLE_EQ(w.grad().value({0}), 1.0);
+}
+
+// A fresh gradient nobody else holds becomes .grad without a copy; one the caller still holds
+// (here the seed of backward) is copied, so later accumulation never writes into it.
+TEST(Autograd, LeafTakesASoleGradientAndCopiesAShared) {
+  const Tensor w = Tensor::from_vector<float>({1, 2, 3, 4});
+  w.requires_grad_();
+  const Tensor seed = Tensor::full({4}, 1.0, DType::F32);
+  w.backward(seed);
+  EXPECT_NE(w.grad().data_ptr(), seed.data_ptr());
+  w.backward(seed);  // accumulates into .grad, not into the seed
+  EXPECT_FLOAT_EQ(seed.value({0}), 1.0f);
+  EXPECT_FLOAT_EQ(w.grad().value({0}), 2.0f);
+
+  const Tensor v = Tensor::from_vector<float>({1, 2, 3, 4});
+  v.requires_grad_();
+  const uint64_t allocs_before = CachingAllocator::global().stats().num_allocs;
+  sum(v * v).backward();  // the product's gradient 2 v: one block, taken as .grad
+  const uint64_t allocs = CachingAllocator::global().stats().num_allocs - allocs_before;
+  EXPECT_FLOAT_EQ(v.grad().value({3}), 8.0f);
+  sum(v * v).backward();
+  EXPECT_FLOAT_EQ(v.grad().value({3}), 16.0f);
+  const uint64_t allocs_again =
+      CachingAllocator::global().stats().num_allocs - allocs_before - allocs;
+  EXPECT_EQ(allocs_again, allocs) << "the second backward allocates as many blocks (its gradient "
+                                     "is summed into .grad, the first one's was taken)";
 }
 
 TEST(Autograd, SecondBackwardNeedsRetainGraph) {

@@ -188,21 +188,36 @@ double norm_pow_sum(const Tensor& g, double p) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> ||
                   std::is_same_v<T, BFloat16> || std::is_same_v<T, double>) {
       const T* data = x.data<T>();
+      // Sums over eight interleaved accumulators: independent dependency chains (a single
+      // f64 chain runs at one add per add-latency), combined at the end of each block.
+      auto block_sum = [&](int64_t lo, int64_t hi, auto term) {
+        constexpr int kLanes = 8;
+        double acc[kLanes] = {};
+        int64_t i = lo;
+        for (; i + kLanes <= hi; i += kLanes)
+          for (int j = 0; j < kLanes; ++j)
+            acc[j] += term(std::fabs(static_cast<double>(data[i + j])));
+        for (; i < hi; ++i) acc[0] += term(std::fabs(static_cast<double>(data[i])));
+        double total = 0.0;
+        for (double a : acc) total += a;
+        return total;
+      };
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t lo = b * kBlock, hi = std::min(total, lo + kBlock);
           double acc = 0.0;
-          for (int64_t i = lo; i < hi; ++i) {
-            const double a = std::fabs(static_cast<double>(data[i]));
-            if (inf)
+          if (inf) {
+            for (int64_t i = lo; i < hi; ++i) {
+              const double a = std::fabs(static_cast<double>(data[i]));
               acc = std::isnan(a) || std::isnan(acc) ? std::numeric_limits<double>::quiet_NaN()
                                                      : std::max(acc, a);
-            else if (p == 2.0)
-              acc += a * a;
-            else if (p == 1.0)
-              acc += a;
-            else
-              acc += std::pow(a, p);
+            }
+          } else if (p == 2.0) {
+            acc = block_sum(lo, hi, [](double a) { return a * a; });
+          } else if (p == 1.0) {
+            acc = block_sum(lo, hi, [](double a) { return a; });
+          } else {
+            acc = block_sum(lo, hi, [p](double a) { return std::pow(a, p); });
           }
           partial[static_cast<std::size_t>(b)] = acc;
         }
