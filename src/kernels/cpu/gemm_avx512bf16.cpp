@@ -63,20 +63,23 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
   for (int64_t n = n0; n < n1; n += kNr) {
     uint32_t* panel = static_cast<uint32_t*>(out) + (n - n0) / kNr * pairs * kNr;
     const int width = static_cast<int>(n1 - n < kNr ? n1 - n : kNr);
-    if (b.col_stride == 1) {  // rows contiguous: widen two rows and interleave them
+    if (b.col_stride == 1) {  // rows contiguous: interleave the 16-bit lanes of two rows
+      // Word j of the first/second half: (row0[j], row1[j]) for j = 0..15 / 16..31.
+      alignas(64) static constexpr uint16_t kFirst[32] = {
+          0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+          8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+      alignas(64) static constexpr uint16_t kSecond[32] = {
+          16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+          24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+      const __m512i first = _mm512_load_si512(kFirst), second = _mm512_load_si512(kSecond);
+      const __mmask32 m = first_halves(width);
       for (int64_t p = 0; p < pairs; ++p) {
         const uint16_t* row0 = src + 2 * p * b.row_stride + n;
-        const uint16_t* row1 = 2 * p + 1 < k ? row0 + b.row_stride : nullptr;
-        for (int v = 0; v < kNv; ++v) {
-          const __mmask16 m = simd::Avx512::mask(width - 16 * v);
-          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row0 + 16 * v));
-          const __m512i hi =
-              row1 == nullptr
-                  ? _mm512_setzero_si512()
-                  : _mm512_slli_epi32(
-                        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row1 + 16 * v)), 16);
-          _mm512_storeu_si512(panel + p * kNr + 16 * v, _mm512_or_si512(lo, hi));
-        }
+        const __m512i r0 = _mm512_maskz_loadu_epi16(m, row0);
+        const __m512i r1 =
+            2 * p + 1 < k ? _mm512_maskz_loadu_epi16(m, row0 + b.row_stride) : _mm512_setzero_si512();
+        _mm512_storeu_si512(panel + p * kNr, _mm512_permutex2var_epi16(r0, first, r1));
+        _mm512_storeu_si512(panel + p * kNr + 16, _mm512_permutex2var_epi16(r0, second, r1));
       }
     } else if (b.row_stride == 1) {  // columns contiguous (B = W^T): a pair is one word
       // 16 columns x 16 pairs at a time, transposed in registers: column j's pairs become
