@@ -22,26 +22,26 @@ Tensor CausalSelfAttention::forward(const Tensor& x, LayerKV* cache) {
                 d_model_, "], got ", shape_to_string(x.shape()));
   const int64_t b = x.size(0), t = x.size(1), head_dim = d_model_ / heads_;
   const Tensor qkv = c_attn_->forward(x);  // [B, T, 3D]
-  auto head_view = [&](int64_t part) {     // [B, T, D] slice -> [B, H, T, hd], no copy
+  if (cache == nullptr)  // the heads read from qkv and written into [B, T, D] in place
+    return c_proj_->forward(multi_head_attention_packed(qkv, heads_, {.causal = true}));
+  auto head_view = [&](int64_t part) {  // [B, T, D] slice -> [B, H, T, hd], no copy
     return qkv.slice(2, part * d_model_, (part + 1) * d_model_)
         .view({b, t, heads_, head_dim})
         .permute({0, 2, 1, 3});
   };
   Tensor k = head_view(1), v = head_view(2);
   bool causal = true;
-  if (cache != nullptr) {
-    if (cache->k.defined()) {
-      MIXPREC_CHECK(t == 1 && cache->k.size(0) == b,
-                    "[CausalSelfAttention] a filled KV cache takes one new position of the same "
-                    "batch at a time, got x ",
-                    shape_to_string(x.shape()), " for a cache of batch ", cache->k.size(0));
-      k = cat({cache->k, k.detach()}, 2);  // [B, H, S + 1, hd]
-      v = cat({cache->v, v.detach()}, 2);
-      causal = false;  // the one new query sees every earlier position and itself
-    }
-    cache->k = k.detach().contiguous();
-    cache->v = v.detach().contiguous();
+  if (cache->k.defined()) {
+    MIXPREC_CHECK(t == 1 && cache->k.size(0) == b,
+                  "[CausalSelfAttention] a filled KV cache takes one new position of the same "
+                  "batch at a time, got x ",
+                  shape_to_string(x.shape()), " for a cache of batch ", cache->k.size(0));
+    k = cat({cache->k, k.detach()}, 2);  // [B, H, S + 1, hd]
+    v = cat({cache->v, v.detach()}, 2);
+    causal = false;  // the one new query sees every earlier position and itself
   }
+  cache->k = k.detach().contiguous();
+  cache->v = v.detach().contiguous();
   const Tensor y =
       scaled_dot_product_attention(head_view(0), k, v, {.causal = causal});  // [B, H, T, hd]
   return c_proj_->forward(y.permute({0, 2, 1, 3}).reshape({b, t, d_model_}));

@@ -73,23 +73,26 @@ TEST(Autocast, LowerOpsRunInTheAutocastDtypeAndMatchExplicitCasts) {
   const Tensor x = Tensor::randn({5, 8}, gen), w = Tensor::randn({3, 8}, gen);
   const Tensor b = Tensor::randn({3}, gen);
   const Tensor img = Tensor::randn({1, 4, 6, 6}, gen), k = Tensor::randn({2, 4, 3, 3}, gen);
-  const Tensor q = Tensor::randn({1, 2, 5, 32}, gen);
-  Tensor y, m, c, a;
+  const Tensor q = Tensor::randn({1, 2, 5, 32}, gen), qkv = Tensor::randn({1, 5, 96}, gen);
+  Tensor y, m, c, a, p;
   {
     Autocast on(DType::BF16);
     y = linear(x, w, b);
     m = matmul(x, w.t());
     c = conv2d(img, k);
     a = scaled_dot_product_attention(q, q, q);
+    p = multi_head_attention_packed(qkv, 2);
   }
   EXPECT_EQ(y.dtype(), DType::BF16);
   EXPECT_EQ(m.dtype(), DType::BF16);
   EXPECT_EQ(c.dtype(), DType::BF16);
   EXPECT_EQ(a.dtype(), DType::BF16);
+  EXPECT_EQ(p.dtype(), DType::BF16);
   const DType h = DType::BF16;
   EXPECT_TRUE(bit_identical(y, linear(x.to(h), w.to(h), b.to(h))));
   EXPECT_TRUE(bit_identical(m, matmul(x.to(h), w.t().to(h))));
   EXPECT_TRUE(bit_identical(c, conv2d(img.to(h), k.to(h))));
+  EXPECT_TRUE(bit_identical(p, multi_head_attention_packed(qkv.to(h), 2)));
   {
     Autocast on(DType::F16);
     EXPECT_EQ(linear(x, w).dtype(), DType::F16);

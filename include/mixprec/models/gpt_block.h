@@ -18,7 +18,9 @@ struct LayerKV {
 };
 
 // Causal multi-head self-attention on the flash attention op. One fused projection makes q, k
-// and v (one GEMM of width 3D instead of three of width D), split by views without a copy.
+// and v (one GEMM of width 3D instead of three of width D); without a KV cache,
+// multi_head_attention_packed reads the heads from it in place, writes them merged into
+// [B, T, D] and gives it one gradient. With a cache the heads are views of it, split by hand.
 // Attention-probability dropout is not applied: the flash kernel never materialises the
 // probabilities; dropout acts on the block's residual branch instead.
 class CausalSelfAttention final : public nn::Layer {

@@ -16,4 +16,14 @@ struct AttentionParams {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionParams& params = {});
 
+// Multi-head attention over a packed projection: qkv [B, T, 3 * D] (q, k, v concatenated on the
+// last dim, each D = heads * hd wide) -> y [B, T, D], y[b, t, h * hd + j] = head h's output.
+// Bit for bit what slicing q, k, v out of qkv as [B, heads, T, hd] views, then
+// scaled_dot_product_attention, then merging the heads back (permute + reshape) gives, without
+// the copies: the kernel reads the heads from qkv in place and writes them straight into y, and
+// the backward writes the three head gradients into one d_qkv. Autocast as
+// scaled_dot_product_attention.
+Tensor multi_head_attention_packed(const Tensor& qkv, int64_t heads,
+                                   const AttentionParams& params = {});
+
 }  // namespace mixprec
