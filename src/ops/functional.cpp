@@ -78,35 +78,15 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 }
 
 // d loss / d logits[i, :] = w_i (softmax(logits_i) - target distribution_i), w_i the row's
-// weight in the reduction (1/count for mean); ignored rows get 0.
+// weight in the reduction (1/count for mean); ignored rows get 0 (kernels::cross_entropy_backward).
 struct CrossEntropyBackward final : autograd::Node {
   Tensor logits, targets;
-  Reduction reduction;
-  kernels::CrossEntropyOptions options;
+  kernels::CrossEntropyOptions options;  // the reduction included
   std::string_view name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    const DType acc = acc_dtype(logits);
-    const int64_t n = logits.size(0), c = logits.size(1);
-    Tensor p = Tensor::empty({n, c}, acc);
-    kernels::softmax(logits, 1, p);
-    const Tensor t = targets.to(DType::I64).contiguous();
-    const Tensor g = grads[0].to(DType::F64).contiguous();
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) count += t.data<int64_t>()[i] != options.ignore_index;
-    Tensor dx = Tensor::empty({n, c}, DType::F64);
-    const Tensor pd = p.to(DType::F64).contiguous();
-    const double s = options.label_smoothing;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t target = t.data<int64_t>()[i];
-      double w = reduction == Reduction::None ? g.data<double>()[i] : g.data<double>()[0];
-      if (reduction == Reduction::Mean) w /= static_cast<double>(count);
-      if (target == options.ignore_index) w = 0.0;
-      for (int64_t j = 0; j < c; ++j) {
-        const double goal = (j == target ? 1.0 - s : 0.0) + s / static_cast<double>(c);
-        dx.data<double>()[i * c + j] = w * (pd.data<double>()[i * c + j] - goal);
-      }
-    }
-    return {dx.to(logits.dtype()), Tensor()};
+    Tensor dx = Tensor::empty(logits.shape(), logits.dtype());
+    kernels::cross_entropy_backward(logits, targets, grads[0], dx, options);
+    return {dx, Tensor()};
   }
   void release_saved() override { logits = targets = Tensor(); }
 };
@@ -206,7 +186,6 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, Reduction r
     auto node = std::make_shared<CrossEntropyBackward>();
     node->logits = logits.detach();
     node->targets = targets.detach();
-    node->reduction = reduction;
     node->options = o;
     autograd::record(node, {&logits, &targets}, {&out});
   }

@@ -83,6 +83,46 @@ void check_cross_entropy(const Tensor& logits, const Tensor& targets, const Cros
       << "loss " << got[0] << ", reference " << want;
 }
 
+// cross_entropy_backward against dx = w (softmax - goal) in f64: dx is rounded once into the
+// logits' dtype, so the bound is its half ulp plus f32's error in the softmax terms.
+void check_cross_entropy_grad(const Tensor& logits, const Tensor& targets, const Tensor& grad,
+                              const CrossEntropyOptions& o, const std::string& what) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  SCOPED_TRACE("cross_entropy_backward " + what + " [" + std::to_string(n) + ", " +
+               std::to_string(c) + "] " + std::string(dtype_name(logits.dtype())) +
+               " reduction " + std::to_string(int(o.reduction)) + " smoothing " +
+               std::to_string(o.label_smoothing));
+  const Tensor dx = Tensor::full({n, c}, 123.0, logits.dtype());  // every element is written
+  cross_entropy_backward(logits, targets, grad, dx, o);
+  const std::vector<double> x = values(logits), t = values(targets), g = values(grad),
+                            got = values(dx);
+  int64_t counted = 0;
+  for (double ti : t) counted += static_cast<int64_t>(ti) != o.ignore_index;
+  const DType compute = logits.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const test_support::Tolerance tol = test_support::tolerance_for(logits.dtype(), compute);
+  int failures = 0;
+  for (int64_t i = 0; i < n && failures < 5; ++i) {
+    const auto ti = static_cast<int64_t>(t[static_cast<std::size_t>(i)]);
+    double w = o.reduction == Reduction::None ? g[static_cast<std::size_t>(i)] : g[0];
+    if (o.reduction == Reduction::Mean) w /= static_cast<double>(counted);
+    const double* row = x.data() + i * c;
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < c; ++j) m = std::max(m, row[j]);
+    for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+    for (int64_t j = 0; j < c; ++j) {
+      const double goal = (j == ti ? 1 - o.label_smoothing : 0) + o.label_smoothing / c;
+      const double want = ti == o.ignore_index ? 0.0 : w * (std::exp(row[j] - m) / s - goal);
+      const double have = got[static_cast<std::size_t>(i * c + j)];
+      // The probability's f32 error scales with the exponent's magnitude (x - max rounded).
+      const double scale = std::fabs(w) * (1 + std::fabs(row[j] - m)) * std::exp(row[j] - m) / s;
+      if (!(std::fabs(have - want) <= tol.bound(want, test_support::pairwise_terms(c), scale) +
+                                           std::fabs(w) * 1e-7))
+        ++failures, ADD_FAILURE() << "dx[" << i << ", " << j << "] = " << have << ", reference "
+                                  << want << " (target " << ti << ")";
+    }
+  }
+}
+
 void check_mse(const Tensor& a, const Tensor& b, Reduction reduction, const std::string& what) {
   SCOPED_TRACE("mse_loss " + what + " " + shape_to_string(a.shape()) + " " +
                std::string(dtype_name(a.dtype())) + " reduction " + std::to_string(int(reduction)));
@@ -148,6 +188,28 @@ TEST_P(LossTest, CrossEntropyStridedLargeAndIgnored) {
   EXPECT_EQ(out.item<double>(), 0.0);
 }
 
+TEST_P(LossTest, CrossEntropyGradientMatchesReference) {
+  Generator gen(64);
+  for (int64_t n : {1, 17, 63})
+    for (int64_t c : {1, 2, 7, 65, 257})
+      for (DType t : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+        const Tensor logits = Tensor::uniform({n, c}, -6.0, 6.0, gen, t);
+        const Tensor targets = random_targets(n, c, DType::I64, 5, -100, gen);
+        for (Reduction r : {Reduction::None, Reduction::Mean, Reduction::Sum})
+          for (double smoothing : {0.0, 0.1}) {
+            const DType loss_dtype = t == DType::F64 ? DType::F64 : DType::F32;
+            const Tensor grad = r == Reduction::None
+                                    ? Tensor::uniform({n}, -2.0, 2.0, gen, loss_dtype)
+                                    : Tensor::full({}, 1.5, loss_dtype);
+            check_cross_entropy_grad(logits, targets, grad, {r, -100, smoothing}, "random");
+          }
+      }
+  // Strided logits, an ignore_index that is a class, and logits far from 0.
+  const Tensor base = Tensor::uniform({129, 33}, 2e4, 2e4 + 12, gen, DType::F32);
+  check_cross_entropy_grad(base.t(), random_targets(33, 129, DType::I64, 3, 7, gen),
+                           Tensor::full({}, 1.0), {Reduction::Mean, 7, 0.0}, "transposed");
+}
+
 TEST_P(LossTest, MseMatchesReference) {
   Generator gen(63);
   for (const Shape& shape : {Shape{1}, Shape{7}, Shape{17, 65}, Shape{3, 129}, Shape{70001}})
@@ -197,6 +259,19 @@ TEST(Loss, BadArgumentsAreClearErrors) {
         cross_entropy(Tensor::zeros({4, 5, 2}), Tensor::zeros({4}, DType::I64), Tensor::empty({}));
       }),
       "[cross_entropy] logits has shape [4, 5, 2], expected [N, C]");
+  const Tensor dx = Tensor::empty({4, 5});
+  EXPECT_EQ(error_of([&] {
+              cross_entropy_backward(logits, targets, Tensor::full({}, 1.0), dx);
+            }),
+            "[cross_entropy_backward] target 7 at row 2 is out of range for 5 classes (expected 0 "
+            "<= target < 5 or ignore_index -100)");
+  const Tensor good = Tensor::zeros({4}, DType::I64);
+  EXPECT_EQ(error_of([&] { cross_entropy_backward(logits, good, Tensor::full({4}, 1.0), dx); }),
+            "[cross_entropy_backward] grad has shape [4], expected [] (the loss's shape)");
+  EXPECT_EQ(error_of([&] {
+              cross_entropy_backward(logits, good, Tensor::full({}, 1.0), Tensor::empty({5, 4}).t());
+            }),
+            "[cross_entropy_backward] dx must be contiguous");
   EXPECT_EQ(error_of([&] {
               mse_loss(Tensor::zeros({2, 3}), Tensor::zeros({3, 2}), Tensor::empty({}));
             }),

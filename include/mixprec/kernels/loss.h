@@ -27,6 +27,14 @@ struct CrossEntropyOptions {
 void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& out,
                    const CrossEntropyOptions& options = {});
 
+// The gradient of cross_entropy with the same options, given the loss's incoming gradient
+// `grad` ([] for Mean and Sum, [N] for None): dx[i, j] = w_i (softmax(logits_i)_j - goal_ij),
+// goal the (smoothed) one-hot target, w_i = grad (divided by the rows counted for Mean; per row
+// for None); ignored rows are 0. Computed in f32 (f64 for f64 logits) and rounded once into dx
+// [N, C], contiguous, of any float dtype.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad,
+                            const Tensor& dx, const CrossEntropyOptions& options = {});
+
 // (a - b)^2, a and b of the same shape (any float dtypes and strides). out: [] for Mean and
 // Sum, a's shape for None.
 void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out,

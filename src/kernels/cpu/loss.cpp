@@ -37,35 +37,44 @@ void check_out(const Tensor& out, Reduction reduction, const Shape& none_shape, 
       reduction == Reduction::None ? "one loss per element, reduction none" : "a scalar loss");
 }
 
+// The checks cross_entropy and its backward share (logits [N, C], targets [N] in range or
+// ignored, the options); returns the targets as i64 and the number of rows not ignored.
+std::pair<Tensor, int64_t> checked_targets(const Tensor& logits, const Tensor& targets,
+                                           const CrossEntropyOptions& options, const char* op) {
+  frontend::check_floating(logits, op, "logits");
+  frontend::check_defined(targets, op, "targets");
+  MIXPREC_CHECK(logits.dim() == 2, "[", op, "] logits has shape ", shape_to_string(logits.shape()),
+                ", expected [N, C]");
+  const int64_t n = logits.size(0), c = logits.size(1);
+  MIXPREC_CHECK(targets.dtype() == DType::I64 || targets.dtype() == DType::I32, "[", op,
+                "] targets has dtype ", dtype_name(targets.dtype()),
+                ", expected i64 or i32 class indices");
+  frontend::check_shape(targets, {n}, op, "targets", "one class index per row of logits");
+  MIXPREC_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0, "[", op,
+                "] label_smoothing must be in [0, 1], got ", options.label_smoothing);
+  Tensor target64 = targets.to(DType::I64).contiguous();
+  const int64_t* t = n > 0 ? target64.data<int64_t>() : nullptr;
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (t[i] == options.ignore_index) continue;
+    MIXPREC_CHECK(t[i] >= 0 && t[i] < c, "[", op, "] target ", t[i], " at row ", i,
+                  " is out of range for ", c, " classes (expected 0 <= target < ", c,
+                  " or ignore_index ", options.ignore_index, ")");
+    ++counted;
+  }
+  return {std::move(target64), counted};
+}
+
 }  // namespace
 
 void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& out,
                    const CrossEntropyOptions& options) {
   constexpr const char* kOp = "cross_entropy";
-  frontend::check_floating(logits, kOp, "logits");
-  frontend::check_defined(targets, kOp, "targets");
-  MIXPREC_CHECK(logits.dim() == 2, "[cross_entropy] logits has shape ",
-                shape_to_string(logits.shape()), ", expected [N, C]");
+  const auto [target64, counted] = checked_targets(logits, targets, options, kOp);
   const int64_t n = logits.size(0), c = logits.size(1);
-  MIXPREC_CHECK(targets.dtype() == DType::I64 || targets.dtype() == DType::I32,
-                "[cross_entropy] targets has dtype ", dtype_name(targets.dtype()),
-                ", expected i64 or i32 class indices");
-  frontend::check_shape(targets, {n}, kOp, "targets", "one class index per row of logits");
-  MIXPREC_CHECK(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0,
-                "[cross_entropy] label_smoothing must be in [0, 1], got ", options.label_smoothing);
   const bool f64 = logits.dtype() == DType::F64;
   check_out(out, options.reduction, {n}, f64, kOp);
-
-  const Tensor target64 = targets.to(DType::I64).contiguous();
   const int64_t* t = n > 0 ? target64.data<int64_t>() : nullptr;
-  int64_t counted = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (t[i] == options.ignore_index) continue;
-    MIXPREC_CHECK(t[i] >= 0 && t[i] < c, "[cross_entropy] target ", t[i], " at row ", i,
-                  " is out of range for ", c, " classes (expected 0 <= target < ", c,
-                  " or ignore_index ", options.ignore_index, ")");
-    ++counted;
-  }
   std::vector<double> losses(static_cast<std::size_t>(n));
   if (n > 0) {
     const Tensor x = frontend::staged_input(logits, Tensor());
@@ -83,6 +92,35 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& ou
   double total = 0.0;
   for (double l : losses) total += l;
   out.fill_(options.reduction == Reduction::Sum ? total : total / static_cast<double>(counted));
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad,
+                            const Tensor& dx, const CrossEntropyOptions& options) {
+  constexpr const char* kOp = "cross_entropy_backward";
+  const auto [target64, counted] = checked_targets(logits, targets, options, kOp);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  frontend::check_floating(grad, kOp, "grad");
+  frontend::check_shape(grad, options.reduction == Reduction::None ? Shape{n} : Shape{}, kOp,
+                        "grad", "the loss's shape");
+  frontend::check_floating(dx, kOp, "dx");
+  frontend::check_shape(dx, {n, c}, kOp, "dx", "logits' shape");
+  MIXPREC_CHECK(dx.is_contiguous(), "[cross_entropy_backward] dx must be contiguous");
+  if (n == 0 || c == 0) return;
+  const Tensor row_weights =
+      options.reduction == Reduction::None ? grad.to(DType::F64).contiguous() : Tensor();
+  double weight = row_weights.defined() ? 0.0 : grad.item<double>();
+  if (options.reduction == Reduction::Mean) weight /= static_cast<double>(counted);
+  const Tensor x = frontend::staged_input(logits, Tensor());
+  const loss_detail::CrossEntropyGradPlan plan{
+      {x.data_ptr(), x.dtype(), n, c, target64.data<int64_t>(), options.ignore_index,
+       options.label_smoothing, nullptr},
+      row_weights.defined() ? row_weights.data<double>() : nullptr,
+      weight,
+      dx.data_ptr(),
+      dx.dtype()};
+  const LossKernels& k = kernels_for(logits.dtype() == DType::F64);
+  parallel_for(0, n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, c)),
+               [&](int64_t lo, int64_t hi) { k.cross_entropy_grad(plan, lo, hi); });
 }
 
 void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out, Reduction reduction) {

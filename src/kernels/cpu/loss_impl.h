@@ -43,6 +43,43 @@ void cross_entropy_rows(const CrossEntropyPlan& p, int64_t lo, int64_t hi) {
   }
 }
 
+// One pass for the row's max and sum of exps, one writing w (p - s/C); the target's element is
+// then written again with its goal's one-hot part, from the same lane arithmetic.
+template <class S>
+void cross_entropy_grad_rows(const CrossEntropyGradPlan& g, int64_t lo, int64_t hi) {
+  using F = typename S::F;
+  using L = lane_t<S>;
+  constexpr int W = S::kWidth;
+  const CrossEntropyPlan& p = g.rows;
+  const auto elem = static_cast<int64_t>(dtype_size(p.dtype));
+  const auto dx_elem = static_cast<int64_t>(dtype_size(g.dx_dtype));
+  const F uniform = S::set1(static_cast<L>(p.label_smoothing / static_cast<double>(p.c)));
+  const F one_hot = S::set1(static_cast<L>(1.0 - p.label_smoothing));
+  for (int64_t row = lo; row < hi; ++row) {
+    const char* x = static_cast<const char*>(p.logits) + row * p.c * elem;
+    char* dx = static_cast<char*>(g.dx) + row * p.c * dx_elem;
+    const int64_t target = p.targets[row];
+    if (target == p.ignore_index) {
+      for (int64_t i = 0; i < p.c; i += W)
+        S::store_n(dx + i * dx_elem, g.dx_dtype, S::zero(), p.c - i < W ? int(p.c - i) : W);
+      continue;
+    }
+    const F w = S::set1(static_cast<L>(g.row_weights != nullptr ? g.row_weights[row] : g.weight));
+    const auto norm = softmax_detail::row_normaliser<S>(x, p.dtype, p.c);
+    const F max = S::set1(norm.max);
+    const F inv_sum = S::div(S::set1(L{1}), S::set1(norm.sum));
+    auto prob = [&](int64_t i, int m) {
+      return S::mul(Math<S>::exp(S::sub(S::load_n(x + i * elem, p.dtype, m), max)), inv_sum);
+    };
+    for (int64_t i = 0; i < p.c; i += W) {
+      const int m = p.c - i < W ? static_cast<int>(p.c - i) : W;
+      S::store_n(dx + i * dx_elem, g.dx_dtype, S::mul(w, S::sub(prob(i, m), uniform)), m);
+    }
+    S::store_n(dx + target * dx_elem, g.dx_dtype,
+               S::mul(w, S::sub(S::sub(prob(target, 1), uniform), one_hot)), 1);
+  }
+}
+
 template <class S>
 typename S::F squared_difference(const char* a, DType at, const char* b, DType bt, int64_t i,
                                  int m) {
@@ -75,7 +112,8 @@ void squared_error(const void* a, DType at, const void* b, DType bt, void* out, 
 
 template <class S>
 constexpr LossKernels make_loss_kernels() {
-  return {&cross_entropy_rows<S>, &squared_error_sum<S>, &squared_error<S>};
+  return {&cross_entropy_rows<S>, &cross_entropy_grad_rows<S>, &squared_error_sum<S>,
+          &squared_error<S>};
 }
 
 }  // namespace

@@ -17,9 +17,21 @@ struct CrossEntropyPlan {
   double* losses;  // [n]; ignored rows get 0
 };
 
+// d loss / d logits: dx[i, j] = w_i (softmax(x_i)_j - goal_ij), goal the (smoothed) one-hot
+// target; ignored rows are 0.
+struct CrossEntropyGradPlan {
+  CrossEntropyPlan rows;      // losses unused
+  const double* row_weights;  // [n] w_i (reduction None), or null: every row `weight`
+  double weight;
+  void* dx;  // [n, c], contiguous
+  DType dx_dtype;
+};
+
 struct LossKernels {
   // Rows [lo, hi) of the per-row losses.
   void (*cross_entropy)(const CrossEntropyPlan& plan, int64_t lo, int64_t hi);
+  // Rows [lo, hi) of the gradient.
+  void (*cross_entropy_grad)(const CrossEntropyGradPlan& plan, int64_t lo, int64_t hi);
   // Sum over i < n of (a[i] - b[i])^2, a and b contiguous.
   double (*squared_error_sum)(const void* a, DType a_dtype, const void* b, DType b_dtype,
                               int64_t n);
