@@ -245,11 +245,11 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
 // Splits C over `threads` as a tm x tn grid (column blocks aligned to nr). Each thread packs
 // its own rows of A and columns of B, so the grid minimises padded compute plus packing:
 // rows * cols + kPackWeight * (rows + cols), packing one element costing about as much as a
-// few lanes of FMA work. (A thin N, as in convolutions, is then split by rows.) AMX reads A in
-// place, so there only B's packing counts and splitting by columns packs each panel once.
+// few lanes of FMA work. (A thin N, as in convolutions, is then split by rows.) The same grid
+// suits AMX, which reads A in place: measured at the GPT's and a convolution's shapes, splitting
+// rows (each thread packing all of B) beats splitting columns (each streaming all of A).
 void run_parallel(const Problem& p, int threads) {
   constexpr int64_t kPackWeight = 64;
-  const bool packs_a = !amx_takes(p);
   const int64_t m = p.c.rows, n = p.c.cols;
   const int64_t n_panels = (n + p.uk->nr - 1) / p.uk->nr;
   int best_tm = 1, best_tn = 1;
@@ -259,7 +259,7 @@ void run_parallel(const Problem& p, int threads) {
     const int tm = threads / tn;
     const int64_t rows = round_up((m + tm - 1) / tm, p.uk->mr);
     const int64_t cols = (n_panels + tn - 1) / tn * p.uk->nr;
-    const int64_t cost = rows * cols + kPackWeight * ((packs_a ? rows : 0) + cols);
+    const int64_t cost = rows * cols + kPackWeight * (rows + cols);
     if (best_cost < 0 || cost <= best_cost) {
       best_cost = cost;
       best_tm = tm;
