@@ -4,36 +4,10 @@
 #include <immintrin.h>
 
 #include "conv_direct.h"
+#include "gemm_pack_avx512.h"
 
 namespace mixprec::kernels::conv_detail {
 namespace {
-
-// Transposes 16 rows of 16 dwords in place: r[i] element j becomes r[j] element i.
-inline void transpose_16x16_epi32(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // Now lane k of u[4i + j] holds column 4k + j of rows 4i .. 4i + 3.
-  __m512i u[16];
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512i x_even = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);  // lanes 0, 2
-    const __m512i x_odd = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD);   // lanes 1, 3
-    const __m512i y_even = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512i y_odd = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xDD);
-    r[j] = _mm512_shuffle_i32x4(x_even, y_even, 0x88);
-    r[4 + j] = _mm512_shuffle_i32x4(x_odd, y_odd, 0x88);
-    r[8 + j] = _mm512_shuffle_i32x4(x_even, y_even, 0xDD);
-    r[12 + j] = _mm512_shuffle_i32x4(x_odd, y_odd, 0xDD);
-  }
-}
 
 // taps <= 16: for output channel o and channel pair p the 2 * taps weights w[o][2p][.] and
 // w[o][2p + 1][.] are contiguous; one masked load and a word permutation make the taps' panel
@@ -58,9 +32,10 @@ void pack_panel_by_transpose(const uint16_t* w, int64_t o0, int width, int64_t c
                                   words, _mm512_maskz_loadu_epi16(
                                              run, w + ((o0 + 16 * half + o) * cg + 2 * p) * taps))
                             : _mm512_setzero_si512();
-      transpose_16x16_epi32(rows);
+      __m512i tap_words[16];
+      gemm_detail::transpose_16x16(rows, tap_words);
       for (int64_t t = 0; t < taps; ++t)
-        _mm512_storeu_si512(panel + (t * pairs + p) * 32 + 16 * half, rows[t]);
+        _mm512_storeu_si512(panel + (t * pairs + p) * 32 + 16 * half, tap_words[t]);
     }
   }
 }
