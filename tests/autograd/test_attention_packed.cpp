@@ -63,7 +63,7 @@ TEST_P(PackedAttention, MatchesSplitAttendMergeForwardAndGradient) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, PackedAttention,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16, DType::F16),
                                             ::testing::Values<int64_t>(17, 65, 150),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<PackedAttention::ParamType>& info) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,21 +86,31 @@ void check_cross_entropy(const Tensor& logits, const Tensor& targets, const Cros
 
 // cross_entropy_backward against dx = w (softmax - goal) in f64: dx is rounded once into the
 // logits' dtype, so the bound is its half ulp plus f32's error in the softmax terms.
+// dx_dtype: the gradient's dtype (default: the logits'); in_place: dx is a copy of the logits
+// that the kernel overwrites.
 void check_cross_entropy_grad(const Tensor& logits, const Tensor& targets, const Tensor& grad,
-                              const CrossEntropyOptions& o, const std::string& what) {
+                              const CrossEntropyOptions& o, const std::string& what,
+                              std::optional<DType> dx_type = std::nullopt, bool in_place = false) {
   const int64_t n = logits.size(0), c = logits.size(1);
+  const DType dx_dtype = dx_type.value_or(logits.dtype());
   SCOPED_TRACE("cross_entropy_backward " + what + " [" + std::to_string(n) + ", " +
-               std::to_string(c) + "] " + std::string(dtype_name(logits.dtype())) +
-               " reduction " + std::to_string(int(o.reduction)) + " smoothing " +
-               std::to_string(o.label_smoothing));
-  const Tensor dx = Tensor::full({n, c}, 123.0, logits.dtype());  // every element is written
-  cross_entropy_backward(logits, targets, grad, dx, o);
-  const std::vector<double> x = values(logits), t = values(targets), g = values(grad),
-                            got = values(dx);
+               std::to_string(c) + "] " + std::string(dtype_name(logits.dtype())) + " -> " +
+               std::string(dtype_name(dx_dtype)) + " reduction " + std::to_string(int(o.reduction)) +
+               " smoothing " + std::to_string(o.label_smoothing));
+  const std::vector<double> x = values(logits), t = values(targets), g = values(grad);
+  Tensor dx = Tensor::full({n, c}, 123.0, dx_dtype);  // every element is written
+  if (in_place) {
+    dx = logits.contiguous().clone();
+    cross_entropy_backward(dx, targets, grad, dx, o);
+  } else {
+    cross_entropy_backward(logits, targets, grad, dx, o);
+  }
+  const std::vector<double> got = values(dx);
   int64_t counted = 0;
   for (double ti : t) counted += static_cast<int64_t>(ti) != o.ignore_index;
-  const DType compute = logits.dtype() == DType::F64 ? DType::F64 : DType::F32;
-  const test_support::Tolerance tol = test_support::tolerance_for(logits.dtype(), compute);
+  const bool f64 = logits.dtype() == DType::F64 || dx_dtype == DType::F64;
+  const test_support::Tolerance tol =
+      test_support::tolerance_for(dx_dtype, f64 ? DType::F64 : DType::F32);
   int failures = 0;
   for (int64_t i = 0; i < n && failures < 5; ++i) {
     const auto ti = static_cast<int64_t>(t[static_cast<std::size_t>(i)]);
@@ -204,10 +215,35 @@ TEST_P(LossTest, CrossEntropyGradientMatchesReference) {
             check_cross_entropy_grad(logits, targets, grad, {r, -100, smoothing}, "random");
           }
       }
-  // Strided logits, an ignore_index that is a class, and logits far from 0.
+  // Strided logits, an ignore_index that is a class (with and without smoothing), and logits
+  // far from 0.
   const Tensor base = Tensor::uniform({129, 33}, 2e4, 2e4 + 12, gen, DType::F32);
-  check_cross_entropy_grad(base.t(), random_targets(33, 129, DType::I64, 3, 7, gen),
-                           Tensor::full({}, 1.0), {Reduction::Mean, 7, 0.0}, "transposed");
+  const Tensor targets = random_targets(33, 129, DType::I64, 3, 7, gen);
+  for (double smoothing : {0.0, 0.2})
+    check_cross_entropy_grad(base.t(), targets, Tensor::full({}, 1.0),
+                             {Reduction::Mean, 7, smoothing}, "transposed");
+  // dx wider than the logits (computed in f64), and dx written over the logits themselves.
+  const Tensor logits = Tensor::uniform({17, 65}, -6.0, 6.0, gen, DType::BF16);
+  const Tensor t17 = random_targets(17, 65, DType::I64, 4, -100, gen);
+  check_cross_entropy_grad(logits, t17, Tensor::full({}, 1.0), {}, "f64 dx", DType::F64);
+  check_cross_entropy_grad(logits.to(DType::F32), t17, Tensor::full({}, 1.0), {}, "in place",
+                           DType::F32, /*in_place=*/true);
+}
+
+// Ignored rows get exact zeros, even when their logits are NaN or inf (padding rows of an f16
+// batch must not make the gradient non-finite), and a mean over no rows gives zeros too.
+TEST(Loss, CrossEntropyGradientOfIgnoredRowsIsZero) {
+  const Tensor logits = Tensor::from_vector<float>({NAN, 1, 2, INFINITY, 0, 1}).view({2, 3});
+  const Tensor dx = Tensor::full({2, 3}, 5.0);
+  cross_entropy_backward(logits, Tensor::from_vector<int64_t>({-100, -100}), Tensor::full({}, 1.0),
+                         dx);
+  for (double v : values(dx)) EXPECT_EQ(v, 0.0);
+  const Tensor finite = Tensor::from_vector<float>({0, 1, 2, 3, 0, 1}).view({2, 3});
+  cross_entropy_backward(finite, Tensor::from_vector<int64_t>({-100, 2}), Tensor::full({}, 1.0),
+                         dx, {Reduction::Mean, -100, 0.0});
+  const std::vector<double> got = values(dx);
+  for (int j = 0; j < 3; ++j) EXPECT_EQ(got[static_cast<std::size_t>(j)], 0.0);
+  EXPECT_NEAR(got[5], std::exp(1.0) / (std::exp(3.0) + 1 + std::exp(1.0)) - 1, 1e-6);
 }
 
 TEST_P(LossTest, MseMatchesReference) {

@@ -30,8 +30,9 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& ou
 // The gradient of cross_entropy with the same options, given the loss's incoming gradient
 // `grad` ([] for Mean and Sum, [N] for None): dx[i, j] = w_i (softmax(logits_i)_j - goal_ij),
 // goal the (smoothed) one-hot target, w_i = grad (divided by the rows counted for Mean; per row
-// for None); ignored rows are 0. Computed in f32 (f64 for f64 logits) and rounded once into dx
-// [N, C], contiguous, of any float dtype.
+// for None); ignored rows are exactly 0, whatever their logits. Computed in f32 (f64 when logits
+// or dx is f64) and rounded once into dx [N, C], contiguous, of any float dtype; dx may be the
+// logits themselves.
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad,
                             const Tensor& dx, const CrossEntropyOptions& options = {});
 

@@ -22,7 +22,7 @@ void pack_panel_by_transpose(const uint16_t* w, int64_t o0, int width, int64_t c
     perm[2 * t + 1] = static_cast<uint16_t>(taps + t);
   }
   const __m512i words = _mm512_load_si512(perm);
-  const __mmask32 run = static_cast<__mmask32>((uint64_t{1} << (2 * taps)) - 1);
+  const __mmask32 run = gemm_detail::first_halves(2 * taps);
   for (int half = 0; half < 2; ++half) {
     const int lanes = width - 16 * half;
     for (int64_t p = 0; p < pairs; ++p) {

@@ -110,7 +110,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       options.reduction == Reduction::None ? grad.to(DType::F64).contiguous() : Tensor();
   double weight = row_weights.defined() ? 0.0 : grad.item<double>();
   if (options.reduction == Reduction::Mean) weight /= static_cast<double>(counted);
-  const Tensor x = frontend::staged_input(logits, Tensor());
+  const Tensor x = frontend::staged_input(logits, dx);  // dx may be logits itself
   const loss_detail::CrossEntropyGradPlan plan{
       {x.data_ptr(), x.dtype(), n, c, target64.data<int64_t>(), options.ignore_index,
        options.label_smoothing, nullptr},
@@ -118,7 +118,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       weight,
       dx.data_ptr(),
       dx.dtype()};
-  const LossKernels& k = kernels_for(logits.dtype() == DType::F64);
+  const LossKernels& k = kernels_for(frontend::any_f64({&logits, &dx}));
   parallel_for(0, n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, c)),
                [&](int64_t lo, int64_t hi) { k.cross_entropy_grad(plan, lo, hi); });
 }

@@ -44,7 +44,8 @@ void cross_entropy_rows(const CrossEntropyPlan& p, int64_t lo, int64_t hi) {
 }
 
 // One pass for the row's max and sum of exps, one writing w (p - s/C); the target's element is
-// then written again with its goal's one-hot part, from the same lane arithmetic.
+// then written again with its goal's one-hot part, from the same lane arithmetic (its
+// probability taken before the row is written, so dx may be the logits themselves).
 template <class S>
 void cross_entropy_grad_rows(const CrossEntropyGradPlan& g, int64_t lo, int64_t hi) {
   using F = typename S::F;
@@ -71,12 +72,12 @@ void cross_entropy_grad_rows(const CrossEntropyGradPlan& g, int64_t lo, int64_t 
     auto prob = [&](int64_t i, int m) {
       return S::mul(Math<S>::exp(S::sub(S::load_n(x + i * elem, p.dtype, m), max)), inv_sum);
     };
+    const F target_grad = S::mul(w, S::sub(S::sub(prob(target, 1), uniform), one_hot));
     for (int64_t i = 0; i < p.c; i += W) {
       const int m = p.c - i < W ? static_cast<int>(p.c - i) : W;
       S::store_n(dx + i * dx_elem, g.dx_dtype, S::mul(w, S::sub(prob(i, m), uniform)), m);
     }
-    S::store_n(dx + target * dx_elem, g.dx_dtype,
-               S::mul(w, S::sub(S::sub(prob(target, 1), uniform), one_hot)), 1);
+    S::store_n(dx + target * dx_elem, g.dx_dtype, target_grad, 1);
   }
 }
 

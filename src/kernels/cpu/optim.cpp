@@ -198,9 +198,9 @@ double norm_pow_sum(const Tensor& g, double p) {
           for (int j = 0; j < kLanes; ++j)
             acc[j] += term(std::fabs(static_cast<double>(data[i + j])));
         for (; i < hi; ++i) acc[0] += term(std::fabs(static_cast<double>(data[i])));
-        double total = 0.0;
-        for (double a : acc) total += a;
-        return total;
+        double block_total = 0.0;
+        for (double a : acc) block_total += a;
+        return block_total;
       };
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {

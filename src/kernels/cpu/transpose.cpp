@@ -18,7 +18,8 @@ namespace {
 template <typename E>
 constexpr int64_t kSub = 64 / static_cast<int64_t>(sizeof(E));
 
-// The whole-sub-block kernel of this ISA level for E, or null (then the loops below).
+// The whole-sub-block kernel of this ISA level for E, or null: unlike other tables these have
+// no scalar slot, since the portable loops below are the reference and run when it is null.
 template <typename E>
 transpose_detail::SubBlockFn* sub_block_kernel() {
   static const IsaTable<transpose_detail::SubBlockFn> k2{
