@@ -45,15 +45,24 @@ TEST(Resample, MaxPoolValuesIndicesAndNaN) {
 TEST(Resample, LayoutsAndDtypesAgree) {
   Generator gen(5);
   const Tensor x = Tensor::randn({2, 5, 9, 7}, gen);
-  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
-    const Tensor xt = x.to(t);
-    const Tensor a = Tensor::empty({2, 5, 18, 14}, t),
-                 b = Tensor::empty({2, 5, 18, 14}, t, MemoryFormat::ChannelsLast);
-    upsample2d(xt, a, UpsampleMode::Bilinear);
-    upsample2d(xt.to(MemoryFormat::ChannelsLast), b, UpsampleMode::Bilinear);
-    for (int64_t i = 0; i < 18; ++i)
-      for (int64_t j = 0; j < 14; ++j) EXPECT_EQ(a.value({1, 3, i, j}), b.value({1, 3, i, j}));
-  }
+  // channels_last runs pixel by pixel over channel runs, NCHW channel by channel: same bits,
+  // also into another dtype and at a scale that is not 2.
+  for (UpsampleMode mode : {UpsampleMode::Bilinear, UpsampleMode::Nearest})
+    for (DType t : {DType::F32, DType::BF16, DType::F16})
+      for (const Shape& size : {Shape{18, 14}, Shape{20, 11}}) {
+        const Tensor xt = x.to(t);
+        const DType out_t = t == DType::F16 ? DType::BF16 : t;
+        const Tensor a = Tensor::empty({2, 5, size[0], size[1]}, out_t),
+                     b = Tensor::empty({2, 5, size[0], size[1]}, out_t, MemoryFormat::ChannelsLast);
+        upsample2d(xt, a, mode);
+        upsample2d(xt.to(MemoryFormat::ChannelsLast), b, mode);
+        for (int64_t n = 0; n < 2; ++n)
+          for (int64_t c = 0; c < 5; ++c)
+            for (int64_t i = 0; i < size[0]; ++i)
+              for (int64_t j = 0; j < size[1]; ++j)
+                ASSERT_EQ(a.value({n, c, i, j}), b.value({n, c, i, j}))
+                    << "mode " << int(mode) << " " << dtype_name(t) << " at " << n << c << i << j;
+      }
 }
 
 TEST(Resample, UpsampleTwoTimesMatchesPyTorchRules) {

@@ -1,7 +1,9 @@
 #include "mixprec/kernels/resample.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -160,39 +162,78 @@ void max_pool2d(const Tensor& x, const Tensor& out, const Pool2dOptions& options
   });
 }
 
+namespace {
+
+// Where output coordinate o (of `out_size`) reads from an input axis of `in_size`: the nearest
+// index, or the two bilinear neighbours and the weight of the second. Computed once per axis
+// with the per-element formulas (PyTorch's rules), so the inner loops only look them up.
+struct AxisMap {
+  std::vector<int64_t> lo, hi;
+  std::vector<double> frac;
+};
+
+AxisMap axis_map(int64_t in_size, int64_t out_size, UpsampleMode mode) {
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  AxisMap m;
+  m.lo.resize(static_cast<std::size_t>(out_size));
+  m.hi.resize(static_cast<std::size_t>(out_size));
+  m.frac.resize(static_cast<std::size_t>(out_size));
+  for (int64_t o = 0; o < out_size; ++o) {
+    const auto i = static_cast<std::size_t>(o);
+    if (mode == UpsampleMode::Nearest) {
+      m.lo[i] = m.hi[i] = std::min(
+          in_size - 1, static_cast<int64_t>(std::floor(static_cast<double>(o) * scale)));
+      m.frac[i] = 0.0;
+    } else {  // half-pixel centres: src = (dst + 0.5) * scale - 0.5, clamped at 0
+      const double f = std::max(0.0, (static_cast<double>(o) + 0.5) * scale - 0.5);
+      m.lo[i] = std::min(in_size - 1, static_cast<int64_t>(f));
+      m.hi[i] = std::min(in_size - 1, m.lo[i] + 1);
+      m.frac[i] = f - static_cast<double>(m.lo[i]);
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
 void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode) {
   check_pair("upsample2d", x, out);
   const int64_t h = x.size(2), w = x.size(3), oh = out.size(2), ow = out.size(3);
   MIXPREC_CHECK(h >= 1 && w >= 1 && oh >= 1 && ow >= 1, "[upsample2d] empty spatial size: x ",
                 shape_to_string(x.shape()), ", out ", shape_to_string(out.shape()));
   const Indexer xi(x), oi(out);
-  const double sy = static_cast<double>(h) / static_cast<double>(oh);
-  const double sx = static_cast<double>(w) / static_cast<double>(ow);
+  const AxisMap ym = axis_map(h, oh, mode), xm = axis_map(w, ow, mode);
+  const int64_t batch = out.size(0), channels = out.size(1);
+  // Channels innermost in both (channels_last): walk pixels and copy or blend runs of channels,
+  // instead of striding through one channel at a time.
+  const bool channel_runs = x.stride(1) == 1 && out.stride(1) == 1 && channels > 1;
   visit_float_pair(x, out, [&](const auto* xp, auto* op) {
-    for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
+    using A = decltype(load(xp));
+    // Output pixel (n, c, oy, ox) for channels [c0, c1): the same arithmetic in either order.
+    auto pixel = [&](int64_t n, int64_t c0, int64_t c1, int64_t oy, int64_t ox) {
+      const auto yi = static_cast<std::size_t>(oy), xj = static_cast<std::size_t>(ox);
       if (mode == UpsampleMode::Nearest) {
-        const int64_t iy =
-            std::min(h - 1, static_cast<int64_t>(std::floor(static_cast<double>(oy) * sy)));
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          const int64_t ix =
-              std::min(w - 1, static_cast<int64_t>(std::floor(static_cast<double>(ox) * sx)));
-          store(op + oi(n, c, oy, ox), load(xp + xi(n, c, iy, ix)));
-        }
+        for (int64_t c = c0; c < c1; ++c)
+          store(op + oi(n, c, oy, ox), load(xp + xi(n, c, ym.lo[yi], xm.lo[xj])));
         return;
       }
-      // Half-pixel centres: src = (dst + 0.5) * scale - 0.5, clamped at 0 (PyTorch's rule).
-      const double fy = std::max(0.0, (static_cast<double>(oy) + 0.5) * sy - 0.5);
-      const int64_t y0 = std::min(h - 1, static_cast<int64_t>(fy)), y1 = std::min(h - 1, y0 + 1);
-      using A = decltype(load(xp));
-      const A ly = static_cast<A>(fy - static_cast<double>(y0));
-      for (int64_t ox = 0; ox < ow; ++ox) {
-        const double fx = std::max(0.0, (static_cast<double>(ox) + 0.5) * sx - 0.5);
-        const int64_t x0 = std::min(w - 1, static_cast<int64_t>(fx)), x1 = std::min(w - 1, x0 + 1);
-        const A lx = static_cast<A>(fx - static_cast<double>(x0));
+      const A ly = static_cast<A>(ym.frac[yi]), lx = static_cast<A>(xm.frac[xj]);
+      const int64_t y0 = ym.lo[yi], y1 = ym.hi[yi], x0 = xm.lo[xj], x1 = xm.hi[xj];
+      for (int64_t c = c0; c < c1; ++c) {
         const A top = (1 - lx) * load(xp + xi(n, c, y0, x0)) + lx * load(xp + xi(n, c, y0, x1));
         const A bottom = (1 - lx) * load(xp + xi(n, c, y1, x0)) + lx * load(xp + xi(n, c, y1, x1));
         store(op + oi(n, c, oy, ox), (1 - ly) * top + ly * bottom);
       }
+    };
+    if (channel_runs) {
+      parallel_for(0, batch * oh, 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r)
+          for (int64_t ox = 0; ox < ow; ++ox) pixel(r / oh, 0, channels, r % oh, ox);
+      });
+      return;
+    }
+    for_each_output_row(out, [&](int64_t n, int64_t c, int64_t oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) pixel(n, c, c + 1, oy, ox);
     });
   });
 }
