@@ -116,11 +116,9 @@ struct Avx512 {
   }
   static F get_exponent(F x) { return _mm512_getexp_ps(x); }
   static F get_mantissa(F x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero); }
-  static F scale2(F x, F n) {
-    const __m512i bits =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(x, _mm512_castsi512_ps(bits));
-  }
+  // vscalefps: x * 2^n rounded once, in one instruction (for integral n in the normal exponent
+  // range the same result as multiplying by the power of two).
+  static F scale2(F x, F n) { return _mm512_scalef_ps(x, n); }
 };
 
 }  // namespace
