@@ -90,8 +90,8 @@ class UNetVideo::ResBlock final : public nn::Module {
   Tensor forward(const Tensor& x, const Tensor& time) {
     Tensor h = conv1_->forward(norm1_->forward(x));
     h = add(h, time_->forward(time).view({x.size(0), out_channels_, 1, 1}));
-    h = conv2_->forward(norm2_->forward(h));
-    return add(h, skip_ != nullptr ? skip_->forward(x) : x);
+    // The skip connection is added in conv2's epilogue (rounded once, no pass of its own).
+    return conv2_->forward(norm2_->forward(h), skip_ != nullptr ? skip_->forward(x) : x);
   }
 
  private:

@@ -101,12 +101,14 @@ struct Conv2d::PackedCache : detail::PackedWeightCache<kernels::PackedConvWeight
 
 Conv2d::~Conv2d() = default;
 
-Tensor Conv2d::forward(const Tensor& x) {
+Tensor Conv2d::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor Conv2d::forward(const Tensor& x, const Tensor& residual) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b})) {
+  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b, &residual})) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
-    return conv2d(x, w, b, params_);
+    return conv2d(x, w, b, params_, residual);
   }
   // The bf16 compute mode decides how bf16 weights are packed (AMX / vdpbf16ps panels or f32).
   const int mode = static_cast<int>(kernels::bf16_conv_compute());
@@ -115,7 +117,7 @@ Tensor Conv2d::forward(const Tensor& x) {
         detail::operands_as_op_sees(amp::AutocastOp::Conv2d, w, x.dtype());
     return kernels::pack_conv_weights(weight, x_dtype, params_.groups);
   });
-  return conv2d(x, *packed, b, params_);
+  return conv2d(x, *packed, b, params_, residual);
 }
 
 std::size_t Conv2d::packed_bytes() const { return packed_->bytes(); }

@@ -14,6 +14,7 @@
 #include "mixprec/kernels/convert.h"
 #include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/transpose.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/ops/reduce.h"
 #include "op_util.h"
 
@@ -162,9 +163,12 @@ struct Conv2dBackward final : autograd::Node {
   std::string_view name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || grads[0].dtype() == DType::F64)
-      return run<double>(grads[0], DType::F64);
-    return run<float>(grads[0], DType::F32);
+    std::vector<Tensor> out =
+        x.dtype() == DType::F64 || weight.dtype() == DType::F64 || grads[0].dtype() == DType::F64
+            ? run<double>(grads[0], DType::F64)
+            : run<float>(grads[0], DType::F32);
+    if (next_edges.size() > 3) out.push_back(grads[0]);  // a fused residual: d out / d residual = 1
+    return out;
   }
 
   // dX as a stride-1 convolution of dY needs a padding d (K - 1) - p >= 0 on both axes.
@@ -294,8 +298,23 @@ struct Conv2dBackward final : autograd::Node {
 
 }  // namespace
 
+namespace {
+
+// A residual fuses into the convolution's epilogue when it has the output's shape and dtype;
+// otherwise (another dtype, as under autocast) it is added after, with add's promotion.
+bool fuses(const Tensor& residual, const Shape& out_shape, DType out_dtype) {
+  if (!residual.defined()) return false;
+  MIXPREC_CHECK(residual.shape() == out_shape, "[conv2d] residual has shape ",
+                shape_to_string(residual.shape()), ", expected the output's ",
+                shape_to_string(out_shape));
+  ops_detail::check_float("conv2d", residual);
+  return residual.dtype() == out_dtype;
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-              const Conv2dParams& p) {
+              const Conv2dParams& p, const Tensor& residual) {
   const auto [x, weight, bias] =
       amp::autocast_args(amp::AutocastOp::Conv2d, x_in, weight_in, bias_in);
   ops_detail::check_float("conv2d", x);
@@ -303,7 +322,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   MIXPREC_CHECK(x.dim() == 4 && weight.dim() == 4,
                 "[conv2d] expected x [N, C, H, W] and weight [O, C/g, KH, KW], got ",
                 shape_to_string(x.shape()), " and ", shape_to_string(weight.shape()));
-  const kernels::Conv2dOptions ko = kernel_options(p);
+  kernels::Conv2dOptions ko = kernel_options(p);
   Geometry g{
       x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), weight.size(2), weight.size(3), 0,
       0,         p.groups,  0,         0};
@@ -313,28 +332,36 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
                 p.groups, " must divide channels ", g.c, " and ", g.o);
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
-  Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, x.dtype(), output_format(x));
+  const Shape out_shape{g.n, g.o, g.oh, g.ow};
+  if (residual.defined() && !fuses(residual, out_shape, x.dtype()))
+    return add(conv2d(x, weight, bias, p), residual);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   {
     NoGrad no_grad;
+    if (residual.defined()) ko.residual = &residual;
     kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, ko);
   }
-  if (autograd::needs_grad({&x, &weight, &bias})) {
+  if (autograd::needs_grad({&x, &weight, &bias, &residual})) {
     auto node = std::make_shared<Conv2dBackward>();
     node->x = x.detach();
     node->weight = weight.detach();
     node->p = p;
     node->g = g;
     if (bias.defined()) node->bias_dtype = bias.dtype();
-    autograd::record(node, {&x, &weight, &bias}, {&out});
+    if (residual.defined())
+      autograd::record(node, {&x, &weight, &bias, &residual}, {&out});
+    else
+      autograd::record(node, {&x, &weight, &bias}, {&out});
   }
   return out;
 }
 
 Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, const Tensor& bias_in,
-              const Conv2dParams& p) {
+              const Conv2dParams& p, const Tensor& residual) {
   const auto [x, bias] = amp::autocast_args(amp::AutocastOp::Conv2d, x_in, bias_in);
-  MIXPREC_CHECK(!autograd::needs_grad({&x, &bias}),
-                "[conv2d] packed weights are for inference: x and bias must not need a gradient");
+  MIXPREC_CHECK(!autograd::needs_grad({&x, &bias, &residual}),
+                "[conv2d] packed weights are for inference: x, bias and residual must not need a "
+                "gradient");
   ops_detail::check_float("conv2d", x);
   MIXPREC_CHECK(x.dim() == 4 && weight.defined(), "[conv2d] expected x [N, C, H, W] and packed ",
                 "weights, got ", shape_to_string(x.shape()));
@@ -342,8 +369,13 @@ Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, cons
       kernels::conv_output_size(x.size(2), weight.shape()[2], p.stride, p.padding, p.dilation);
   const int64_t ow =
       kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
-  Tensor out = Tensor::empty({x.size(0), weight.shape()[0], oh, ow}, x.dtype(), output_format(x));
-  kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, kernel_options(p));
+  const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
+  if (residual.defined() && !fuses(residual, out_shape, x.dtype()))
+    return add(conv2d(x, weight, bias, p), residual);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
+  kernels::Conv2dOptions ko = kernel_options(p);
+  if (residual.defined()) ko.residual = &residual;
+  kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, ko);
   return out;
 }
 

@@ -110,5 +110,47 @@ TEST(ConvBackward, MatchesF64InEveryDtypeLayoutAndGeometry) {
   }
 }
 
+// A residual of the output's dtype is added in the convolution's epilogue: rounded once (within
+// half an ulp of conv + residual in f64, where adding afterwards rounds twice), the same bits
+// with packed inference weights, and its gradient is the output's. One of another dtype is
+// added after, with add's promotion.
+TEST(ConvResidual, FusedRoundsOnceAndPassesTheGradient) {
+  Generator gen(21);
+  const Tensor x0 = Tensor::randn({2, 32, 9, 7}, gen), w0 = Tensor::randn({32, 32, 3, 3}, gen),
+               b0 = Tensor::randn({32}, gen), r0 = Tensor::randn({2, 32, 9, 7}, gen);
+  const Conv2dParams p{.padding = 1};
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = x0.to(dt).contiguous(MemoryFormat::ChannelsLast), w = w0.to(dt),
+                 r = r0.to(dt).contiguous(MemoryFormat::ChannelsLast);
+    Tensor fused, exact;
+    {
+      NoGrad off;
+      fused = conv2d(x, w, b0, p, r);
+      exact = add(conv2d(x.to(DType::F64), w.to(DType::F64), b0.to(DType::F64), p),
+                  r.to(DType::F64));
+      const Tensor packed_fused = conv2d(x, kernels::pack_conv_weights(w, dt), b0, p, r);
+      EXPECT_EQ(values(packed_fused), values(fused)) << "packed weights: the same bits";
+    }
+    EXPECT_EQ(fused.dtype(), dt);
+    const std::vector<double> got = values(fused), want = values(exact);
+    const double half_ulp = std::ldexp(1.0, -(info(dt).mantissa_bits + 1));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs(got[i] - want[i]), half_ulp * std::fabs(want[i]) + 1e-4)
+          << "element " << i;
+
+    Tensor rg = r.detach();
+    rg.requires_grad_();
+    const Tensor g = Tensor::randn(fused.shape(), gen, dt);
+    sum(mul(conv2d(x, w, b0, p, rg), g)).backward();
+    EXPECT_EQ(values(rg.grad()), values(g));
+  }
+  // An f32 residual with a bf16 convolution: added after, the output promoted to f32.
+  const Tensor mixed = conv2d(x0.to(DType::BF16), w0.to(DType::BF16), b0, p, r0);
+  EXPECT_EQ(mixed.dtype(), DType::F32);
+  EXPECT_EQ(values(mixed),
+            values(add(conv2d(x0.to(DType::BF16), w0.to(DType::BF16), b0, p), r0)));
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -14,14 +14,18 @@ struct Conv2dParams {
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] in x's
 // dtype. Gradients (in the operands' dtypes, f32 accumulation): dX by a convolution of dY with
 // the flipped weight (stride 1; col2im otherwise), dW by dY^T x patches, db by a sum.
+// residual (optional, the output's shape): out = conv + bias + residual, added in the
+// convolution's epilogue and rounded once when it has the output's dtype (a residual block's
+// skip connection without a pass of its own); of another dtype it is added after, as add().
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              const Conv2dParams& p = {});
+              const Conv2dParams& p = {}, const Tensor& residual = Tensor());
 
 // Inference with weights packed once (kernels::pack_conv_weights, for x's dtype as autocast
 // leaves it): the same result as conv2d with the weights they were packed from, bit for bit,
-// without packing them per call. Records no gradient: throws if x or bias needs one.
+// without packing them per call. Records no gradient: throws if x, bias or residual needs one.
 Tensor conv2d(const Tensor& x, const kernels::PackedConvWeights& weight,
-              const Tensor& bias = Tensor(), const Conv2dParams& p = {});
+              const Tensor& bias = Tensor(), const Conv2dParams& p = {},
+              const Tensor& residual = Tensor());
 
 // x [N, C, H, W] -> [N, C, H * scale, W * scale] (nearest or bilinear, half-pixel centres).
 Tensor upsample(const Tensor& x, int64_t scale, kernels::UpsampleMode mode);
