@@ -88,9 +88,10 @@ class UNetVideo::ResBlock final : public nn::Module {
 
   // x [B, in, H, W]; time [B, time_dim] already through SiLU.
   Tensor forward(const Tensor& x, const Tensor& time) {
-    Tensor h = conv1_->forward(norm1_->forward(x));
-    h = add(h, time_->forward(time).view({x.size(0), out_channels_, 1, 1}));
-    // The skip connection is added in conv2's epilogue (rounded once, no pass of its own).
+    // Both additions ride on the convolutions (ops/conv.h): the time embedding (in conv1's bias
+    // when the batch is one frame) and the skip connection (in conv2's epilogue).
+    const Tensor h = conv1_->forward(norm1_->forward(x),
+                                     time_->forward(time).view({x.size(0), out_channels_, 1, 1}));
     return conv2_->forward(norm2_->forward(h), skip_ != nullptr ? skip_->forward(x) : x);
   }
 

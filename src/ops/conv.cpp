@@ -300,15 +300,25 @@ struct Conv2dBackward final : autograd::Node {
 
 namespace {
 
-// A residual fuses into the convolution's epilogue when it has the output's shape and dtype;
-// otherwise (another dtype, as under autocast) it is added after, with add's promotion.
-bool fuses(const Tensor& residual, const Shape& out_shape, DType out_dtype) {
-  if (!residual.defined()) return false;
-  MIXPREC_CHECK(residual.shape() == out_shape, "[conv2d] residual has shape ",
-                shape_to_string(residual.shape()), ", expected the output's ",
-                shape_to_string(out_shape));
+// How conv2d takes a residual: added in the epilogue (the output's shape and dtype), folded into
+// the bias (one sample's per-channel offsets [1, O, 1, 1], as a time embedding), or added after
+// the convolution, as add() does (another dtype, or another broadcast).
+enum class ResidualPath { None, Epilogue, Bias, After };
+
+ResidualPath residual_path(const Tensor& residual, const Shape& out_shape, DType out_dtype) {
+  if (!residual.defined()) return ResidualPath::None;
   ops_detail::check_float("conv2d", residual);
-  return residual.dtype() == out_dtype;
+  if (residual.shape() == out_shape)
+    return residual.dtype() == out_dtype ? ResidualPath::Epilogue : ResidualPath::After;
+  if (out_shape[0] == 1 && residual.shape() == Shape{1, out_shape[1], 1, 1})
+    return ResidualPath::Bias;
+  return ResidualPath::After;
+}
+
+// bias + the residual's per-channel offsets (ResidualPath::Bias).
+Tensor bias_plus(const Tensor& bias, const Tensor& residual) {
+  const Tensor offsets = residual.reshape({residual.size(1)});
+  return bias.defined() ? add(bias, offsets) : offsets;
 }
 
 }  // namespace
@@ -333,8 +343,11 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
   const Shape out_shape{g.n, g.o, g.oh, g.ow};
-  if (residual.defined() && !fuses(residual, out_shape, x.dtype()))
-    return add(conv2d(x, weight, bias, p), residual);
+  switch (residual_path(residual, out_shape, x.dtype())) {
+    case ResidualPath::After: return add(conv2d(x, weight, bias, p), residual);
+    case ResidualPath::Bias: return conv2d(x, weight, bias_plus(bias, residual), p);
+    default: break;
+  }
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   {
     NoGrad no_grad;
@@ -370,8 +383,11 @@ Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, cons
   const int64_t ow =
       kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
   const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
-  if (residual.defined() && !fuses(residual, out_shape, x.dtype()))
-    return add(conv2d(x, weight, bias, p), residual);
+  switch (residual_path(residual, out_shape, x.dtype())) {
+    case ResidualPath::After: return add(conv2d(x, weight, bias, p), residual);
+    case ResidualPath::Bias: return conv2d(x, weight, bias_plus(bias, residual), p);
+    default: break;
+  }
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   kernels::Conv2dOptions ko = kernel_options(p);
   if (residual.defined()) ko.residual = &residual;

@@ -150,6 +150,13 @@ TEST(ConvResidual, FusedRoundsOnceAndPassesTheGradient) {
   EXPECT_EQ(mixed.dtype(), DType::F32);
   EXPECT_EQ(values(mixed),
             values(add(conv2d(x0.to(DType::BF16), w0.to(DType::BF16), b0, p), r0)));
+  // Per-channel offsets: one sample's fold into the bias (f32 sums, one rounding), a batch's
+  // are broadcast by add().
+  const Tensor offsets = Tensor::randn({2, 32, 1, 1}, gen);
+  const Tensor one = x0.slice(0, 0, 1);
+  EXPECT_EQ(values(conv2d(one, w0, b0, p, offsets.slice(0, 0, 1))),
+            values(conv2d(one, w0, add(b0, offsets.slice(0, 0, 1).reshape({32})), p)));
+  EXPECT_EQ(values(conv2d(x0, w0, b0, p, offsets)), values(add(conv2d(x0, w0, b0, p), offsets)));
 }
 
 }  // namespace

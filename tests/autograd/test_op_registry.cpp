@@ -90,6 +90,10 @@ const std::vector<OpCase>& registry() {
        {{{2, 3, 5, 4}}, {{4, 3, 3, 3}}, {{4}}, {{2, 4, 5, 4}}},
        [](auto& x) { return conv2d(x[0], x[1], x[2], {1, 1, 1, 1}, x[3]); },
        28},
+      {"conv2d_3x3_channel_offsets",  // [1, O, 1, 1]: folded into the bias
+       {{{1, 3, 5, 4}}, {{4, 3, 3, 3}}, {{4}}, {{1, 4, 1, 1}}},
+       [](auto& x) { return conv2d(x[0], x[1], x[2], {1, 1, 1, 1}, x[3]); },
+       28},
       {"conv2d_strided_dilated_grouped",
        {{{1, 4, 7, 7}}, {{4, 2, 3, 3}}, {{4}}},
        [](auto& x) {

@@ -14,9 +14,10 @@ struct Conv2dParams {
 // x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] (optional) -> [N, O, OH, OW] in x's
 // dtype. Gradients (in the operands' dtypes, f32 accumulation): dX by a convolution of dY with
 // the flipped weight (stride 1; col2im otherwise), dW by dY^T x patches, db by a sum.
-// residual (optional, the output's shape): out = conv + bias + residual, added in the
-// convolution's epilogue and rounded once when it has the output's dtype (a residual block's
-// skip connection without a pass of its own); of another dtype it is added after, as add().
+// residual (optional): out = conv + bias + residual, without a pass of its own where it can: of
+// the output's shape and dtype (a residual block's skip connection) it is added in the
+// convolution's epilogue, rounded once; one sample's per-channel offsets [1, O, 1, 1] (a time
+// embedding) are added to the bias. Anything else add() takes is added after, as add().
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {}, const Tensor& residual = Tensor());
 
