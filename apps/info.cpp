@@ -91,8 +91,13 @@ int run_info(Args args) {
   for (const Feature& feature : features)
     if (feature.present) std::printf(" %s", feature.name);
   std::printf("\nNot available ");
+  bool all_present = true;
   for (const Feature& feature : features)
-    if (!feature.present) std::printf(" %s", feature.name);
+    if (!feature.present) {
+      std::printf(" %s", feature.name);
+      all_present = false;
+    }
+  if (all_present) std::printf(" (none)");
   std::printf("\nKernel level   %.*s (best on this CPU: %.*s; MIXPREC_ISA %s)\n",
               static_cast<int>(in_use.size()), in_use.data(), static_cast<int>(best.size()),
               best.data(), env_or("MIXPREC_ISA", "not set"));
