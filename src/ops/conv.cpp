@@ -160,6 +160,7 @@ struct Conv2dBackward final : autograd::Node {
   Conv2dParams p;
   Geometry g;
   DType bias_dtype = DType::F32;
+  DType residual_dtype = DType::F32;  // with a fused residual (a fourth input)
   std::string_view name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
@@ -167,7 +168,8 @@ struct Conv2dBackward final : autograd::Node {
         x.dtype() == DType::F64 || weight.dtype() == DType::F64 || grads[0].dtype() == DType::F64
             ? run<double>(grads[0], DType::F64)
             : run<float>(grads[0], DType::F32);
-    if (next_edges.size() > 3) out.push_back(grads[0]);  // a fused residual: d out / d residual = 1
+    if (next_edges.size() > 3)  // a fused residual: d out / d residual = 1
+      out.push_back(grads[0].dtype() == residual_dtype ? grads[0] : grads[0].to(residual_dtype));
     return out;
   }
 
@@ -300,9 +302,10 @@ struct Conv2dBackward final : autograd::Node {
 
 namespace {
 
-// How conv2d takes a residual: added in the epilogue (the output's shape and dtype), folded into
-// the bias (one sample's per-channel offsets [1, O, 1, 1], as a time embedding), or added after
-// the convolution, as add() does (another dtype, or another broadcast).
+// How conv2d takes a residual of the output's dtype: added in the epilogue (the output's shape),
+// folded into the bias (one sample's per-channel offsets [1, O, 1, 1], as a time embedding), or
+// else added after the convolution, as add() does (another dtype, or another broadcast), so the
+// result's dtype never depends on the path.
 enum class ResidualPath { None, Epilogue, Bias, After };
 
 ResidualPath residual_path(const Tensor& residual, const Shape& out_shape, DType out_dtype) {
@@ -310,7 +313,8 @@ ResidualPath residual_path(const Tensor& residual, const Shape& out_shape, DType
   ops_detail::check_float("conv2d", residual);
   if (residual.shape() == out_shape)
     return residual.dtype() == out_dtype ? ResidualPath::Epilogue : ResidualPath::After;
-  if (out_shape[0] == 1 && residual.shape() == Shape{1, out_shape[1], 1, 1})
+  if (out_shape[0] == 1 && residual.shape() == Shape{1, out_shape[1], 1, 1} &&
+      residual.dtype() == out_dtype)
     return ResidualPath::Bias;
   return ResidualPath::After;
 }
@@ -361,10 +365,12 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     node->p = p;
     node->g = g;
     if (bias.defined()) node->bias_dtype = bias.dtype();
-    if (residual.defined())
+    if (residual.defined()) {
+      node->residual_dtype = residual.dtype();
       autograd::record(node, {&x, &weight, &bias, &residual}, {&out});
-    else
+    } else {
       autograd::record(node, {&x, &weight, &bias}, {&out});
+    }
   }
   return out;
 }

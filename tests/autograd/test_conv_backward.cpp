@@ -157,6 +157,12 @@ TEST(ConvResidual, FusedRoundsOnceAndPassesTheGradient) {
   EXPECT_EQ(values(conv2d(one, w0, b0, p, offsets.slice(0, 0, 1))),
             values(conv2d(one, w0, add(b0, offsets.slice(0, 0, 1).reshape({32})), p)));
   EXPECT_EQ(values(conv2d(x0, w0, b0, p, offsets)), values(add(conv2d(x0, w0, b0, p), offsets)));
+  // Offsets of another dtype are added after at any batch: the result's dtype is add()'s.
+  const Tensor one_bf16 = one.to(DType::BF16), w_bf16 = w0.to(DType::BF16);
+  const Tensor promoted = conv2d(one_bf16, w_bf16, b0, p, offsets.slice(0, 0, 1));
+  EXPECT_EQ(promoted.dtype(), DType::F32);
+  EXPECT_EQ(values(promoted),
+            values(add(conv2d(one_bf16, w_bf16, b0, p), offsets.slice(0, 0, 1))));
 }
 
 }  // namespace

@@ -364,6 +364,13 @@ TEST(Conv, ClearErrors) {
       << "kernel larger than input";
   EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, nullptr, Tensor::empty({1, 8, 5, 5})), Error)
       << "wrong out";
+  // An f64 bias or residual with f32 x would not be read by the f32-lane paths: an error.
+  const Tensor bias64 = Tensor::zeros({8}, DType::F64), y = Tensor::empty({1, 8, 6, 6});
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, &bias64, y), Error);
+  Conv2dOptions with_residual;
+  const Tensor r64 = Tensor::zeros({1, 8, 6, 6}, DType::F64);
+  with_residual.residual = &r64;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, nullptr, y, with_residual), Error);
 }
 
 }  // namespace

@@ -351,6 +351,16 @@ void expect_matches_uncached(Conv2d& conv, const Tensor& x, const Conv2dParams& 
   EXPECT_GT(conv.packed_bytes(), 0u);
   EXPECT_TRUE(same_bits(cached, conv2d(x, conv.weight(), conv.bias(), p)));
   EXPECT_TRUE(same_bits(conv.forward(x), cached));  // served from the packing
+  // With a residual in the epilogue, channels_last or NCHW, and with one frame's channel offsets.
+  Generator gen(3);
+  for (MemoryFormat format : {MemoryFormat::ChannelsLast, MemoryFormat::Contiguous}) {
+    const Tensor r = Tensor::randn(cached.shape(), gen).to(cached.dtype()).contiguous(format);
+    EXPECT_TRUE(same_bits(conv.forward(x, r), conv2d(x, conv.weight(), conv.bias(), p, r)));
+  }
+  const Tensor one = x.slice(0, 0, 1);
+  const Tensor offsets = Tensor::randn({1, cached.size(1), 1, 1}, gen).to(cached.dtype());
+  EXPECT_TRUE(same_bits(conv.forward(one, offsets),
+                        conv2d(one, conv.weight(), conv.bias(), p, offsets)));
 }
 
 TEST(Conv2dPacking, BitIdenticalToPackingPerCall) {

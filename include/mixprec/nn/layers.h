@@ -35,8 +35,6 @@ class Linear final : public Layer {
   std::string_view type_name() const override { return "Linear"; }
   ~Linear() override;
   Tensor forward(const Tensor& x) override;
-  // conv(x) + residual, the add fused into the convolution (ops/conv.h).
-  Tensor forward(const Tensor& x, const Tensor& residual);
   const Tensor& weight() const { return *weight_; }
   Tensor bias() const { return bias_ != nullptr ? *bias_ : Tensor(); }  // undefined without bias
   std::size_t packed_bytes() const;  // memory held by the inference packing, 0 if none

@@ -64,6 +64,10 @@ Geometry check(const Tensor& x, const Shape& w_shape, DType w_dtype, const Tenso
     MIXPREC_CHECK(opt.residual->shape() == expected && is_conv_float(opt.residual->dtype()),
                   "[conv2d] residual has shape ", shape_to_string(opt.residual->shape()),
                   ", expected ", shape_to_string(expected));
+  // The f32-lane paths read f32, bf16 and f16 only: an f64 bias or residual joins an f64 run.
+  for (const Tensor* t : {bias, opt.residual})
+    MIXPREC_CHECK(t == nullptr || t->dtype() != DType::F64 || x.dtype() == DType::F64,
+                  "[conv2d] an f64 bias or residual needs f64 x, got x ", dtype_name(x.dtype()));
   return g;
 }
 
