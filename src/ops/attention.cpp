@@ -145,6 +145,12 @@ Tensor split_heads(const Tensor& t, int64_t heads) {
   return t.view({t.size(0), t.size(1), heads, t.size(2) / heads}).permute({0, 2, 1, 3});
 }
 
+// Part 0, 1 or 2 (q, k or v) of a packed [B, T, 3D] tensor as [B, H, T, hd] heads, no copy.
+Tensor packed_heads(const Tensor& qkv, int64_t part, int64_t heads) {
+  const int64_t d = qkv.size(2) / 3;
+  return split_heads(qkv.slice(2, part * d, (part + 1) * d), heads);
+}
+
 // multi_head_attention_packed: q, k, v and out are the saved head views of qkv and y. The three
 // head gradients are written straight into the slices of one d_qkv, every element of it, so it
 // needs no zero fill and there is nothing to sum.
@@ -152,14 +158,13 @@ struct PackedAttentionBackward final : SdpaBackward {
   std::string_view name() const override { return "MultiHeadAttentionPackedBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3), D = H * hd;
-    const Tensor d_qkv = Tensor::empty({B, T, 3 * D}, q.dtype());
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), hd = q.size(3);
+    const Tensor d_qkv = Tensor::empty({B, T, 3 * H * hd}, q.dtype());
     // reshape, not view: a gradient that cannot be viewed as heads (an expanded one, say) is
     // copied; backward_into takes any strides with the last dim contiguous.
     const Tensor grad = grads[0].reshape({B, T, H, hd}).permute({0, 2, 1, 3});
-    backward_into(grad, split_heads(d_qkv.slice(2, 0, D), H),
-                  split_heads(d_qkv.slice(2, D, 2 * D), H),
-                  split_heads(d_qkv.slice(2, 2 * D, 3 * D), H));
+    backward_into(grad, packed_heads(d_qkv, 0, H), packed_heads(d_qkv, 1, H),
+                  packed_heads(d_qkv, 2, H));
     return {d_qkv};
   }
 };
@@ -273,9 +278,8 @@ Tensor multi_head_attention_packed(const Tensor& qkv_in, int64_t heads,
   const Tensor x = qkv.detach();
   const auto node =
       autograd::needs_grad({&qkv}) ? std::make_shared<PackedAttentionBackward>() : nullptr;
-  run_attention(split_heads(x.slice(2, 0, D), heads), split_heads(x.slice(2, D, 2 * D), heads),
-                split_heads(x.slice(2, 2 * D, 3 * D), heads), split_heads(y, heads), params,
-                node.get());
+  run_attention(packed_heads(x, 0, heads), packed_heads(x, 1, heads), packed_heads(x, 2, heads),
+                split_heads(y, heads), params, node.get());
   if (node) autograd::record(node, {&qkv}, {&y});
   return y;
 }

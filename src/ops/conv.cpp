@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -306,10 +307,10 @@ namespace {
 // folded into the bias (one sample's per-channel offsets [1, O, 1, 1], as a time embedding), or
 // else added after the convolution, as add() does (another dtype, or another broadcast), so the
 // result's dtype never depends on the path.
-enum class ResidualPath { None, Epilogue, Bias, After };
+enum class ResidualPath { Epilogue, Bias, After };  // Epilogue also when there is none
 
 ResidualPath residual_path(const Tensor& residual, const Shape& out_shape, DType out_dtype) {
-  if (!residual.defined()) return ResidualPath::None;
+  if (!residual.defined()) return ResidualPath::Epilogue;
   ops_detail::check_float("conv2d", residual);
   if (residual.shape() == out_shape)
     return residual.dtype() == out_dtype ? ResidualPath::Epilogue : ResidualPath::After;
@@ -323,6 +324,20 @@ ResidualPath residual_path(const Tensor& residual, const Shape& out_shape, DType
 Tensor bias_plus(const Tensor& bias, const Tensor& residual) {
   const Tensor offsets = residual.reshape({residual.size(1)});
   return bias.defined() ? add(bias, offsets) : offsets;
+}
+
+// Both conv2d entries: the result when the residual is not for the epilogue (folded into the
+// bias, or added after), else nothing.
+template <typename Weight>
+std::optional<Tensor> residual_elsewhere(const Tensor& x, const Weight& weight, const Tensor& bias,
+                                         const Conv2dParams& p, const Tensor& residual,
+                                         const Shape& out_shape) {
+  switch (residual_path(residual, out_shape, x.dtype())) {
+    case ResidualPath::After: return add(conv2d(x, weight, bias, p), residual);
+    case ResidualPath::Bias: return conv2d(x, weight, bias_plus(bias, residual), p);
+    case ResidualPath::Epilogue: break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -347,11 +362,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   g.cg = g.c / p.groups;
   g.og = g.o / p.groups;
   const Shape out_shape{g.n, g.o, g.oh, g.ow};
-  switch (residual_path(residual, out_shape, x.dtype())) {
-    case ResidualPath::After: return add(conv2d(x, weight, bias, p), residual);
-    case ResidualPath::Bias: return conv2d(x, weight, bias_plus(bias, residual), p);
-    default: break;
-  }
+  if (auto routed = residual_elsewhere(x, weight, bias, p, residual, out_shape)) return *routed;
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   {
     NoGrad no_grad;
@@ -389,11 +400,7 @@ Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, cons
   const int64_t ow =
       kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
   const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
-  switch (residual_path(residual, out_shape, x.dtype())) {
-    case ResidualPath::After: return add(conv2d(x, weight, bias, p), residual);
-    case ResidualPath::Bias: return conv2d(x, weight, bias_plus(bias, residual), p);
-    default: break;
-  }
+  if (auto routed = residual_elsewhere(x, weight, bias, p, residual, out_shape)) return *routed;
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   kernels::Conv2dOptions ko = kernel_options(p);
   if (residual.defined()) ko.residual = &residual;
