@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/unet_video.h"
+#include "mixprec/models/video_model_file.h"
 
 namespace mixprec::app {
 
@@ -31,8 +33,10 @@ double median(const std::vector<double>& values);
 // The process's peak resident set size, bytes (getrusage).
 std::size_t peak_rss_bytes();
 
-// Peak signal-to-noise ratio of two images in [-1, 1] (peak-to-peak 2), dB; inf if equal.
-double psnr(const Tensor& a, const Tensor& b);
+// The dataset a model file was trained on (its `seed` and `size` metadata): the real frames
+// that start its streams and that the quality report compares them with. A file without them
+// is an Error naming the file and the field.
+data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path);
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);
 

@@ -14,6 +14,7 @@
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
+#include "mixprec/models/video_quality.h"
 #include "progress.h"
 #include "video_common.h"
 
@@ -66,7 +67,7 @@ int run_video_drift(Args args) {
                                   .context_noise = context_noise});
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();
-        sum[static_cast<std::size_t>(i)] += std::min(60.0, psnr(frame, truth.select(0, k + i)));
+        sum[static_cast<std::size_t>(i)] += std::min(60.0, models::psnr(frame, truth.select(0, k + i)));
         bar.update(v * frames + i + 1);
       }
     }

@@ -1,5 +1,8 @@
 #include "mixprec/io/json.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -42,6 +45,13 @@ std::string json_quote(std::string_view s) {
   }
   out += '"';
   return out;
+}
+
+std::string json_number(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  char text[40];
+  std::snprintf(text, sizeof text, "%.*g", digits, v);
+  return text;
 }
 
 std::string json_quote_short(std::string_view s, std::size_t max_bytes) {
