@@ -332,9 +332,9 @@ QualityVerdict judge(const WindowQuality& w, double tolerance) {
   within("sharpness", w.generated.sharpness, w.real.sharpness);
   within("colourfulness", w.generated.colourfulness, w.real.colourfulness);
   within("contrast", w.generated.contrast, w.real.contrast);
-  if (w.last - w.first >= 2 && w.change < 0.5 * w.real_change) {
-    std::snprintf(line, sizeof line, "change %.4g vs real %.4g (frozen: under half)", w.change,
-                  w.real_change);
+  if (w.last - w.first >= 2 && (w.change < 0.5 * w.real_change || w.change > 2 * w.real_change)) {
+    std::snprintf(line, sizeof line, "change %.4g vs real %.4g (%s)", w.change, w.real_change,
+                  w.change < w.real_change ? "frozen: under half" : "flicker: over twice");
     v.failures.emplace_back(line);
   }
   if (std::abs(w.generated.shapes - w.real.shapes) > 1.0) {

@@ -106,8 +106,9 @@ class VideoQualityMeter {
 };
 
 // The targets of a living stream for one window (issue #12): sharpness, colourfulness and
-// contrast within 30% of the real frames', consecutive frames changing at least half as much as
-// the real ones, and the mean shape count within 1 of the real frames'.
+// contrast within 30% of the real frames', consecutive frames changing between half and twice as
+// much as the real ones (moving, neither frozen nor flickering), and the mean shape count within
+// 1 of the real frames'.
 struct QualityVerdict {
   bool pass = false;
   std::vector<std::string> failures;  // one line per measure out of bounds
