@@ -55,11 +55,22 @@ FrameStats frame_stats(const Tensor& frame) {
   return s;
 }
 
+// Frames [3, H, W] side by side with a 2-pixel white gap: [3, H, n W + 2 (n - 1)].
+Tensor filmstrip(const std::vector<Tensor>& frames) {
+  const int64_t h = frames.front().size(1), w = frames.front().size(2), gap = 2;
+  const auto n = static_cast<int64_t>(frames.size());
+  Tensor strip = Tensor::full({3, h, n * w + (n - 1) * gap}, 1.0);
+  for (int64_t i = 0; i < n; ++i)
+    strip.narrow(2, i * (w + gap), w).copy_(frames[static_cast<std::size_t>(i)]);
+  return strip;
+}
+
 }  // namespace
 
 int run_video_generate(Args args) {
   std::string checkpoint = default_video_model_path(), precision = "auto", out = "stream.gif";
-  std::string png_dir;
+  std::string png_dir, strip;
+  int64_t strip_every = 50;
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
   double fps = 25.0, context_noise = 0.0;
   bool realtime = false, json = false;
@@ -72,6 +83,9 @@ int run_video_generate(Args args) {
   p.option("--precision", &precision, "auto | fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16");
   p.option("--out", &out, "animated GIF to write ('' for none)");
   p.option("--png-dir", &png_dir, "also write every frame as DIR/frame_00000.png");
+  p.option("--strip", &strip,
+           "also write frames 0, N, 2N, ... side by side into this PNG (N = --strip-every)");
+  p.option("--strip-every", &strip_every, "frames between two frames of the strip");
   p.option("--fps", &fps, "GIF playback rate and the real-time target");
   p.flag("--realtime", &realtime, "pace generation to --fps and count missed deadlines");
   p.option("--seed", &seed, "noise seed");
@@ -83,9 +97,10 @@ int run_video_generate(Args args) {
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
   if (!p.parse(args)) return 0;
-  if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0 || context_noise < 0 || window < 1)
+  if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0 || context_noise < 0 || window < 1 ||
+      strip_every < 1)
     throw UsageError{
-        "video generate: --frames, --steps and --window must be >= 1, --fps > 0, "
+        "video generate: --frames, --steps, --window and --strip-every must be >= 1, --fps > 0, "
         "--context-noise >= 0"};
   if (video < -1)
     throw UsageError{"video generate: --video must be a dataset video (>= 0), or -1 for a "
@@ -106,6 +121,7 @@ int run_video_generate(Args args) {
        .seed = static_cast<uint64_t>(seed),
        .context_noise = context_noise});
 
+  std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;
   if (!out.empty()) gif.emplace(out, size, size, fps);
   if (!png_dir.empty()) std::filesystem::create_directories(png_dir);
@@ -143,6 +159,7 @@ int run_video_generate(Args args) {
     max_abs_mean = std::max(max_abs_mean, std::abs(s.mean));
     quality.add(frame, models::quantize_8bit(videos.frame(first_video, k + i)));
     if (gif) gif->add_frame(frame.select(0, 0));
+    if (!strip.empty() && i % strip_every == 0) strip_frames.push_back(frame.select(0, 0));
     if (!png_dir.empty()) {
       char name[32];
       std::snprintf(name, sizeof name, "/frame_%05lld.png", static_cast<long long>(i));
@@ -162,6 +179,7 @@ int run_video_generate(Args args) {
     }
   }
   if (gif) gif->close();
+  if (!strip.empty()) io::write_png(strip, filmstrip(strip_frames));
   const double p50 = median(ms), p95 = percentile(ms, 95), p99 = percentile(ms, 99);
   double total_ms = 0;
   for (double v : ms) total_ms += v;
@@ -217,6 +235,9 @@ int run_video_generate(Args args) {
                 static_cast<long long>(first_video), static_cast<long long>(window),
                 models::quality_report_text(report).c_str());
     if (gif) std::printf("wrote %s\n", out.c_str());
+    if (!strip.empty())
+      std::printf("wrote %s (frames 0, %lld, ... side by side)\n", strip.c_str(),
+                  static_cast<long long>(strip_every));
   }
   return stable ? 0 : 1;
 }

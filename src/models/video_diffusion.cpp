@@ -5,6 +5,7 @@
 
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
 
@@ -26,10 +27,8 @@ Tensor context_of(const std::vector<Tensor>& frames) {
 Tensor quantize_8bit(const Tensor& frames) {
   Tensor out = frames.to(DType::F32).contiguous().clone();
   float* v = out.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    const float level = std::nearbyint((std::clamp(v[i], -1.0f, 1.0f) + 1.0f) * 127.5f);
-    v[i] = level / 127.5f - 1.0f;
-  }
+  for (int64_t i = 0; i < out.numel(); ++i)
+    v[i] = static_cast<float>(io::float_to_byte(v[i])) / 127.5f - 1.0f;
   return out;
 }
 

@@ -148,7 +148,7 @@ TEST(VideoDiffusionLoss, TwoContextFramesWithNoiseLevelBackpropagates) {
 
 TEST(Quantize8bit, RoundsToTheLevelsOfAnImageAndIsIdempotent) {
   // Level k is k / 127.5 - 1: -1, 1 and the levels themselves are fixed points; values between
-  // round to the nearest level (ties to even), out-of-range values clamp.
+  // round to the nearest level (the PNG writer's bytes), out-of-range values clamp.
   const Tensor x = Tensor::from_vector<float>(
       {-1.0f, 1.0f, 0.0f, 2.0f, -3.0f, 1.0f / 127.5f - 1.0f, 0.3f / 127.5f - 1.0f,
        0.7f / 127.5f - 1.0f});

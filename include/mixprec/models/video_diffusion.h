@@ -41,8 +41,9 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 Tensor context_of(const std::vector<Tensor>& frames);
 
 // Frames in [-1, 1] (any float dtype) -> the same values rounded to the 256 levels of an 8-bit
-// image, (round((x + 1) * 127.5) / 127.5) - 1, in f32. A stream feeds back exactly what a viewer
-// sees, and errors below half a level cannot accumulate.
+// image by the byte mapping of the PNG and GIF writers (io::float_to_byte), as f32
+// byte / 127.5 - 1. A stream feeds back exactly what a viewer sees, and errors below half a
+// level cannot accumulate.
 Tensor quantize_8bit(const Tensor& frames);
 
 // frames [B, C, H, W] -> each sample blurred by a separable Gaussian of std sigma[b] pixels
