@@ -93,7 +93,8 @@ int run_video_drift(Args args) {
                                  {.steps = steps,
                                   .prediction = info.prediction,
                                   .seed = static_cast<uint64_t>(seed + v),
-                                  .context_noise = context_noise});
+                                  .context_noise = context_noise,
+       .residual = info.residual});
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();

@@ -119,7 +119,8 @@ int run_video_generate(Args args) {
       {.steps = steps,
        .prediction = info.prediction,
        .seed = static_cast<uint64_t>(seed),
-       .context_noise = context_noise});
+       .context_noise = context_noise,
+       .residual = info.residual});
 
   std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;

@@ -33,17 +33,19 @@ namespace {
 // model learns to correct its own errors instead of building on them. Returns the context.
 Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule& schedule,
                            const std::vector<Tensor>& window, int64_t own, int64_t steps,
-                           models::Prediction prediction, DType input_dtype, Generator& gen,
-                           const Tensor& true_context) {
+                           models::Prediction prediction, bool residual, DType input_dtype,
+                           Generator& gen, const Tensor& true_context) {
   const auto k = static_cast<std::ptrdiff_t>(model.config().context_frames);
   auto first = [&](const Tensor& frames) { return frames.narrow(0, 0, own); };
   std::vector<Tensor> earlier;
-  for (std::ptrdiff_t i = 0; i < k; ++i) earlier.push_back(first(window[static_cast<std::size_t>(i)]));
+  for (std::ptrdiff_t i = 0; i < k; ++i)
+    earlier.push_back(models::quantize_8bit(first(window[static_cast<std::size_t>(i)])));
   const Tensor& target = window[static_cast<std::size_t>(k)];
   const Tensor noise = Tensor::randn({own, target.size(1), target.size(2), target.size(3)}, gen);
+  const Tensor last = residual ? earlier.back() : Tensor();
   const Tensor predicted = models::quantize_8bit(
       models::sample_next_frames(model, schedule, models::context_of(earlier), {}, noise, steps,
-                                 prediction, input_dtype));
+                                 prediction, input_dtype, last));
   std::vector<Tensor> own_frames(earlier.begin() + 1, earlier.end());
   own_frames.push_back(predicted.to(target.dtype()));
   const int64_t batch = true_context.size(0);
@@ -60,7 +62,7 @@ int run_video_train(Args args) {
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
-  bool resume = false, noise_level = false;
+  bool resume = false, noise_level = false, residual = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -87,6 +89,8 @@ int run_video_train(Args args) {
   p.option("--self-context-from", &self_context_from, "the step --self-context starts at");
   p.option("--self-context-steps", &self_context_steps,
            "DDIM steps of the model's own predictions");
+  p.flag("--residual", &residual,
+         "denoise the change from the last context frame instead of the frame (docs/VIDEO.md)");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -120,11 +124,12 @@ int run_video_train(Args args) {
     models::VideoModelInfo from;
     const auto source = models::load_video_model(init_from, &from);
     if (from.config.name != preset || from.config.context_frames != context_frames ||
-        from.config.context_noise_level != noise_level)
+        from.config.context_noise_level != noise_level || from.residual != residual)
       throw UsageError{"video train: --init " + init_from + " holds a '" + from.config.name +
                        "' model with " + std::to_string(from.config.context_frames) +
                        " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
-                       ": pass the same --preset, --context-frames and --noise-level"};
+                       (from.residual ? ", residual" : "") +
+                       ": pass the same --preset, --context-frames, --noise-level and --residual"};
     model.load_state_dict(source->state_dict());
   }
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
@@ -167,6 +172,7 @@ int run_video_train(Args args) {
     models::VideoModelInfo info{.config = model.config(),
                                 .prediction = pred,
                                 .schedule_steps = schedule.steps(),
+                                .residual = residual,
                                 .extra = run_info};
     info.extra["train_steps"] = std::to_string(step);
     info.extra["context_noise"] = std::to_string(context_noise);
@@ -197,12 +203,13 @@ int run_video_train(Args args) {
       Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
       if (own > 0)
         context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
-                                      input_dtype, gen, context);
+                                      residual, input_dtype, gen, context);
       loss = models::video_diffusion_loss(model, schedule, context, window.back(),
                                           {.prediction = pred,
                                            .context_noise_max = context_noise,
                                            .context_blur_max = context_blur,
-                                           .quantize_context = true},
+                                           .quantize_context = true,
+                                           .residual = residual},
                                           input_dtype, gen);
     }
     scaler.scale(loss).backward();
