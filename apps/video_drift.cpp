@@ -47,7 +47,7 @@ int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
   int64_t frames = 600, steps = 4, videos = 4, seed = 0, window = 100;
   std::string json_path;
-  double context_noise = 0.0;
+  double context_noise = std::nan("");  // unset: the model file's level
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
               "report PSNR against the true continuation, frame by frame (next to the last true\n"
@@ -61,7 +61,7 @@ int run_video_drift(Args args) {
   p.option("--seed", &seed, "noise seed");
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (the level a model with "
-           "noise-level conditioning is told)");
+           "noise-level conditioning is told; default: the model file's, else 0)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   p.option("--window", &window, "frames per window of the quality report");
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
@@ -95,7 +95,7 @@ int run_video_drift(Args args) {
                                  {.steps = steps,
                                   .prediction = info.prediction,
                                   .seed = static_cast<uint64_t>(seed + v),
-                                  .context_noise = context_noise,
+                                  .context_noise = stream_context_noise(info, path, context_noise),
                                   .residual = info.residual});
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {

@@ -131,12 +131,6 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
         blur[static_cast<std::size_t>(i)] = u_blur.data<double>()[i] * options.context_blur_max;
       noisy_context = blur_frames(noisy_context, blur);
     }
-    if (options.residual) {
-      const int64_t c = current.size(1);
-      x0 = mul(sub(x0, noisy_context.narrow(1, noisy_context.size(1) - c, c)), 0.5);
-    }
-    x_t = schedule.add_noise(x0, noise, timesteps);
-    target = schedule.target(x0, noise, timesteps, options.prediction);
     sigma = Tensor::zeros({batch});
     if (options.context_noise_max > 0) {
       // sigma per sample ~ U(0, max), the same for all its context frames: the model sees
@@ -145,6 +139,15 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
       noisy_context = add(noisy_context, mul(Tensor::randn(noisy_context.shape(), gen),
                                              sigma.reshape({batch, 1, 1, 1})));
     }
+    if (options.residual) {
+      // Relative to the newest context frame as the network sees it, noise included: the
+      // change to learn then also removes that noise, so a stream conditioned on a little noise
+      // cleans up its own grain instead of accumulating it.
+      const int64_t c = current.size(1);
+      x0 = mul(sub(x0, noisy_context.narrow(1, noisy_context.size(1) - c, c)), 0.5);
+    }
+    x_t = schedule.add_noise(x0, noise, timesteps);
+    target = schedule.target(x0, noise, timesteps, options.prediction);
   }
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   const Tensor out = model.forward(x_t.to(input_dtype).contiguous(cl),
@@ -188,8 +191,7 @@ Tensor VideoStream::next() {
     sigma = Tensor::full({1}, options_.context_noise);
   }
   const int64_t c = noise.size(1);
-  const Tensor last =
-      options_.residual ? context_.narrow(1, context_.size(1) - c, c) : Tensor();
+  const Tensor last = options_.residual ? context.narrow(1, context.size(1) - c, c) : Tensor();
   Tensor frame = sample_next_frames(model_, schedule_, context, sigma, noise, options_.steps,
                                     options_.prediction, model_dtype_, last);
   if (options_.quantize) frame = quantize_8bit(frame);

@@ -27,9 +27,10 @@ struct VideoLossOptions {
   // Round the clean context to 8-bit levels first (quantize_8bit), as a stream's context is.
   bool quantize_context = false;
   // Residual diffusion: the network denoises r = (frame - last) / 2, the change from the newest
-  // context frame as the model sees it (after quantization and blur, before noise), instead of
-  // the frame itself. Copying the last frame is then the zero prediction: a still background
-  // costs the network nothing and, once frames are 8-bit, cannot drift.
+  // context frame exactly as the network sees it (after quantization, blur and noise), instead
+  // of the frame itself. Copying the last frame is then the zero prediction: a still background
+  // costs the network nothing; and since the change also removes the context's noise, a stream
+  // conditioned on a little noise cleans its own grain instead of accumulating it.
   bool residual = false;
 };
 
@@ -58,7 +59,7 @@ Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
 // The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
 // on `context` [B, 3K, H, W] (and its noise std `context_sigma` [B], or undefined), the network
 // run on `input_dtype` inputs. For a residual model `last` [B, 3, H, W] is the frame the sampled
-// change is added to (the newest context frame before any noise); undefined otherwise. No
+// change is added to (the newest frame of `context`, noise included); undefined otherwise. No
 // gradient. Returns [B, 3, H, W] f32 in [-1, 1].
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
