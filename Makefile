@@ -6,7 +6,8 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
-DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev
+DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
+  libcpp-httplib-dev pkgconf
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
