@@ -67,6 +67,7 @@ demo: build
 	  --strip demo_strip.png --strip-every 50
 	$(BUILD)/mixprec bench video --presets lightweight --precisions fp32,fp16,bf16,autocast-bf16 \
 	  --steps 4 --frames 12 --quality-frame 50
+	@echo "Watch the stream live in a browser: $(BUILD)/mixprec video serve, then open http://127.0.0.1:8080/"
 
 bench-deps:
 	@tools/install_deps.sh $(DEPS) $(BENCH_DEPS)

@@ -17,10 +17,6 @@
 namespace mixprec::app {
 namespace {
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1";
-}
-
 // Blocks SIGINT and SIGTERM in this thread and every thread started after, so they are
 // delivered only to wait_for_stop() below, never in the middle of a kernel or a socket call.
 sigset_t block_stop_signals() {

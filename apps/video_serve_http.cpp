@@ -105,7 +105,17 @@ struct Viewer {
   std::shared_ptr<const pipeline::EncodedFrames> last = nullptr;
 };
 
+// The host name of a Host header: "127.0.0.1:8080" -> "127.0.0.1", "[::1]:8080" -> "::1".
+std::string host_name(const std::string& host_header) {
+  if (host_header.starts_with('[')) return host_header.substr(1, host_header.find(']') - 1);
+  return host_header.substr(0, host_header.find(':'));
+}
+
 }  // namespace
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
 
 LiveVideoServer::LiveVideoServer(LiveVideo& live, ServeLimits limits)
     : live_(live), limits_(limits), seats_(limits.max_viewers),
@@ -127,6 +137,7 @@ int LiveVideoServer::bind(const std::string& host, int port) {
                                : server_->bind_to_port(host, port);
   MIXPREC_CHECK(bound, "[video serve] cannot listen on ", host, ":", port,
                 " (address in use, or not an address of this machine?)");
+  loopback_ = is_loopback(host);
   return port;
 }
 
@@ -146,6 +157,18 @@ void LiveVideoServer::add_routes() {
     if (static_cast<int64_t>(req.headers.size()) > limits_.max_headers) {
       send_error(res, 431, "too many request headers (at most " +
                                std::to_string(limits_.max_headers) + ")");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (loopback_ && !is_loopback(host_name(req.get_header_value("Host")))) {
+      send_error(res, 421, "this server answers requests for 127.0.0.1 or localhost only");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // A page from elsewhere may post a form here; browsers name its origin, so refuse it.
+    const std::string origin = req.get_header_value("Origin");
+    if (req.method == "POST" && !origin.empty() &&
+        origin != "http://" + req.get_header_value("Host")) {
+      send_error(res, 403, "controls from another site's page are refused (origin " +
+                               io::json_quote_short(origin, 60) + ")");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;

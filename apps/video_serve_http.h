@@ -1,7 +1,9 @@
 #pragma once
 // The HTTP side of `mixprec video serve` (cpp-httplib): the page, the MJPEG streams, the JSON
 // figures, health and controls, with every resource bounded: viewers (503 beyond the limit),
-// worker threads, connections waiting for one, request bodies and header counts.
+// worker threads, connections waiting for one, request bodies and header counts. Bound to
+// loopback, it answers only requests addressed to a loopback name (a web page elsewhere cannot
+// reach it by DNS rebinding), and it refuses controls posted from another origin's page.
 //
 //   GET  /                 the page (embedded, self-contained)
 //   GET  /stream/N         stream N as MJPEG (multipart/x-mixed-replace), N = 0 .. streams - 1
@@ -32,6 +34,9 @@ struct ServeLimits {
   int64_t max_headers = 64;
 };
 
+// 127.0.0.1, localhost or ::1.
+bool is_loopback(const std::string& host);
+
 // The page, one self-contained HTML document (styles and script inline, nothing fetched but
 // this server's own endpoints).
 std::string_view live_video_page();
@@ -53,6 +58,7 @@ class LiveVideoServer {
 
   LiveVideo& live_;
   ServeLimits limits_;
+  bool loopback_ = true;  // bound to loopback: requests must name a loopback host
   pipeline::ViewerSeats seats_;
   std::unique_ptr<httplib::Server> server_;
 };

@@ -102,10 +102,14 @@ class MjpegReader:
         self.sock.close()
 
 
-def start_server(binary):
+TEST_OPTIONS = ["--steps", "2", "--precision", "bf16", "--max-viewers", str(MAX_VIEWERS),
+                "--fps", "25"]
+
+
+def start_server(binary, options=TEST_OPTIONS):
+    """Starts `mixprec video serve` on a free loopback port; returns (process, port)."""
     server = subprocess.Popen(
-        [binary, "video", "serve", "--bind", HOST, "--port", "0", "--steps", "2",
-         "--precision", "bf16", "--max-viewers", str(MAX_VIEWERS), "--fps", "25"],
+        [binary, "video", "serve", "--bind", HOST, "--port", "0", *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = server.stdout.readline()  # model loading can take a while on a busy machine
     match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
@@ -202,13 +206,23 @@ def test_bad_requests(port):
     status, _, _ = request(port, "POST", "/api/control", body="steps=1&" + "x" * 10000,
                            headers={"Content-Type": "application/x-www-form-urlencoded"})
     check(status == 413, f"oversized body -> 413, got {status}")
-    line = raw(port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n")
+    line = raw(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n")
     check(" 400 " in line, f"oversized header -> 400: {line}")
     headers = b"".join(b"X-H%d: v\r\n" % i for i in range(100))
-    line = raw(port, b"GET / HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
+    line = raw(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + b"\r\n")
     check(" 431 " in line, f"too many headers -> 431: {line}")
-    line = raw(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    line = raw(port, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     check(" 414 " in line, f"request line too long -> 414: {line}")
+    status, _, body = request(port, "GET", "/api/figures", headers={"Host": "evil.example"})
+    check(status == 421, f"a non-loopback Host (DNS rebinding) -> 421: {status} {body}")
+    status, _, body = request(port, "POST", "/api/control", body="steps=1",
+                              headers={"Origin": "http://evil.example",
+                                       "Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 403, f"a control posted from another origin -> 403: {status} {body}")
+    status, _, _ = request(port, "POST", "/api/control", body="steps=2",
+                           headers={"Origin": f"http://{HOST}:{port}",
+                                    "Content-Type": "application/x-www-form-urlencoded"})
+    check(status == 202, f"a control posted from the page's own origin -> 202: {status}")
     line = raw(port, b"THIS IS NOT HTTP\r\n\r\n")
     check(" 400 " in line, f"garbage request line -> 400: {line}")
 
