@@ -111,7 +111,17 @@ void LiveVideo::stop() {
 void LiveVideo::request(const ControlChange& change) {
   {
     std::lock_guard lock(mutex_);
-    pending_.push_back(change);
+    ControlChange& merged = pending_ ? *pending_ : pending_.emplace();
+    merged.restart = merged.restart || change.restart;
+    auto take = [](auto& to, const auto& from) {
+      if (from) to = from;
+    };
+    take(merged.start_video, change.start_video);
+    take(merged.seed, change.seed);
+    take(merged.steps, change.steps);
+    take(merged.precision, change.precision);
+    take(merged.context_noise, change.context_noise);
+    take(merged.paused, change.paused);
   }
   wake_.notify_all();
 }
@@ -194,14 +204,14 @@ void LiveVideo::run() {
   clock::time_point deadline;
   try {
     while (true) {
-      std::vector<ControlChange> changes;
+      std::optional<ControlChange> change;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !pending_.empty() || !settings_.paused; });
+        wake_.wait(lock, [&] { return stopping_ || pending_ || !settings_.paused; });
         if (stopping_) break;
-        changes.swap(pending_);
+        change.swap(pending_);
       }
-      for (const ControlChange& change : changes) apply(change);
+      if (change) apply(*change);
       {
         std::lock_guard lock(mutex_);
         if (settings_.paused) continue;

@@ -113,7 +113,9 @@ class LiveVideo {
   mutable std::mutex mutex_;  // everything below
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::vector<ControlChange> pending_;
+  // Requests since the last frame, merged into one (later values win): memory stays bounded
+  // however fast controls arrive.
+  std::optional<ControlChange> pending_;
   LiveSettings settings_;  // written under the lock by the generator thread only
   std::string precision_name_;  // as resolved: "auto(bf16)"
   std::string model_name_;
