@@ -2,7 +2,10 @@
 // only, the producer never waits, and seats are bounded and given back.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "mixprec/pipeline/frame_broadcast.h"
 
@@ -58,6 +61,52 @@ TEST(FrameBroadcast, WakesAWaitingViewerAndClosesForEveryone) {
   EXPECT_TRUE(broadcast.closed());
   broadcast.publish(frame(8));  // after close: viewers still get nothing
   EXPECT_EQ(broadcast.wait_newer(0, milliseconds(0)).frames, nullptr);
+}
+
+// One producer, viewers of different speeds: each sees frames in order, and what it received
+// plus what it skipped is every frame published after its first.
+TEST(FrameBroadcast, ViewersOfAnySpeedAccountForEveryFrame) {
+  FrameBroadcast broadcast;
+  constexpr int64_t kFrames = 2000;
+  struct Count {
+    uint64_t first = 0, received = 0, skipped = 0;
+    std::atomic<uint64_t> last{0};
+    bool in_order = true;
+  };
+  std::array<Count, 4> counts;
+  std::vector<std::thread> viewers;
+  for (std::size_t v = 0; v < counts.size(); ++v)
+    viewers.emplace_back([&, v] {
+      Count& c = counts[v];
+      while (true) {
+        const auto d = broadcast.wait_newer(c.last, milliseconds(1000));
+        if (!d.frames) return;  // closed
+        c.in_order = c.in_order && d.sequence > c.last &&
+                     d.frames->index == static_cast<int64_t>(d.sequence) - 1;
+        if (c.first == 0) c.first = d.sequence;
+        c.last = d.sequence;
+        ++c.received;
+        c.skipped += d.skipped;
+        if (v > 0) std::this_thread::sleep_for(std::chrono::microseconds(50 * v * v));
+      }
+    });
+  for (int64_t i = 0; i < kFrames; ++i) {
+    broadcast.publish(frame(i));
+    if (i % 100 == 0) std::this_thread::sleep_for(milliseconds(1));
+  }
+  // Everyone reaches the last frame (bounded: a stuck viewer fails below instead of hanging).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (const Count& c : counts)
+    while (c.last != static_cast<uint64_t>(kFrames) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(1));
+  broadcast.close();
+  for (std::thread& t : viewers) t.join();
+  for (const Count& c : counts) {
+    EXPECT_TRUE(c.in_order);
+    EXPECT_EQ(c.last, static_cast<uint64_t>(kFrames));
+    EXPECT_EQ(c.received + c.skipped, c.last - c.first + 1);
+  }
+  EXPECT_GT(counts[3].skipped, 0u);  // the slowest viewer could not keep up
 }
 
 TEST(ViewerSeats, RefusesBeyondTheLimitAndTakesSeatsBack) {
