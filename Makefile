@@ -10,6 +10,8 @@ DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev li
   libcpp-httplib-dev pkgconf
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
+# The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
+BROWSER_DEPS = chromium
 BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
@@ -39,6 +41,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 $(ASAN_BUILD)/build.ninja: | deps
