@@ -164,6 +164,13 @@ def test_controls(port):
     status, _, body = control(port, "steps=1&context_noise=0.05")
     check(status == 202, f"valid control accepted: {status} {body}")
     check(wait_for(lambda: get_json(port, "/api/figures")[1]["steps"] == 1, 30), "steps applied")
+    status, _, _ = control(port, "precision=fp32")
+    check(status == 202, "precision change accepted")
+    check(wait_for(lambda: get_json(port, "/api/figures")[1]["precision"] == "fp32", 60),
+          "precision applied (the model reloaded)")
+    frames = get_json(port, "/api/figures")[1]["frames"]
+    check(wait_for(lambda: get_json(port, "/api/figures")[1]["frames"] > frames + 2, 60),
+          "the stream carries on in the new precision")
     status, _, _ = control(port, "action=restart&start_video=3&seed=9")
     check(status == 202, "restart accepted")
     check(wait_for(lambda: get_json(port, "/api/figures")[1]["start_video"] == 3, 30),
