@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "apps"))
 from video_serve_test import MjpegReader, get_json, start_server  # noqa: E402
 

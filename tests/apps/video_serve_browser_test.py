@@ -13,6 +13,7 @@ import sys
 import time
 import zlib
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from video_serve_test import get_json, start_server, wait_for  # noqa: E402
 
