@@ -21,9 +21,6 @@ constexpr std::size_t kWindow = 256;      // frames in the latency percentiles
 constexpr std::size_t kChartFrames = 120;  // frames in the page's chart
 constexpr auto kFpsWindow = std::chrono::seconds(2);
 
-constexpr const char* kPrecisions[] = {"auto", "fp32", "bf16", "fp16", "autocast-bf16",
-                                       "autocast-fp16"};
-
 // The whole text as an integer in [0, max], or nothing.
 std::optional<int64_t> parse_integer(const std::string& text, int64_t max) {
   int64_t v = 0;
@@ -73,8 +70,11 @@ ParsedControl parse_control(const std::multimap<std::string, std::string>& param
       if (!(change.steps = parse_integer(value, kMaxSteps)) || *change.steps < 1)
         return {{}, "steps must be an integer in [1, " + std::to_string(kMaxSteps) + "]"};
     } else if (name == "precision") {
-      if (std::find(std::begin(kPrecisions), std::end(kPrecisions), value) == std::end(kPrecisions))
-        return {{}, "precision must be auto, fp32, bf16, fp16, autocast-bf16 or autocast-fp16"};
+      try {
+        parse_inference_precision(value);  // the command line's names, one list for both
+      } catch (const UsageError& e) {
+        return {{}, e.message.substr(2)};  // "--precision must be ..." without the dashes
+      }
       change.precision = value;
     } else if (name == "context_noise") {
       if (!(change.context_noise = parse_real(value, kMaxContextNoise)))
