@@ -139,6 +139,9 @@ function makeStreams(f) {
     img.alt = "stream " + i;
     const cap = document.createElement("figcaption");
     cap.id = "caption" + i;
+    // A 503 (the server's viewer limit) or a stopped server ends the image's stream.
+    img.onerror = () => { cap.dataset.error = "stream not available: the server stopped or has " +
+                                              "all the viewers it takes (reload to retry)"; };
     fig.append(img, cap);
     $("streams").append(fig);
   }
@@ -199,8 +202,9 @@ function show(f) {
   $("serve").textContent = fmt(f.serve_ms_per_frame.p50, 2);
   $("pause").textContent = f.paused ? "Resume" : "Pause";
   for (let i = 0; i < f.streams; ++i)
-    $("caption" + i).textContent = "stream " + i + " \u00b7 held-out video " + (f.start_video + i) +
-        " \u00b7 seed " + (f.seed + i) + " \u00b7 " + f.steps + " steps";
+    $("caption" + i).textContent = $("caption" + i).dataset.error ||
+        "stream " + i + " \u00b7 held-out video " + (f.start_video + i) + " \u00b7 seed " +
+        (f.seed + i) + " \u00b7 " + f.steps + " steps";
   drawChart(f);
 }
 
