@@ -59,14 +59,22 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", default="4")
     parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--part", choices=["overhead", "streams", "both"], default="both")
     args = parser.parse_args()
     common = ["--steps", args.steps, "--precision", args.precision]
+    if args.part != "streams":
+        measure_overhead(args.binary, common, args.rounds)
+    if args.part != "overhead":
+        measure_batching(args.binary, common, args.rounds)
 
-    server, port = serve(args.binary, common)
+
+def measure_overhead(binary, common, rounds):
+
+    server, port = serve(binary, common)
     results = {0: [], 1: [], 8: []}
     try:
         fresh_median_ms(port, 20)  # warm-up
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for viewers in results:
                 stop = threading.Event()
                 threads = watch(port, viewers, stop)
@@ -86,10 +94,12 @@ def main():
         ms = statistics.median(values)
         print(f"{viewers} | {ms:.2f} | {100 * (ms / base - 1):+.1f}%")
 
+
+def measure_batching(binary, common, rounds):
     batched = {1: [], 4: []}
-    for _ in range(args.rounds):  # alternating, for the same reason as above
+    for _ in range(rounds):  # alternating, for the same reason as above
         for streams in batched:
-            server, port = serve(args.binary, common + ["--streams", str(streams)])
+            server, port = serve(binary, common + ["--streams", str(streams)])
             try:
                 fresh_median_ms(port, 10)  # warm-up
                 batched[streams].append(fresh_median_ms(port))
