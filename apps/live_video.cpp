@@ -17,7 +17,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr std::size_t kWindow = 256;      // frames in the latency percentiles
+constexpr std::size_t kWindow = 256;       // frames in the latency percentiles
 constexpr std::size_t kChartFrames = 120;  // frames in the page's chart
 constexpr auto kFpsWindow = std::chrono::seconds(2);
 
@@ -62,7 +62,8 @@ ParsedControl parse_control(const std::multimap<std::string, std::string>& param
         return {{}, "action must be restart, pause or resume"};
     } else if (name == "start_video") {
       if (!(change.start_video = parse_integer(value, kMaxStartVideo)))
-        return {{}, "start_video must be an integer in [0, " + std::to_string(kMaxStartVideo) + "]"};
+        return {{},
+                "start_video must be an integer in [0, " + std::to_string(kMaxStartVideo) + "]"};
     } else if (name == "seed") {
       if (!(change.seed = parse_integer(value, kMaxSeed)))
         return {{}, "seed must be an integer in [0, " + std::to_string(kMaxSeed) + "]"};
@@ -78,11 +79,12 @@ ParsedControl parse_control(const std::multimap<std::string, std::string>& param
       change.precision = value;
     } else if (name == "context_noise") {
       if (!(change.context_noise = parse_real(value, kMaxContextNoise)))
-        return {{}, "context_noise must be a number in [0, " + io::json_number(kMaxContextNoise) +
-                        "]"};
+        return {{},
+                "context_noise must be a number in [0, " + io::json_number(kMaxContextNoise) + "]"};
     } else {
-      return {{}, "unknown control '" + io::json_quote_short(name, 40) +
-                      "' (action, start_video, seed, steps, precision, context_noise)"};
+      return {{},
+              "unknown control '" + io::json_quote_short(name, 40) +
+                  "' (action, start_video, seed, steps, precision, context_noise)"};
     }
   }
   return {change, ""};
@@ -96,7 +98,9 @@ LiveVideo::LiveVideo(LiveOptions options) : options_(std::move(options)) {
 
 LiveVideo::~LiveVideo() { stop(); }
 
-void LiveVideo::start() { generator_ = std::thread([this] { run(); }); }
+void LiveVideo::start() {
+  generator_ = std::thread([this] { run(); });
+}
 
 void LiveVideo::stop() {
   {
@@ -160,8 +164,7 @@ std::vector<Tensor> LiveVideo::start_frames() const {
 
 void LiveVideo::restart_streams(const std::vector<Tensor>& first_frames) {
   stream_ = std::make_unique<models::BatchedVideoStream>(
-      *model_, models::NoiseSchedule::cosine(info_.schedule_steps), first_frames,
-      stream_options());
+      *model_, models::NoiseSchedule::cosine(info_.schedule_steps), first_frames, stream_options());
 }
 
 models::StreamOptions LiveVideo::stream_options() const {
@@ -278,21 +281,24 @@ std::string LiveVideo::figures_json(int64_t viewers, int64_t max_viewers) const 
          ", \"frames\": " + std::to_string(frames_) + ", \"fps\": " + json_number(fps, 4) +
          ", \"streams\": " + std::to_string(options_.streams) +
          ", \"ms_per_frame\": {\"p50\": " + json_number(median(window), 4) +
-         ", \"p99\": " + json_number(percentile(window, 99), 4) + ", \"last\": " +
-         json_number(window.empty() ? std::nan("") : window.back(), 4) +
+         ", \"p99\": " + json_number(percentile(window, 99), 4) +
+         ", \"last\": " + json_number(window.empty() ? std::nan("") : window.back(), 4) +
          ", \"window\": " + std::to_string(window.size()) +
          "}, \"serve_ms_per_frame\": {\"p50\": " + json_number(median(serving), 4) +
          "}, \"late\": " + std::to_string(late_) + ", \"dropped\": " + std::to_string(dropped_) +
-         ", \"viewers\": " + std::to_string(viewers) + ", \"max_viewers\": " +
-         std::to_string(max_viewers) + ", \"target_fps\": " + json_number(options_.target_fps) +
-         ", \"model\": " + io::json_quote(model_name_) + ", \"precision\": " +
-         io::json_quote(precision_name_) + ", \"kernel_level\": " +
-         io::json_quote(isa_name(active_isa())) + ", \"steps\": " +
-         std::to_string(settings_.steps) + ", \"context_noise\": " +
-         json_number(settings_.context_noise) + ", \"start_video\": " +
-         std::to_string(settings_.start_video) + ", \"seed\": " + std::to_string(settings_.seed) +
-         ", \"paused\": " + (settings_.paused ? "true" : "false") + ", \"uptime_s\": " +
-         json_number(uptime, 4) + ", \"recent_ms\": " + json_list(generate_ms_, kChartFrames) +
+         ", \"viewers\": " + std::to_string(viewers) +
+         ", \"max_viewers\": " + std::to_string(max_viewers) +
+         ", \"target_fps\": " + json_number(options_.target_fps) +
+         ", \"model\": " + io::json_quote(model_name_) +
+         ", \"precision\": " + io::json_quote(precision_name_) +
+         ", \"kernel_level\": " + io::json_quote(isa_name(active_isa())) +
+         ", \"steps\": " + std::to_string(settings_.steps) +
+         ", \"context_noise\": " + json_number(settings_.context_noise) +
+         ", \"start_video\": " + std::to_string(settings_.start_video) +
+         ", \"seed\": " + std::to_string(settings_.seed) +
+         ", \"paused\": " + (settings_.paused ? "true" : "false") +
+         ", \"uptime_s\": " + json_number(uptime, 4) +
+         ", \"recent_ms\": " + json_list(generate_ms_, kChartFrames) +
          ", \"error\": " + (failure_.empty() ? "null" : io::json_quote(failure_)) + "}";
 }
 

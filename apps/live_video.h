@@ -91,7 +91,7 @@ class LiveVideo {
 
  private:
   void run();
-  void apply(const ControlChange& change);       // generator thread, between frames
+  void apply(const ControlChange& change);        // generator thread, between frames
   void load_model(const std::string& precision);  // generator thread
   void restart_streams(const std::vector<Tensor>& first_frames);
   std::vector<Tensor> start_frames() const;
@@ -104,7 +104,8 @@ class LiveVideo {
 
   // Generator thread only (and the constructor, before it starts).
   models::VideoModelInfo info_;
-  std::unique_ptr<data::MovingShapes> videos_;  // the model's dataset: its held-out videos start streams
+  // The model's dataset: its held-out videos start the streams.
+  std::unique_ptr<data::MovingShapes> videos_;
   std::unique_ptr<models::UNetVideo> model_;
   std::unique_ptr<models::BatchedVideoStream> stream_;
   bool autocast_ = false;
@@ -116,7 +117,7 @@ class LiveVideo {
   // Requests since the last frame, merged into one (later values win): memory stays bounded
   // however fast controls arrive.
   std::optional<ControlChange> pending_;
-  LiveSettings settings_;  // written under the lock by the generator thread only
+  LiveSettings settings_;       // written under the lock by the generator thread only
   std::string precision_name_;  // as resolved: "auto(bf16)"
   std::string model_name_;
   int64_t frames_ = 0, late_ = 0;

@@ -25,7 +25,8 @@ int run_video(Args args) {
         "Run 'mixprec video <command> --help' for its options.\n");
     return 0;
   }
-  throw UsageError{"video: unknown command '" + std::string(sub) + "' (train|generate|drift|serve)"};
+  throw UsageError{"video: unknown command '" + std::string(sub) +
+                   "' (train|generate|drift|serve)"};
 }
 
 }  // namespace mixprec::app

@@ -53,12 +53,15 @@ int run_video_serve(Args args) {
   p.option("--checkpoint", &checkpoint, "model file written by 'mixprec video train'");
   p.option("--precision", &precision, "auto | fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16");
   p.option("--steps", &steps, "DDIM steps per frame");
-  p.option("--streams", &streams, "independent streams (held-out videos N, N+1, ...; seeds S, "
-                                  "S+1, ...), batched in one forward per denoising step");
+  p.option("--streams", &streams,
+           "independent streams (held-out videos N, N+1, ...; seeds S, "
+           "S+1, ...), batched in one forward per denoising step");
   p.option("--video", &video, "held-out video the first stream starts from (0: the first one)");
   p.option("--seed", &seed, "noise seed of the first stream");
-  p.option("--context-noise", &context_noise, "std of noise added to the context before each frame");
-  p.option("--fps", &fps, "frame rate to pace the stream to (late frames are counted); 0: as fast as it goes");
+  p.option("--context-noise", &context_noise,
+           "std of noise added to the context before each frame");
+  p.option("--fps", &fps,
+           "frame rate to pace the stream to (late frames are counted); 0: as fast as it goes");
   p.option("--max-viewers", &max_viewers, "viewers at a time; more get 503");
   p.option("--jpeg-quality", &jpeg_quality, "JPEG quality of the streamed frames (1..100)");
   if (!p.parse(args)) return 0;
@@ -73,8 +76,9 @@ int run_video_serve(Args args) {
                      "] and --seed in [0, " + std::to_string(kMaxSeed) + "]"};
   if (!(context_noise >= 0 && context_noise <= kMaxContextNoise) || !(fps >= 0 && fps <= 240) ||
       jpeg_quality < 1 || jpeg_quality > 100)
-    throw UsageError{"video serve: --context-noise must be in [0, 0.5], --fps in [0, 240], "
-                     "--jpeg-quality in [1, 100]"};
+    throw UsageError{
+        "video serve: --context-noise must be in [0, 0.5], --fps in [0, 240], "
+        "--jpeg-quality in [1, 100]"};
   parse_inference_precision(precision);  // a bad name is a usage mistake, before loading
   if (!is_loopback(host))
     std::fprintf(stderr,
@@ -94,11 +98,11 @@ int run_video_serve(Args args) {
                               .context_noise = context_noise}});
   LiveVideoServer server(live, {.max_viewers = max_viewers});
   const int bound = server.bind(host, static_cast<int>(port));
-  std::printf("video serve: http://%s:%d/  (%lld stream%s, %lld steps, %s; up to %lld viewers; "
-              "Ctrl-C stops)\n",
-              host.c_str(), bound, static_cast<long long>(streams), streams == 1 ? "" : "s",
-              static_cast<long long>(steps), precision.c_str(),
-              static_cast<long long>(max_viewers));
+  std::printf(
+      "video serve: http://%s:%d/  (%lld stream%s, %lld steps, %s; up to %lld viewers; "
+      "Ctrl-C stops)\n",
+      host.c_str(), bound, static_cast<long long>(streams), streams == 1 ? "" : "s",
+      static_cast<long long>(steps), precision.c_str(), static_cast<long long>(max_viewers));
   std::fflush(stdout);
 
   live.start();

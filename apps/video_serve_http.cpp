@@ -118,7 +118,9 @@ bool is_loopback(const std::string& host) {
 }
 
 LiveVideoServer::LiveVideoServer(LiveVideo& live, ServeLimits limits)
-    : live_(live), limits_(limits), seats_(limits.max_viewers),
+    : live_(live),
+      limits_(limits),
+      seats_(limits.max_viewers),
       server_(std::make_unique<httplib::Server>()) {
   const auto workers = static_cast<std::size_t>(limits.max_viewers + limits.spare_workers);
   const auto pending = static_cast<std::size_t>(limits.max_pending);
@@ -133,8 +135,8 @@ LiveVideoServer::LiveVideoServer(LiveVideo& live, ServeLimits limits)
 LiveVideoServer::~LiveVideoServer() = default;
 
 int LiveVideoServer::bind(const std::string& host, int port) {
-  const bool bound = port == 0 ? (port = server_->bind_to_any_port(host)) > 0
-                               : server_->bind_to_port(host, port);
+  const bool bound =
+      port == 0 ? (port = server_->bind_to_any_port(host)) > 0 : server_->bind_to_port(host, port);
   MIXPREC_CHECK(bound, "[video serve] cannot listen on ", host, ":", port,
                 " (address in use, or not an address of this machine?)");
   loopback_ = is_loopback(host);
@@ -155,8 +157,8 @@ void LiveVideoServer::add_routes() {
     }
     // httplib bounds each header line (8 KiB) but not their number.
     if (static_cast<int64_t>(req.headers.size()) > limits_.max_headers) {
-      send_error(res, 431, "too many request headers (at most " +
-                               std::to_string(limits_.max_headers) + ")");
+      send_error(res, 431,
+                 "too many request headers (at most " + std::to_string(limits_.max_headers) + ")");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (loopback_ && !is_loopback(host_name(req.get_header_value("Host")))) {
@@ -167,29 +169,36 @@ void LiveVideoServer::add_routes() {
     const std::string origin = req.get_header_value("Origin");
     if (req.method == "POST" && !origin.empty() &&
         origin != "http://" + req.get_header_value("Host")) {
-      send_error(res, 403, "controls from another site's page are refused (origin " +
-                               io::json_quote_short(origin, 60) + ")");
+      send_error(res, 403,
+                 "controls from another site's page are refused (origin " +
+                     io::json_quote_short(origin, 60) + ")");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   // Whatever httplib rejects on its own (a bad request line, oversized headers or body, no
   // such page) still gets a body that says what happened.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&,
-                                                             httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    switch (res.status) {
-      case 404:
-        send_error(res, 404,
-                   "no such page (this server has /, /stream/N, /frame/N.jpg, /api/figures, "
-                   "/api/health and POST /api/control)");
-        break;
-      case 413: send_error(res, 413, "request body too large"); break;
-      case 414: send_error(res, 414, "request line too long"); break;
-      default: send_error(res, res.status, "bad request"); break;
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        switch (res.status) {
+          case 404:
+            send_error(res, 404,
+                       "no such page (this server has /, /stream/N, /frame/N.jpg, /api/figures, "
+                       "/api/health and POST /api/control)");
+            break;
+          case 413:
+            send_error(res, 413, "request body too large");
+            break;
+          case 414:
+            send_error(res, 414, "request line too long");
+            break;
+          default:
+            send_error(res, res.status, "bad request");
+            break;
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
@@ -199,14 +208,15 @@ void LiveVideoServer::add_routes() {
   s.Get(R"(/stream/(\d{1,9}))", [this](const httplib::Request& req, httplib::Response& res) {
     const std::optional<int64_t> stream = stream_index(req, live_.streams());
     if (!stream)
-      return send_error(res, 404, "no such stream (this server has " +
-                                      std::to_string(live_.streams()) + ": /stream/0 ...)");
+      return send_error(res, 404,
+                        "no such stream (this server has " + std::to_string(live_.streams()) +
+                            ": /stream/0 ...)");
     std::optional<pipeline::ViewerSeats::Seat> seat = seats_.join();
     if (!seat) {
       res.set_header("Retry-After", "5");
-      return send_error(res, 503, "too many viewers: this server takes " +
-                                      std::to_string(seats_.limit()) +
-                                      " at a time (--max-viewers)");
+      return send_error(res, 503,
+                        "too many viewers: this server takes " + std::to_string(seats_.limit()) +
+                            " at a time (--max-viewers)");
     }
     auto viewer = std::make_shared<Viewer>(Viewer{std::move(*seat), *stream, 0, nullptr});
     res.set_header("Cache-Control", "no-store");
@@ -250,8 +260,8 @@ void LiveVideoServer::add_routes() {
   s.Get("/api/health", [this](const httplib::Request&, httplib::Response& res) {
     const std::string failure = live_.failure();
     if (failure.empty())
-      send_json(res, 200, "{\"status\": \"ok\", \"frames\": " + std::to_string(live_.frames()) +
-                              "}");
+      send_json(res, 200,
+                "{\"status\": \"ok\", \"frames\": " + std::to_string(live_.frames()) + "}");
     else
       send_json(res, 503, "{\"status\": \"error\", \"error\": " + io::json_quote(failure) + "}");
   });

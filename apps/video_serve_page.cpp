@@ -189,7 +189,8 @@ function show(f) {
   figures = f;
   $("status").className = f.status === "ok" ? "ok" : "bad";
   $("status").textContent = f.status === "ok" ? (f.paused ? "paused" : "live") : f.error;
-  $("model").textContent = f.model + " model, " + f.streams + (f.streams === 1 ? " stream" : " streams batched");
+  $("model").textContent =
+      f.model + " model, " + f.streams + (f.streams === 1 ? " stream" : " streams batched");
   $("fps").textContent = fmt(f.fps * f.streams, 1);
   $("p50").textContent = fmt(f.ms_per_frame.p50, 1);
   $("p99").textContent = fmt(f.ms_per_frame.p99, 1);

@@ -26,8 +26,8 @@ std::string encode_jpeg(const Tensor& image, int quality) {
   // A compressor per call: creating one costs microseconds, and the function stays safe to call
   // from any thread.
   const std::unique_ptr<void, TurboJpegDeleter> compressor(tjInitCompress());
-  MIXPREC_CHECK(compressor != nullptr, "[encode_jpeg] tjInitCompress failed: ",
-                tjGetErrorStr2(nullptr));
+  MIXPREC_CHECK(compressor != nullptr,
+                "[encode_jpeg] tjInitCompress failed: ", tjGetErrorStr2(nullptr));
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
   const int status =

@@ -47,9 +47,9 @@ Tensor BatchedVideoStream::next() {
     noise.push_back(Tensor::randn({1, c, context_.size(2), context_.size(3)}, gen));
     if (options_.context_noise > 0) {
       const Tensor own = context_.narrow(0, i, 1);
-      context.push_back(add(own.to(DType::F32),
-                            mul(Tensor::randn(own.shape(), gen), options_.context_noise))
-                            .to(model_dtype_));
+      context.push_back(
+          add(own.to(DType::F32), mul(Tensor::randn(own.shape(), gen), options_.context_noise))
+              .to(model_dtype_));
     }
   }
   Tensor batch_context = context_, sigma;
@@ -69,8 +69,8 @@ Tensor BatchedVideoStream::next() {
 }
 
 Tensor BatchedVideoStream::recent_frames(int64_t stream) const {
-  MIXPREC_CHECK(stream >= 0 && stream < streams(), "[BatchedVideoStream] no stream ", stream,
-                " (", streams(), " streams)");
+  MIXPREC_CHECK(stream >= 0 && stream < streams(), "[BatchedVideoStream] no stream ", stream, " (",
+                streams(), " streams)");
   const Tensor own = context_.narrow(0, stream, 1).to(DType::F32).contiguous();
   const int64_t c = model_.config().frame_channels;
   return own.reshape({own.size(1) / c, c, own.size(2), own.size(3)});

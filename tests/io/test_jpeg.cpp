@@ -30,9 +30,9 @@ Decoded decode(const std::string& jpeg) {
                                 &colorspace),
             0);
   d.rgb.resize(static_cast<std::size_t>(d.width * d.height * 3));
-  EXPECT_EQ(tjDecompress2(handle, bytes, jpeg.size(), d.rgb.data(), d.width, 0, d.height,
-                          TJPF_RGB, 0),
-            0);
+  EXPECT_EQ(
+      tjDecompress2(handle, bytes, jpeg.size(), d.rgb.data(), d.width, 0, d.height, TJPF_RGB, 0),
+      0);
   tjDestroy(handle);
   return d;
 }
@@ -53,14 +53,18 @@ TEST(Jpeg, EncodesAFrameItsDecoderReadsBackClosely) {
   auto at = [&](int y, int x, int c) { return static_cast<int>(d.rgb[(y * 24 + x) * 3 + c]); };
   EXPECT_NEAR(at(8, 2, 0), 255, 4);  // red
   EXPECT_NEAR(at(8, 2, 2), 0, 4);
-  EXPECT_NEAR(at(8, 21, 0), 0, 4);   // blue at byte 64 (-0.5)
+  EXPECT_NEAR(at(8, 21, 0), 0, 4);  // blue at byte 64 (-0.5)
   EXPECT_NEAR(at(8, 21, 2), 64, 4);
 }
 
 TEST(Jpeg, RejectsBadQualityAndShapes) {
-  EXPECT_THAT(error_of([] { encode_jpeg(Tensor::zeros({3, 8, 8}), 0); }),
+  EXPECT_THAT(error_of([] {
+                encode_jpeg(Tensor::zeros({3, 8, 8}), 0);
+              }),
               HasSubstr("[encode_jpeg] quality must be 1..100, got 0"));
-  EXPECT_THAT(error_of([] { encode_jpeg(Tensor::zeros({4, 8, 8})); }),
+  EXPECT_THAT(error_of([] {
+                encode_jpeg(Tensor::zeros({4, 8, 8}));
+              }),
               HasSubstr("[encode_jpeg] expected an RGB image"));
 }
 

@@ -90,8 +90,9 @@ TEST(BatchedVideoStream, OptionsApplyFromTheNextFrameAndBadInputIsRejected) {
               BatchedVideoStream s(net, schedule, {first, Tensor::zeros({1, 3, 4, 4})}, {});
             }).find("[BatchedVideoStream] expected the first frames"),
             std::string::npos);
-  EXPECT_NE(test_support::error_of([&] { BatchedVideoStream s(net, schedule, {}, {}); })
-                .find("no streams"),
+  EXPECT_NE(test_support::error_of([&] {
+              BatchedVideoStream s(net, schedule, {}, {});
+            }).find("no streams"),
             std::string::npos);
   EXPECT_NE(test_support::error_of([&] { a.recent_frames(1); }).find("no stream 1"),
             std::string::npos);
