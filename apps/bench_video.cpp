@@ -29,6 +29,7 @@
 #include "mixprec/io/safetensors.h"
 #include "mixprec/kernels/peak.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
 #include "video_common.h"
@@ -94,8 +95,10 @@ int run_one(const RunOne& o) {
       {.steps = o.steps,
        .prediction = info.prediction,
        .seed = static_cast<uint64_t>(o.seed),
-       .context_noise = stream_context_noise(info, o.checkpoint, std::nan("")),
-       .residual = info.residual});
+       .context_noise = stream_setting(info, o.checkpoint, "stream_context_noise", std::nan("")),
+       .residual = info.residual,
+       .still_threshold =
+           stream_setting(info, o.checkpoint, "stream_still_threshold", std::nan(""))});
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;

@@ -149,6 +149,9 @@ void LiveVideo::load_model(const std::string& precision) {
   autocast_ = p.autocast;
   autocast_dtype_ = p.autocast_dtype;
   std::lock_guard lock(mutex_);
+  // Unset (NaN): the level the model file recommends.
+  settings_.context_noise =
+      stream_setting(info_, options_.checkpoint, "stream_context_noise", settings_.context_noise);
   precision_name_ = p.name;
   model_name_ = info_.config.name;
 }
@@ -171,7 +174,10 @@ models::StreamOptions LiveVideo::stream_options() const {
   return {.steps = settings_.steps,
           .prediction = info_.prediction,
           .seed = static_cast<uint64_t>(settings_.seed),
-          .context_noise = settings_.context_noise};
+          .context_noise = settings_.context_noise,
+          .residual = info_.residual,
+          .still_threshold =
+              stream_setting(info_, options_.checkpoint, "stream_still_threshold", std::nan(""))};
 }
 
 void LiveVideo::apply(const ControlChange& change) {

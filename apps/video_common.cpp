@@ -18,17 +18,17 @@ std::string default_video_model_path() {
   return source_path("checkpoints/video_lightweight.safetensors");
 }
 
-double stream_context_noise(const models::VideoModelInfo& info, const std::string& path,
-                            double requested) {
+double stream_setting(const models::VideoModelInfo& info, const std::string& path,
+                      const std::string& key, double requested) {
   if (!std::isnan(requested)) return requested;
-  const auto it = info.extra.find("stream_context_noise");
+  const auto it = info.extra.find(key);
   if (it == info.extra.end()) return 0.0;
   char* end = nullptr;
-  const double level = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || !(level >= 0 && level <= 1))
-    throw Error(path + ": metadata 'stream_context_noise' is '" + it->second +
+  const double value = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !(value >= 0 && value <= 1))
+    throw Error(path + ": metadata '" + key + "' is '" + it->second +
                 "', expected a number in [0, 1]");
-  return level;
+  return value;
 }
 
 InferencePrecision parse_inference_precision(const std::string& name) {

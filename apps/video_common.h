@@ -38,11 +38,11 @@ std::size_t peak_rss_bytes();
 // is an Error naming the file and the field.
 data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path);
 
-// The context noise a stream runs at: `requested` when the user gave one (--context-noise, not
-// NaN), else the level the model file recommends (its `stream_context_noise`, set by
-// `video train --stream-context-noise`), else 0.
-double stream_context_noise(const models::VideoModelInfo& info, const std::string& path,
-                            double requested);
+// A stream setting in [0, 1] (`key`: stream_context_noise, stream_still_threshold): `requested`
+// when the user gave one (not NaN), else the value the model file recommends (written by
+// `video train --stream-context-noise / --stream-still-threshold`), else 0.
+double stream_setting(const models::VideoModelInfo& info, const std::string& path,
+                      const std::string& key, double requested);
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);
 

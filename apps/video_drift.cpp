@@ -15,6 +15,7 @@
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/json.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
 #include "progress.h"
@@ -47,7 +48,8 @@ int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
   int64_t frames = 600, steps = 4, videos = 4, seed = 0, window = 100;
   std::string json_path;
-  double context_noise = std::nan("");  // unset: the model file's level
+  double context_noise = std::nan("");    // unset: the model file's level
+  double still_threshold = std::nan("");  // unset: the model file's
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
               "report PSNR against the true continuation, frame by frame (next to the last true\n"
@@ -62,13 +64,16 @@ int run_video_drift(Args args) {
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (the level a model with "
            "noise-level conditioning is told; default: the model file's, else 0)");
+  p.option("--still-threshold", &still_threshold,
+           "pixels whose sampled change stays below this in every channel keep the last frame's "
+           "value (0: off; default: the model file's, else 0)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   p.option("--window", &window, "frames per window of the quality report");
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
   if (!p.parse(args)) return 0;
   const std::vector<std::string> paths = split_list(models_list);
   if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
-  if (frames < 1 || videos < 1 || context_noise < 0 || window < 1)
+  if (frames < 1 || videos < 1 || context_noise < 0 || window < 1 || still_threshold < 0)
     throw UsageError{
         "video drift: --frames, --videos and --window must be >= 1, --context-noise >= 0"};
   const InferencePrecision prec = parse_inference_precision(precision);
@@ -95,8 +100,11 @@ int run_video_drift(Args args) {
                                  {.steps = steps,
                                   .prediction = info.prediction,
                                   .seed = static_cast<uint64_t>(seed + v),
-                                  .context_noise = stream_context_noise(info, path, context_noise),
-                                  .residual = info.residual});
+                                  .context_noise =
+                                      stream_setting(info, path, "stream_context_noise", context_noise),
+                                  .residual = info.residual,
+                                  .still_threshold = stream_setting(
+                                      info, path, "stream_still_threshold", still_threshold)});
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();

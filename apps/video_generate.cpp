@@ -18,6 +18,7 @@
 #include "mixprec/io/image.h"
 #include "mixprec/io/json.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
 #include "progress.h"
@@ -71,6 +72,7 @@ int run_video_generate(Args args) {
   std::string checkpoint = default_video_model_path(), precision = "auto", out = "stream.gif";
   std::string png_dir, strip;
   int64_t strip_every = 50;
+  double still_threshold = std::nan("");  // unset: the model file's
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
   double fps = 25.0, context_noise = std::nan("");  // unset: the model file's level
   bool realtime = false, json = false;
@@ -93,6 +95,9 @@ int run_video_generate(Args args) {
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (models trained with history "
            "augmentation; default: the level the model file recommends, else 0)");
+  p.option("--still-threshold", &still_threshold,
+           "pixels whose sampled change stays below this in every channel keep the last frame's "
+           "value (0: off; default: the model file's, else 0)");
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
@@ -119,8 +124,10 @@ int run_video_generate(Args args) {
       {.steps = steps,
        .prediction = info.prediction,
        .seed = static_cast<uint64_t>(seed),
-       .context_noise = stream_context_noise(info, checkpoint, context_noise),
-       .residual = info.residual});
+       .context_noise = stream_setting(info, checkpoint, "stream_context_noise", context_noise),
+       .residual = info.residual,
+       .still_threshold =
+           stream_setting(info, checkpoint, "stream_still_threshold", still_threshold)});
 
   std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;

@@ -2,6 +2,7 @@
 // frames (several streams batched in one forward per denoising step), an HTTP server fans them
 // out to the viewers as MJPEG with a page of live figures and controls (video_serve_http.h).
 // SIGINT or SIGTERM stops it cleanly: viewers are ended, the frame in progress finishes.
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -44,7 +45,7 @@ int run_video_serve(Args args) {
   std::string host = "127.0.0.1", checkpoint = default_video_model_path(), precision = "auto";
   int64_t port = 8080, steps = 4, streams = 1, max_viewers = 8, seed = 0, video = 0;
   int64_t jpeg_quality = 92;
-  double fps = 25, context_noise = 0;
+  double fps = 25, context_noise = std::nan("");  // unset: the model file's level
   ArgParser p("video serve",
               "Serve the video stream live: a page with the stream, its frame rate and latency,\n"
               "and controls, at http://HOST:PORT/ (JSON at /api/figures and /api/health).");
@@ -59,7 +60,8 @@ int run_video_serve(Args args) {
   p.option("--video", &video, "held-out video the first stream starts from (0: the first one)");
   p.option("--seed", &seed, "noise seed of the first stream");
   p.option("--context-noise", &context_noise,
-           "std of noise added to the context before each frame");
+           "std of noise added to the context before each frame (default: the model file's "
+           "level, else 0)");
   p.option("--fps", &fps,
            "frame rate to pace the stream to (late frames are counted); 0: as fast as it goes");
   p.option("--max-viewers", &max_viewers, "viewers at a time; more get 503");
@@ -74,7 +76,7 @@ int run_video_serve(Args args) {
   if (video < 0 || video > kMaxStartVideo || seed < 0 || seed > kMaxSeed)
     throw UsageError{"video serve: --video must be in [0, " + std::to_string(kMaxStartVideo) +
                      "] and --seed in [0, " + std::to_string(kMaxSeed) + "]"};
-  if (!(context_noise >= 0 && context_noise <= kMaxContextNoise) || !(fps >= 0 && fps <= 240) ||
+  if (!(std::isnan(context_noise) || (context_noise >= 0 && context_noise <= kMaxContextNoise)) || !(fps >= 0 && fps <= 240) ||
       jpeg_quality < 1 || jpeg_quality > 100)
     throw UsageError{
         "video serve: --context-noise must be in [0, 0.5], --fps in [0, 240], "

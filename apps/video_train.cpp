@@ -60,7 +60,7 @@ int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
-  double self_context = 0.0, stream_context_noise = 0.0;
+  double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
   bool resume = false, noise_level = false, residual = false;
   std::string init_from;
@@ -89,6 +89,8 @@ int run_video_train(Args args) {
   p.option("--self-context-from", &self_context_from, "the step --self-context starts at");
   p.option("--stream-context-noise", &stream_context_noise,
            "the context noise the model file recommends to streams (generate's default)");
+  p.option("--stream-still-threshold", &stream_still_threshold,
+           "the still-pixel threshold the model file recommends to streams (generate's default)");
   p.option("--self-context-steps", &self_context_steps,
            "DDIM steps of the model's own predictions");
   p.flag("--residual", &residual,
@@ -111,10 +113,11 @@ int run_video_train(Args args) {
         "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames and "
         "--self-context-steps must be >= 1"};
   if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1) ||
-      !(stream_context_noise >= 0 && stream_context_noise <= 1))
+      !(stream_context_noise >= 0 && stream_context_noise <= 1) ||
+      !(stream_still_threshold >= 0 && stream_still_threshold <= 1))
     throw UsageError{
         "video train: --context-noise and --context-blur must be >= 0, --self-context and "
-        "--stream-context-noise in [0, 1]"};
+        "--stream-context-noise and --stream-still-threshold in [0, 1]"};
 
   const amp::PrecisionConfig pc = amp::PrecisionConfig::parse(precision);
   const models::Prediction pred = models::parse_prediction(prediction);
@@ -183,6 +186,7 @@ int run_video_train(Args args) {
     info.extra["context_blur"] = std::to_string(context_blur);
     info.extra["self_context"] = std::to_string(self_context);
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
+    info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
     if (!init_from.empty()) info.extra["init"] = init_from;
     models::save_video_model(model_path, model, info);

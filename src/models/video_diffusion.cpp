@@ -89,6 +89,27 @@ Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma) {
   return out.contiguous(MemoryFormat::ChannelsLast);
 }
 
+Tensor keep_still_pixels(const Tensor& frame, const Tensor& last, double threshold) {
+  MIXPREC_CHECK(frame.dim() == 4 && last.shape() == frame.shape(),
+                "[keep_still_pixels] expected frame and last [B, C, H, W], got ",
+                shape_to_string(frame.shape()), " and ", shape_to_string(last.shape()));
+  Tensor out = frame.to(DType::F32).contiguous().clone();
+  const Tensor ref = last.to(DType::F32).contiguous();
+  const int64_t c = out.size(1), hw = out.size(2) * out.size(3);
+  for (int64_t b = 0; b < out.size(0); ++b) {
+    float* o = out.data<float>() + b * c * hw;
+    const float* l = ref.data<float>() + b * c * hw;
+    for (int64_t p = 0; p < hw; ++p) {
+      bool still = true;
+      for (int64_t ch = 0; ch < c && still; ++ch)
+        still = std::abs(o[ch * hw + p] - l[ch * hw + p]) < threshold;
+      if (still)
+        for (int64_t ch = 0; ch < c; ++ch) o[ch * hw + p] = l[ch * hw + p];
+    }
+  }
+  return out;
+}
+
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last) {
@@ -155,52 +176,5 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
   return mse_loss(out.to(DType::F32), target.contiguous(cl));
 }
 
-VideoStream::VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frames,
-                         StreamOptions options)
-    : model_(model),
-      schedule_(std::move(schedule)),
-      options_(options),
-      model_dtype_(parameter_dtype(model)) {
-  const int64_t k = model.config().context_frames;
-  MIXPREC_CHECK(first_frames.dim() == 4 && first_frames.size(0) == k,
-                "[VideoStream] expected the first frames [", k,
-                ", 3, H, W] (the model's context frames), got ",
-                shape_to_string(first_frames.shape()));
-  MIXPREC_CHECK(options.context_noise >= 0, "[VideoStream] negative context noise");
-  // [K, 3, H, W] -> [1, 3K, H, W]: frame-major channels, oldest first, as context_of makes.
-  context_ = first_frames.contiguous()
-                 .reshape({1, k * first_frames.size(1), first_frames.size(2), first_frames.size(3)})
-                 .to(model_dtype_)
-                 .contiguous(MemoryFormat::ChannelsLast);
-}
-
-Tensor VideoStream::next() {
-  InferenceMode inference;
-  Generator gen;
-  // Frame i's own noise: 2^32 words per frame, far more than a frame draws.
-  gen.set_state({options_.seed, static_cast<uint64_t>(index_) << 32});
-  const Tensor noise = Tensor::randn(
-      {1, model_.config().frame_channels, context_.size(2), context_.size(3)}, gen);
-  Tensor context = context_;
-  Tensor sigma;
-  if (options_.context_noise > 0) {
-    context = add(context.to(DType::F32),
-                  mul(Tensor::randn(context.shape(), gen), options_.context_noise))
-                  .to(model_dtype_)
-                  .contiguous(MemoryFormat::ChannelsLast);
-    sigma = Tensor::full({1}, options_.context_noise);
-  }
-  const int64_t c = noise.size(1);
-  const Tensor last = options_.residual ? context.narrow(1, context.size(1) - c, c) : Tensor();
-  Tensor frame = sample_next_frames(model_, schedule_, context, sigma, noise, options_.steps,
-                                    options_.prediction, model_dtype_, last);
-  if (options_.quantize) frame = quantize_8bit(frame);
-  const Tensor next_frame = frame.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
-  context_ = context_.size(1) == c
-                 ? next_frame
-                 : context_of({context_.narrow(1, c, context_.size(1) - c), next_frame});
-  ++index_;
-  return frame;
-}
 
 }  // namespace mixprec::models

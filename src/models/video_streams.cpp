@@ -16,7 +16,7 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
       options_(options),
       model_dtype_(parameter_dtype(model)) {
   MIXPREC_CHECK(!first_frames.empty(), "[BatchedVideoStream] no streams");
-  MIXPREC_CHECK(options.context_noise >= 0, "[BatchedVideoStream] negative context noise");
+  set_options(options);
   const int64_t k = model.config().context_frames;
   std::vector<Tensor> contexts;
   for (const Tensor& f : first_frames) {
@@ -31,7 +31,8 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
 }
 
 void BatchedVideoStream::set_options(const StreamOptions& options) {
-  MIXPREC_CHECK(options.context_noise >= 0, "[BatchedVideoStream] negative context noise");
+  MIXPREC_CHECK(options.context_noise >= 0 && options.still_threshold >= 0,
+                "[BatchedVideoStream] negative context noise or still threshold");
   options_ = options;
 }
 
@@ -57,8 +58,16 @@ Tensor BatchedVideoStream::next() {
     batch_context = cat(context, 0).contiguous(MemoryFormat::ChannelsLast);
     sigma = Tensor::full({n}, options_.context_noise);
   }
-  Tensor frames = sample_next_frames(model_, schedule_, batch_context, sigma, cat(noise, 0),
-                                     options_.steps, options_.prediction, model_dtype_);
+  // The newest frame of every stream: as the viewer saw it (the still pixels' reference) and as
+  // the network sees it, noise included (what a residual model's change is added to).
+  auto newest_of = [&](const Tensor& contexts) {
+    return contexts.narrow(1, contexts.size(1) - c, c);
+  };
+  Tensor frames = sample_next_frames(
+      model_, schedule_, batch_context, sigma, cat(noise, 0), options_.steps,
+      options_.prediction, model_dtype_, options_.residual ? newest_of(batch_context) : Tensor());
+  if (options_.still_threshold > 0)
+    frames = keep_still_pixels(frames, newest_of(context_), options_.still_threshold);
   if (options_.quantize) frames = quantize_8bit(frames);
   const Tensor newest = frames.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
   context_ = context_.size(1) == c

@@ -7,6 +7,7 @@
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/serialize.h"
 #include "mixprec/ops/arith.h"
@@ -104,7 +105,7 @@ TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
   }
   EXPECT_NE(test_support::error_of([&] {
               VideoStream s(net, schedule, first.narrow(0, 0, 1), {});
-            }).find("[VideoStream] expected the first frames [2, 3, H, W]"),
+            }).find("expected the first frames of every stream as [2, 3, H, W]"),
             std::string::npos);
 }
 
@@ -217,6 +218,31 @@ TEST(Quantize8bit, RoundsToTheLevelsOfAnImageAndIsIdempotent) {
   EXPECT_EQ(test::max_abs_diff(quantize_8bit(x.to(DType::BF16)), quantize_8bit(x.to(DType::BF16).to(DType::F32))), 0);
 }
 
+TEST(KeepStillPixels, APixelChangedBelowTheThresholdInEveryChannelKeepsTheLastValue) {
+  // Two samples, 2 x 2 pixels: changes of 0.01 (still), 0.2 in one channel only (moving), 0.049
+  // (still) and 0.05 (moving: the threshold is exclusive).
+  Tensor last = Tensor::zeros({2, 3, 2, 2});
+  Tensor frame = Tensor::zeros({2, 3, 2, 2});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t c = 0; c < 3; ++c) {
+      frame.set({b, c, 0, 0}, 0.01);
+      frame.set({b, c, 0, 1}, c == 1 ? 0.2 : 0.01);
+      frame.set({b, c, 1, 0}, 0.049);
+      frame.set({b, c, 1, 1}, 0.05);
+    }
+  const Tensor out = keep_still_pixels(frame, last, 0.05);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(out.value({b, c, 0, 0}), 0.0);
+      EXPECT_EQ(out.value({b, c, 0, 1}), frame.value({b, c, 0, 1}));
+      EXPECT_EQ(out.value({b, c, 1, 0}), 0.0);
+      EXPECT_EQ(out.value({b, c, 1, 1}), frame.value({b, c, 1, 1}));
+    }
+  EXPECT_NE(test_support::error_of([&] { keep_still_pixels(frame, last.narrow(0, 0, 1), 0.1); })
+                .find("[keep_still_pixels]"),
+            std::string::npos);
+}
+
 TEST(BlurFrames, KeepsConstantsAndMassAndSoftensEdgesPerSample) {
   // Sample 0: a vertical edge, sigma 1; sample 1: the same edge, sigma 0 (unchanged).
   Tensor frames = Tensor::full({2, 1, 8, 8}, -1.0);
@@ -241,7 +267,7 @@ TEST(VideoStream, RejectsABatchedFirstFrame) {
   UNetVideo net(tiny(), gen);
   EXPECT_NE(test_support::error_of([&] {
               VideoStream s(net, NoiseSchedule::cosine(10), Tensor::zeros({2, 3, 8, 8}), {});
-            }).find("[VideoStream]"),
+            }).find("[BatchedVideoStream]"),
             std::string::npos);
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Live-stream video diffusion on UNetVideo: the training loss and the frame-by-frame generator.
+// Live-stream video diffusion on UNetVideo: the training loss and the sampling of next frames
+// (the frame-by-frame streams are in video_streams.h).
 //
 // Each frame is sampled by DDIM conditioned on the previous frames. Generated frames are never
 // perfect, and conditioning on them feeds the errors back (drift). History augmentation is the
@@ -65,39 +66,13 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
-struct StreamOptions {
-  int64_t steps = 4;  // DDIM steps per frame
-  Prediction prediction = Prediction::V;
-  uint64_t seed = 0;  // the noise of frame i is a pure function of (seed, i)
-  // Noise of this std is added to the context before each frame (and a model with
-  // Config::context_noise_level is told so): the level the model trusts the context at.
-  double context_noise = 0;
-  // Each frame is rounded to 8-bit levels before it is returned and becomes context
-  // (quantize_8bit): the model conditions on exactly what a viewer sees.
-  bool quantize = true;
-  bool residual = false;  // the model denoises the change from the last frame (VideoLossOptions)
-};
 
-// Generates frames one at a time, each conditioned on the ones before. The network runs in its
-// parameters' dtype (convert the model first for true half precision); the sampler's state is
-// f32. Wrap next() in an amp::Autocast guard to run an f32 model under autocast instead.
-class VideoStream {
- public:
-  // first_frames [K, 3, H, W] in [-1, 1], oldest first, K = the model's context_frames: the
-  // context of the first generated frame.
-  VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frames,
-              StreamOptions options);
-  Tensor next();  // the next frame, [1, 3, H, W] f32 in [-1, 1] (8-bit levels if quantize)
-  int64_t frames_generated() const { return index_; }
 
- private:
-  UNetVideo& model_;
-  NoiseSchedule schedule_;
-  StreamOptions options_;
-  DType model_dtype_;
-  Tensor context_;  // the last K frames [1, 3K, H, W], in the model's dtype, channels_last
-  int64_t index_ = 0;
-};
+// frame, last [B, 3, H, W] -> frame, except that every pixel whose change from `last` is below
+// `threshold` in all channels takes last's value: in this dataset a still pixel does not change
+// at all, so a small sampled change there is the sampler's error, and keeping it would let
+// errors too small to see add up over hundreds of frames into a colour drift.
+Tensor keep_still_pixels(const Tensor& frame, const Tensor& last, double threshold);
 
 // The dtype a module's parameters are stored in (its first floating non-norm parameter's).
 DType parameter_dtype(const UNetVideo& model);

@@ -13,6 +13,22 @@
 
 namespace mixprec::models {
 
+struct StreamOptions {
+  int64_t steps = 4;  // DDIM steps per frame
+  Prediction prediction = Prediction::V;
+  uint64_t seed = 0;  // the noise of frame i is a pure function of (seed, i)
+  // Noise of this std is added to the context before each frame (and a model with
+  // Config::context_noise_level is told so): the level the model trusts the context at.
+  double context_noise = 0;
+  // Each frame is rounded to 8-bit levels before it is returned and becomes context
+  // (quantize_8bit): the model conditions on exactly what a viewer sees.
+  bool quantize = true;
+  bool residual = false;  // the model denoises the change from the last frame (VideoLossOptions)
+  // A pixel whose sampled change from the last frame stays below this in every channel ([-1, 1]
+  // units) keeps the last frame's value exactly (keep_still_pixels); 0 turns it off.
+  double still_threshold = 0;
+};
+
 // Stream i is the stream a VideoStream would generate from first_frames[i] with seed
 // options.seed + i (the same noise, the same context noise), up to the difference between a
 // batched and a single forward in the network's dtype (none where the kernels compute every
@@ -44,6 +60,23 @@ class BatchedVideoStream {
   DType model_dtype_;
   Tensor context_;  // the last K frames of every stream [N, 3K, H, W], model dtype, channels_last
   int64_t index_ = 0;
+};
+
+// Generates frames one at a time, each conditioned on the ones before. The network runs in its
+// parameters' dtype (convert the model first for true half precision); the sampler's state is
+// f32. Wrap next() in an amp::Autocast guard to run an f32 model under autocast instead.
+class VideoStream {
+ public:
+  // first_frames [K, 3, H, W] in [-1, 1], oldest first, K = the model's context_frames: the
+  // context of the first generated frame.
+  VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frames,
+              StreamOptions options)
+      : streams_(model, std::move(schedule), {first_frames}, options) {}
+  Tensor next() { return streams_.next(); }  // [1, 3, H, W] f32 in [-1, 1]
+  int64_t frames_generated() const { return streams_.frames_generated(); }
+
+ private:
+  BatchedVideoStream streams_;  // one stream
 };
 
 }  // namespace mixprec::models
