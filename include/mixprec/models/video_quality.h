@@ -22,7 +22,7 @@ namespace mixprec::models {
 
 // Measures of one RGB frame [3, H, W] (or [1, 3, H, W]) in [-1, 1], computed on [0, 1] values.
 struct FrameMeasures {
-  double sharpness = 0;      // RMS of the 4-neighbour Laplacian of the luminance
+  double sharpness = 0;      // 98th percentile of the luminance gradient magnitude
   double colourfulness = 0;  // Hasler & Suesstrunk (2003) on the 0..255 scale
   double contrast = 0;       // RMS contrast: the standard deviation of the luminance
   std::array<double, 3> mean{}, stddev{};  // per channel (R, G, B)
@@ -108,7 +108,9 @@ class VideoQualityMeter {
 // The targets of a living stream for one window (issue #12): sharpness, colourfulness and
 // contrast within 30% of the real frames', consecutive frames changing between half and twice as
 // much as the real ones (moving, neither frozen nor flickering), and the mean shape count within
-// 1 of the real frames'.
+// 1 of the real frames'; and, beyond the issue's list, no colour drift: the distance of the mean
+// RGB colours at most kMaxColourDrift (a wash can keep its contrast and colourfulness).
+inline constexpr double kMaxColourDrift = 0.1;  // [0, 1] units
 struct QualityVerdict {
   bool pass = false;
   std::vector<std::string> failures;  // one line per measure out of bounds
