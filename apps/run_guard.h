@@ -1,0 +1,141 @@
+#pragma once
+// What the training commands (`train gpt`, `video train`) share so that a run is never lost
+// and never silently wrong:
+//   - prepare_run_directory: a fresh run refuses to overwrite a directory that holds a run
+//     (unless --overwrite); --resume needs its checkpoint and creates nothing; OUT must be
+//     writable; all checked before step 1;
+//   - check_resume_settings: --resume refuses settings that differ from the checkpoint's
+//     (seed, batch, precision, ...) unless --override, since they break the bit-identical resume;
+//   - ResumePoint: the step and the smoothed loss saved in the checkpoint (item: the printed
+//     loss is the same after a resume), and "already at its final step";
+//   - LossMonitor: the smoothed loss, and divergence (a non-finite loss, too many skipped steps
+//     in a row, a loss explosion), so a diverged run stops before it saves;
+//   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
+//     a second one ends the process at once (temporaries removed).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+#include "mixprec/io/safetensors.h"
+
+namespace mixprec::app {
+
+// ---- the run directory --------------------------------------------------------------------
+
+// Checks and prepares OUT for `command` before anything is built or trained; returns the path of
+// OUT/checkpoint.safetensors.
+//   resume:  the checkpoint must exist (an Error otherwise, and OUT is not created);
+//   fresh:   OUT must not hold a run (checkpoint.safetensors or, for video, model.safetensors)
+//            unless `overwrite`: a UsageError (exit 2) suggesting --resume or --overwrite;
+//   then OUT is created and a probe file is written and removed, so an unwritable OUT fails now
+//   rather than at the first save.
+std::string prepare_run_directory(const std::string& command, const std::string& out, bool resume,
+                                  bool overwrite);
+
+// ---- settings a resumed run must share -----------------------------------------------------
+
+// A run's settings as (option name without "--", value as text), saved in the checkpoint's
+// metadata under the same names.
+using RunSettings = std::vector<std::pair<std::string, std::string>>;
+
+// A number as the shortest text that reads back as the same double (1e-3, 0.1, 30).
+std::string exact_text(double value);
+
+// Adds the settings to checkpoint metadata.
+void add_settings(io::SafetensorsMetadata& metadata, const RunSettings& settings);
+
+// On --resume: every setting the checkpoint also records must be equal, else a UsageError that
+// lists each difference ("--seed 1 (the checkpoint has 0)") and suggests --override. With
+// `override` the differences are printed as a warning and the run continues with the new values.
+// Settings an older checkpoint does not record are not compared.
+void check_resume_settings(const std::string& command, const std::string& checkpoint,
+                           const io::SafetensorsMetadata& saved, const RunSettings& now,
+                           bool override);
+
+// ---- where a resumed run starts --------------------------------------------------------------
+
+struct ResumePoint {
+  int64_t step = 0;
+  std::optional<double> smoothed_loss;  // absent in checkpoints from before it was saved
+};
+// Reads "step" (an integer >= 0, else an Error naming the file and field) and "smoothed_loss".
+ResumePoint resume_point(const io::SafetensorsMetadata& saved, const std::string& checkpoint);
+// The metadata a checkpoint saves for the loop: "step" and "smoothed_loss".
+void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss);
+
+// True (after saying so on stdout) when a resumed run has nothing left to do: its checkpoint is
+// at or past --steps. The command then exits 0 without printing figures of zero steps.
+bool already_finished(const std::string& command, const std::string& checkpoint, int64_t step,
+                      int64_t steps);
+
+// ---- the loss, and divergence ----------------------------------------------------------------
+
+// Follows a run's loss: an exponential moving average for the progress line, and whether the run
+// has diverged. Divergence is
+//   - a non-finite loss on a step the optimizer took (the weights are then garbage);
+//   - kMaxSkippedInARow steps in a row skipped by the loss scaler: by then the scale has been
+//     halved from 65536 to below 2^-8, so even unscaled gradients overflow: the run cannot recover;
+//   - a smoothed loss above kExplosionFactor times the lowest it has been.
+// Non-finite losses are never folded into the average.
+class LossMonitor {
+ public:
+  static constexpr int64_t kMaxSkippedInARow = 25;
+  static constexpr double kExplosionFactor = 10.0;
+
+  // `decay`: weight of the history in the average (0.95: about the last 20 steps).
+  // `resumed`: the average saved in the checkpoint a run resumes from.
+  LossMonitor(double decay, std::optional<double> resumed);
+
+  // After each step. Returns false once the run has diverged (then why() says how).
+  bool observe(int64_t step, double loss, bool skipped);
+  // Declares divergence found another way (weights no longer finite).
+  void fail(int64_t step, std::string why);
+
+  bool diverged() const { return !why_.empty(); }
+  const std::string& why() const { return why_; }
+  int64_t diverged_at() const { return diverged_at_; }
+  double smoothed() const { return smoothed_.value_or(0.0); }
+
+ private:
+  double decay_;
+  std::optional<double> smoothed_, lowest_;
+  int64_t skipped_in_a_row_ = 0, diverged_at_ = -1;
+  std::string why_;
+};
+
+// Whether every element of every tensor is finite: a checkpoint is never written from weights
+// that are not.
+bool all_finite(const std::vector<Tensor>& tensors);
+
+// The summary a diverged run prints (stderr) before exiting 1: where and why, and which
+// checkpoint was kept.
+void report_divergence(const std::string& command, const LossMonitor& monitor,
+                       const std::string& checkpoint, int64_t last_saved_step);
+
+// ---- signals ------------------------------------------------------------------------------------
+
+// While alive, SIGINT and SIGTERM do not kill the process: the first one is recorded so the
+// training loop saves a final checkpoint and stops (requested()); a second one removes the
+// temporary files being written and ends the process at once, as the signal would have. On
+// destruction the previous handlers come back.
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+  static bool requested();
+  static int signal_number();  // the first signal received, 0 if none
+  // The exit status of a run stopped by a signal: 128 + its number (what a shell reports).
+  static int exit_status() { return 128 + signal_number(); }
+};
+
+// For every command (main installs it): SIGINT, SIGTERM and SIGHUP remove the temporary files
+// being written (io::remove_temporaries_now) before the signal ends the process as usual.
+void remove_temporaries_on_signal();
+
+}  // namespace mixprec::app
