@@ -4,10 +4,10 @@
 //   - prepare_run_directory: a fresh run refuses to overwrite a directory that holds a run
 //     (unless --overwrite); --resume needs its checkpoint and creates nothing; OUT must be
 //     writable; all checked before step 1;
-//   - check_resume_settings: --resume refuses settings that differ from the checkpoint's
-//     (seed, batch, precision, ...) unless --override, since they break the bit-identical resume;
-//   - ResumePoint: the step and the smoothed loss saved in the checkpoint (item: the printed
-//     loss is the same after a resume), and "already at its final step";
+//   - check_resume: --resume refuses settings that differ from the checkpoint's (seed, batch,
+//     precision, ...) unless --override, since they break the bit-identical resume; it returns
+//     the step and the smoothed loss saved in the checkpoint (so the printed loss is the same
+//     after a resume); already_finished: "already at its final step";
 //   - LossMonitor: the smoothed loss, and divergence (a non-finite loss, too many skipped steps
 //     in a row, a loss explosion), so a diverged run stops before it saves;
 //   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
@@ -47,22 +47,22 @@ std::string exact_text(double value);
 // Adds the settings to checkpoint metadata.
 void add_settings(io::SafetensorsMetadata& metadata, const RunSettings& settings);
 
-// On --resume: every setting the checkpoint also records must be equal, else a UsageError that
-// lists each difference ("--seed 1 (the checkpoint has 0)") and suggests --override. With
-// `override` the differences are printed as a warning and the run continues with the new values.
-// Settings an older checkpoint does not record are not compared.
-void check_resume_settings(const std::string& command, const std::string& checkpoint,
-                           const io::SafetensorsMetadata& saved, const RunSettings& now,
-                           bool override);
-
 // ---- where a resumed run starts --------------------------------------------------------------
 
 struct ResumePoint {
   int64_t step = 0;
   std::optional<double> smoothed_loss;  // absent in checkpoints from before it was saved
 };
-// Reads "step" (an integer >= 0, else an Error naming the file and field) and "smoothed_loss".
-ResumePoint resume_point(const io::SafetensorsMetadata& saved, const std::string& checkpoint);
+
+// On --resume, before any weight is loaded: reads the checkpoint's metadata and checks that every
+// setting it also records is equal, else a UsageError that lists each difference ("--seed 1
+// (the checkpoint has 0)") and suggests --override. With `override` the differences are printed
+// as a warning and the run continues with the new values. Settings an older checkpoint does not
+// record are not compared. Returns where the run resumes: "step" (an integer >= 0, else an Error
+// naming the file and the field) and "smoothed_loss".
+ResumePoint check_resume(const std::string& command, const std::string& checkpoint,
+                         const RunSettings& now, bool override);
+
 // The metadata a checkpoint saves for the loop: "step" and "smoothed_loss".
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss);
 
@@ -91,6 +91,11 @@ class LossMonitor {
 
   // After each step. Returns false once the run has diverged (then why() says how).
   bool observe(int64_t step, double loss, bool skipped);
+  // Whether the loop should write a checkpoint after this step. `periodic`: one is due by
+  // --checkpoint-every; `ending`: the last step or a stop request (always saved unless diverged).
+  // A periodic checkpoint waits while the loss scaler skips steps: the step that led there may
+  // have made the weights overflow, so the previous checkpoint is kept until a step succeeds.
+  bool save_now(bool periodic, bool ending);
   // Declares divergence found another way (weights no longer finite).
   void fail(int64_t step, std::string why);
 
@@ -103,6 +108,7 @@ class LossMonitor {
   double decay_;
   std::optional<double> smoothed_, lowest_;
   int64_t skipped_in_a_row_ = 0, diverged_at_ = -1;
+  bool save_pending_ = false;
   std::string why_;
 };
 
