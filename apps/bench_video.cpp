@@ -30,6 +30,7 @@
 #include "mixprec/kernels/peak.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
+#include "run_guard.h"
 #include "video_common.h"
 
 namespace mixprec::app {
@@ -284,7 +285,7 @@ int run_bench_video(Args args) {
                     .precision = split_list(precisions).at(0),
                     .checkpoint = checkpoint,
                     .frames_out = save,
-                    .steps = std::stoll(split_list(steps_list).at(0)),
+                    .steps = integer_option("bench video", "--steps", steps_list),
                     .frames = frames,
                     .warmup = warmup,
                     .quality_frame = quality_frame,
@@ -305,13 +306,13 @@ int run_bench_video(Args args) {
   if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())
     precision_names.insert(precision_names.begin(), "fp32");  // the reference of every ratio
 
+  for (const std::string& steps : split_list(steps_list))
+    integer_option("bench video", "--steps", steps);  // validate before the long run
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
-  const std::string tmp =
-      (std::filesystem::temp_directory_path() / ("mixprec_bench_video_" + std::to_string(getpid())))
-          .string();
-  std::filesystem::create_directories(tmp);
+  const ScratchFolder scratch("mixprec_bench_video_");  // removed on any error too
+  const std::string& tmp = scratch.path();
   for (const std::string& preset : split_list(presets))
-    models::UNetVideoConfig::preset(preset);  // validate before the long run
+    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
   const Peak peak = bf16_peak();
   std::vector<Result> results;
   for (const std::string& preset : split_list(presets)) {
@@ -321,7 +322,7 @@ int run_bench_video(Args args) {
             tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";
         std::ostringstream cmd;
         cmd << "'" << self << "' bench video --run-one --presets " << preset << " --precisions "
-            << precision << " --steps " << std::stoll(steps) << " --frames " << frames
+            << precision << " --steps " << steps << " --frames " << frames
             << " --warmup " << warmup << " --quality-frame " << quality_frame << " --seed " << seed
             << " --checkpoint '" << checkpoint << "' --save '" << frames_file << "'";
         std::fprintf(stderr, "bench video: %s %s, %s steps ...\n", preset.c_str(),
@@ -346,7 +347,6 @@ int run_bench_video(Args args) {
     r.psnr_last = psnr(mine.tensor("frame_last"), base.tensor("frame_last"));
     r.ssim_last = ssim(mine.tensor("frame_last"), base.tensor("frame_last"));
   }
-  std::filesystem::remove_all(tmp);
 
   const std::string md = markdown_of(results, peak, quality_frame);
   if (json)

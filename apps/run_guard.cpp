@@ -1,6 +1,10 @@
 #include "run_guard.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <csignal>
@@ -95,7 +99,8 @@ ResumePoint check_resume(const std::string& command, const std::string& checkpoi
     std::fprintf(stderr, "%s: warning: --override: continuing with %s\n", command.c_str(),
                  differences.c_str());
   return {.step = metadata_integer(saved, "step", checkpoint, 0),
-          .smoothed_loss = saved_smoothed_loss(saved, checkpoint)};
+          .smoothed_loss = saved_smoothed_loss(saved, checkpoint),
+          .from_checkpoint = true};
 }
 
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss) {
@@ -113,8 +118,11 @@ bool already_finished(const std::string& command, const std::string& checkpoint,
   return true;
 }
 
-LossMonitor::LossMonitor(double decay, std::optional<double> resumed)
-    : decay_(decay), smoothed_(resumed), lowest_(resumed) {}
+LossMonitor::LossMonitor(double decay, const ResumePoint& start)
+    : decay_(decay),
+      smoothed_(start.smoothed_loss),
+      lowest_(start.smoothed_loss),
+      last_saved_(start.from_checkpoint ? start.step : -1) {}
 
 bool LossMonitor::observe(int64_t step, double loss, bool skipped) {
   if (diverged()) return false;
@@ -151,6 +159,8 @@ void LossMonitor::fail(int64_t step, std::string why) {
   diverged_at_ = step;
 }
 
+namespace {
+
 bool all_finite(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) {
     const Tensor values = t.detach().to(DType::F64).contiguous();
@@ -161,20 +171,46 @@ bool all_finite(const std::vector<Tensor>& tensors) {
   return true;
 }
 
-void report_divergence(const std::string& command, const LossMonitor& monitor,
-                       const std::string& checkpoint, int64_t last_saved_step) {
-  std::fprintf(stderr, "%s: the run diverged at step %lld: %s.\n", command.c_str(),
-               static_cast<long long>(monitor.diverged_at() + 1), monitor.why().c_str());
-  if (last_saved_step >= 0)
-    std::fprintf(stderr,
-                 "%s: nothing was saved after it: %s still holds the last good state (step "
-                 "%lld). Resume it with a lower --lr or a wider --precision (bf16, fp32) and --override.\n",
-                 command.c_str(), checkpoint.c_str(), static_cast<long long>(last_saved_step));
-  else
-    std::fprintf(stderr,
-                 "%s: no checkpoint was written. Try a lower --lr, or a wider --precision "
-                 "(bf16, fp32).\n",
-                 command.c_str());
+}  // namespace
+
+void save_checked(LossMonitor& monitor, const std::vector<Tensor>& parameters, int64_t step,
+                  const std::function<void()>& save) {
+  if (!all_finite(parameters)) {
+    monitor.fail(step - 1, "the weights are no longer finite");
+    return;
+  }
+  save();
+  monitor.saved(step);
+}
+
+int end_of_loop(const std::string& command, const LossMonitor& monitor, ProgressBar& bar,
+                const std::string& checkpoint) {
+  if (monitor.diverged()) {
+    bar.stop("diverged");
+    std::fprintf(stderr, "%s: the run diverged at step %lld: %s.\n", command.c_str(),
+                 static_cast<long long>(monitor.diverged_at() + 1), monitor.why().c_str());
+    if (monitor.last_saved() >= 0)
+      std::fprintf(stderr,
+                   "%s: nothing was saved after it: %s still holds the last good state (step "
+                   "%lld). Resume it with a lower --lr or a wider --precision (bf16, fp32) and "
+                   "--override.\n",
+                   command.c_str(), checkpoint.c_str(),
+                   static_cast<long long>(monitor.last_saved()));
+    else
+      std::fprintf(stderr,
+                   "%s: no checkpoint was written. Try a lower --lr or a wider --precision "
+                   "(bf16, fp32).\n",
+                   command.c_str());
+    return 1;
+  }
+  if (StopOnSignal::requested()) {
+    bar.stop("stopped");
+    std::fprintf(stderr, "%s: stopped by signal %d after step %lld, saved in %s: continue with "
+                 "--resume\n", command.c_str(), StopOnSignal::signal_number(),
+                 static_cast<long long>(monitor.last_saved()), checkpoint.c_str());
+    return StopOnSignal::exit_status();
+  }
+  return 0;
 }
 
 // ---- signals ----
@@ -221,6 +257,26 @@ StopOnSignal::~StopOnSignal() {
 
 bool StopOnSignal::requested() { return g_stop_signal.load() != 0; }
 int StopOnSignal::signal_number() { return g_stop_signal.load(); }
+
+ScratchFolder::ScratchFolder(const std::string& prefix) {
+  const fs::path tmp = fs::temp_directory_path();
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(tmp, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::optional<int64_t> pid = parse_integer(std::string_view(name).substr(prefix.size()));
+    if (pid && *pid > 0 && *pid != ::getpid() && ::kill(static_cast<pid_t>(*pid), 0) != 0 &&
+        errno == ESRCH)
+      fs::remove_all(e.path(), ec);  // a dead process's: nobody else will remove it
+  }
+  path_ = (tmp / (prefix + std::to_string(::getpid()))).string();
+  fs::create_directories(path_);
+}
+
+ScratchFolder::~ScratchFolder() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
 
 void remove_temporaries_on_signal() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) install(sig, on_fatal_signal, nullptr);

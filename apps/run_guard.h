@@ -13,6 +13,7 @@
 //   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
 //     a second one ends the process at once (temporaries removed).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 
 #include "mixprec/core/tensor.h"
 #include "mixprec/io/safetensors.h"
+#include "progress.h"
 
 namespace mixprec::app {
 
@@ -52,6 +54,7 @@ void add_settings(io::SafetensorsMetadata& metadata, const RunSettings& settings
 struct ResumePoint {
   int64_t step = 0;
   std::optional<double> smoothed_loss;  // absent in checkpoints from before it was saved
+  bool from_checkpoint = false;         // false: a fresh run, from step 0
 };
 
 // On --resume, before any weight is loaded: reads the checkpoint's metadata and checks that every
@@ -86,8 +89,8 @@ class LossMonitor {
   static constexpr double kExplosionFactor = 10.0;
 
   // `decay`: weight of the history in the average (0.95: about the last 20 steps).
-  // `resumed`: the average saved in the checkpoint a run resumes from.
-  LossMonitor(double decay, std::optional<double> resumed);
+  // `start`: where the run starts (a resumed run continues its saved average).
+  LossMonitor(double decay, const ResumePoint& start);
 
   // After each step. Returns false once the run has diverged (then why() says how).
   bool observe(int64_t step, double loss, bool skipped);
@@ -99,6 +102,9 @@ class LossMonitor {
   // Declares divergence found another way (weights no longer finite).
   void fail(int64_t step, std::string why);
 
+  void saved(int64_t step) { last_saved_ = step; }
+  int64_t last_saved() const { return last_saved_; }  // -1: no checkpoint yet
+
   bool diverged() const { return !why_.empty(); }
   const std::string& why() const { return why_; }
   int64_t diverged_at() const { return diverged_at_; }
@@ -107,19 +113,21 @@ class LossMonitor {
  private:
   double decay_;
   std::optional<double> smoothed_, lowest_;
-  int64_t skipped_in_a_row_ = 0, diverged_at_ = -1;
+  int64_t skipped_in_a_row_ = 0, diverged_at_ = -1, last_saved_ = -1;
   bool save_pending_ = false;
   std::string why_;
 };
 
-// Whether every element of every tensor is finite: a checkpoint is never written from weights
-// that are not.
-bool all_finite(const std::vector<Tensor>& tensors);
+// Runs `save` (which writes the checkpoint for `step`) only if every parameter is finite, else
+// records the divergence: a checkpoint is never written from weights that are not.
+void save_checked(LossMonitor& monitor, const std::vector<Tensor>& parameters, int64_t step,
+                  const std::function<void()>& save);
 
-// The summary a diverged run prints (stderr) before exiting 1: where and why, and which
-// checkpoint was kept.
-void report_divergence(const std::string& command, const LossMonitor& monitor,
-                       const std::string& checkpoint, int64_t last_saved_step);
+// After the training loop: a diverged run prints where and why and which checkpoint was kept
+// (exit 1); a run stopped by a signal says where it saved (exit 128 + the signal). Returns 0
+// when the loop ran to its end: the caller then prints its results.
+int end_of_loop(const std::string& command, const LossMonitor& monitor, ProgressBar& bar,
+                const std::string& checkpoint);
 
 // ---- signals ------------------------------------------------------------------------------------
 
@@ -138,6 +146,22 @@ class StopOnSignal {
   static int signal_number();  // the first signal received, 0 if none
   // The exit status of a run stopped by a signal: 128 + its number (what a shell reports).
   static int exit_status() { return 128 + signal_number(); }
+};
+
+// A folder in the system's temporary directory for one process's scratch files,
+// "<tmp>/<prefix><pid>", removed with its contents when this object is destroyed (the command's
+// end, or an exception on the way out). Folders of the same prefix whose process no longer
+// exists (ended by a signal or kill -9) are removed when the next one is made.
+class ScratchFolder {
+ public:
+  explicit ScratchFolder(const std::string& prefix);
+  ~ScratchFolder();
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // For every command (main installs it): SIGINT, SIGTERM and SIGHUP remove the temporary files

@@ -62,8 +62,8 @@ int run_train_gpt(Args args) {
     throw UsageError{
         "train gpt: --steps, --batch, --warmup, --checkpoint-every and --eval-batches must be "
         ">= 1, --eval-every and --sample-tokens >= 0"};
-  if (resume && overwrite) throw UsageError{"train gpt: --resume and --overwrite exclude each other"};
-  if (override && !resume) throw UsageError{"train gpt: --override only applies to --resume"};
+  if ((resume && overwrite) || (override && !resume))
+    throw UsageError{"train gpt: --resume excludes --overwrite; --override needs --resume"};
   if (sample_tokens > 0 && prompt.empty())
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
@@ -119,19 +119,12 @@ int run_train_gpt(Args args) {
                static_cast<long long>(data.size(models::Split::Validation)),
                static_cast<long long>(batch), static_cast<long long>(context));
 
-  LossMonitor monitor(0.95, start.smoothed_loss);
-  int64_t last_saved = resume ? start.step : -1;
-  // A checkpoint only from finite weights: a diverged state never replaces a good one.
+  LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
-    if (!all_finite(model.parameters())) {
-      monitor.fail(step - 1, "the weights are no longer finite");
-      return;
-    }
     io::SafetensorsMetadata meta;
     add_settings(meta, settings);
     add_progress(meta, step, monitor.smoothed());
     io::save_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler(), meta);
-    last_saved = step;
   };
 
   const StopOnSignal stop;
@@ -146,7 +139,7 @@ int run_train_gpt(Args args) {
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
     if (monitor.save_now((step + 1) % checkpoint_every == 0, last || StopOnSignal::requested()))
-      save(step + 1);
+      save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1); });
     if (monitor.diverged()) break;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
@@ -158,18 +151,7 @@ int run_train_gpt(Args args) {
     bar.update(step + 1, metrics);
     if (StopOnSignal::requested()) break;
   }
-  if (monitor.diverged()) {
-    bar.stop("diverged");
-    report_divergence(command, monitor, checkpoint, last_saved);
-    return 1;
-  }
-  if (StopOnSignal::requested()) {
-    bar.stop("stopped");
-    std::fprintf(stderr, "train gpt: stopped by signal %d at step %lld; %s saved, continue with "
-                 "--resume\n", StopOnSignal::signal_number(), static_cast<long long>(last_saved),
-                 checkpoint.c_str());
-    return StopOnSignal::exit_status();
-  }
+  if (const int status = end_of_loop(command, monitor, bar, checkpoint)) return status;
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f | val %.4f", monitor.smoothed(),
                 validation);

@@ -39,6 +39,12 @@ void apply_precision(models::UNetVideo& model, const InferencePrecision& p) {
   if (p.weights != DType::F32) model.to(p.weights);
 }
 
+data::MovingShapes training_videos(const models::VideoModelInfo& info, const std::string& path) {
+  const int64_t size = metadata_integer(info.extra, "size", path, 8, 64);
+  return data::MovingShapes({.height = size, .width = size},
+                            static_cast<uint64_t>(metadata_integer(info.extra, "seed", path, 0, 0)));
+}
+
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(values.begin(), values.end());

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/unet_video.h"
+#include "mixprec/models/video_model_file.h"
 
 namespace mixprec::app {
 
@@ -23,6 +25,11 @@ struct InferencePrecision {
 // fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16 | auto (this CPU's recommended dtype).
 InferencePrecision parse_inference_precision(const std::string& name);
 void apply_precision(models::UNetVideo& model, const InferencePrecision& p);
+
+// The moving-shapes videos a model file was trained on: its "size" (frame height and width,
+// default 64) and "seed" (default 0) metadata, each checked (an Error naming the file and the
+// field). generate and drift start their streams from these videos' frames.
+data::MovingShapes training_videos(const models::VideoModelInfo& info, const std::string& path);
 
 // Latency percentiles (nearest rank) of a sample, in the sample's unit.
 double percentile(std::vector<double> values, double p);

@@ -49,9 +49,8 @@ int run_video_drift(Args args) {
     models::VideoModelInfo info;
     auto model = models::load_video_model(path, &info);
     apply_precision(*model, prec);
-    data::MovingShapesConfig config;
-    const data::MovingShapes data(
-        config, info.extra.count("seed") ? std::stoull(info.extra.at("seed")) : 0);
+    const data::MovingShapes data = training_videos(info, path);  // its size and seed
+    const data::MovingShapesConfig& config = data.config();
     std::vector<double> sum(static_cast<std::size_t>(frames), 0.0);
     ProgressBar bar("drift " + path, frames * videos);
     for (int64_t v = 0; v < videos; ++v) {

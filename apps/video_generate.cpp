@@ -89,10 +89,9 @@ int run_video_generate(Args args) {
   models::VideoModelInfo info;
   auto model = models::load_video_model(checkpoint, &info);
   apply_precision(*model, prec);
-  const int64_t size = info.extra.count("size") ? std::stoll(info.extra.at("size")) : 64;
-  data::MovingShapesConfig data_config{.height = size, .width = size};
-  const data::MovingShapes videos(
-      data_config, info.extra.count("seed") ? std::stoull(info.extra.at("seed")) : 0);
+  const data::MovingShapes videos = training_videos(info, checkpoint);
+  const data::MovingShapesConfig& data_config = videos.config();
+  const int64_t size = data_config.height;
   const int64_t first_video = video >= 0 ? video : data_config.num_videos;  // never trained on
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
@@ -158,32 +157,41 @@ int run_video_generate(Args args) {
   const double p50 = median(ms), p95 = percentile(ms, 95), p99 = percentile(ms, 99);
   double total_ms = 0;
   for (double v : ms) total_ms += v;
-  const double mean_ms = ms.empty() ? 0 : total_ms / static_cast<double>(ms.size());
+  const double mean_ms = ms.empty() ? std::nan("") : total_ms / static_cast<double>(ms.size());
   const double peak_mib =
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20);
   const double rss_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
   const bool stable = non_finite == 0 && max_saturated < 0.5 && min_std > 0.02;
   if (json) {
+    // Timing over zero timed frames (--frames <= --warmup) is null, and "timing" says why.
     std::printf(
         "{\"checkpoint\": %s, \"preset\": \"%s\", \"precision\": \"%s\", \"frames\": %lld, "
-        "\"steps\": %lld, \"timed_frames\": %zu, \"ms_per_frame\": {\"mean\": %.3f, \"p50\": %.3f, "
-        "\"p95\": %.3f, \"p99\": %.3f}, \"fps\": %.2f, \"realtime\": %s, \"target_fps\": %.2f, "
+        "\"steps\": %lld, \"timed_frames\": %zu, %s\"ms_per_frame\": {\"mean\": %s, \"p50\": %s, "
+        "\"p95\": %s, \"p99\": %s}, \"fps\": %s, \"realtime\": %s, \"target_fps\": %.2f, "
         "\"missed_deadlines\": %lld, \"peak_allocated_mib\": %.2f, \"peak_rss_mib\": %.1f, "
         "\"non_finite\": %lld, \"max_saturated_fraction\": %.4f, \"frame_std_range\": [%.4f, "
         "%.4f], \"max_abs_frame_mean\": %.4f, \"stable\": %s}\n",
         io::json_quote(checkpoint).c_str(), info.config.name.c_str(), prec.name.c_str(),
-        static_cast<long long>(frames), static_cast<long long>(steps), ms.size(), mean_ms, p50, p95,
-        p99, 1000.0 / mean_ms, realtime ? "true" : "false", fps, static_cast<long long>(missed),
+        static_cast<long long>(frames), static_cast<long long>(steps), ms.size(),
+        ms.empty() ? "\"timing\": \"no frame was timed: every frame was --warmup\", " : "",
+        io::json_number(mean_ms, "%.3f").c_str(), io::json_number(p50, "%.3f").c_str(),
+        io::json_number(p95, "%.3f").c_str(), io::json_number(p99, "%.3f").c_str(),
+        io::json_number(1000.0 / mean_ms, "%.2f").c_str(), realtime ? "true" : "false", fps,
+        static_cast<long long>(missed),
         peak_mib, rss_mib, static_cast<long long>(non_finite), max_saturated, min_std, max_std,
         max_abs_mean, stable ? "true" : "false");
   } else {
     bar.finish();
     std::printf("frames        %lld (%zu timed after %lld warm-up)\n",
                 static_cast<long long>(frames), ms.size(), static_cast<long long>(warmup));
-    std::printf("ms/frame      p50 %.2f  p95 %.2f  p99 %.2f  mean %.2f  -> %.1f FPS\n", p50, p95,
-                p99, mean_ms, 1000.0 / mean_ms);
-    std::printf("targets       25 FPS (40 ms): %s   62.5 FPS (16 ms): %s\n",
-                p50 <= 40 ? "met" : "missed", p50 <= 16 ? "met" : "missed");
+    if (ms.empty()) {
+      std::printf("ms/frame      none: no frame was timed (every frame was --warmup)\n");
+    } else {
+      std::printf("ms/frame      p50 %.2f  p95 %.2f  p99 %.2f  mean %.2f  -> %.1f FPS\n", p50, p95,
+                  p99, mean_ms, 1000.0 / mean_ms);
+      std::printf("targets       25 FPS (40 ms): %s   62.5 FPS (16 ms): %s\n",
+                  p50 <= 40 ? "met" : "missed", p50 <= 16 ? "met" : "missed");
+    }
     if (realtime)
       std::printf("real time     %.1f FPS target, %lld missed deadlines\n", fps,
                   static_cast<long long>(missed));

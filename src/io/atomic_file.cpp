@@ -110,6 +110,9 @@ AtomicFile::AtomicFile(std::string path, std::string op)
   const auto [dir, base] = split_path(path_);
   if (base.empty() || base == "." || base == "..")
     throw Error(detail::concat("[", op_, "] ", path_, ": not a file name"));
+  // Refused now, not at the rename: a command writes its output after all its work.
+  if (std::filesystem::is_directory(path_))
+    throw Error(detail::concat("[", op_, "] ", path_, ": is a directory, expected a file name"));
   remove_stale_temporaries(dir, base);
   // O_EXCL makes the name ours alone; mode 0666 lets the umask decide the permissions, as for
   // any newly created file.

@@ -1,5 +1,6 @@
 #include "mixprec/io/json.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -42,6 +43,13 @@ std::string json_quote(std::string_view s) {
   }
   out += '"';
   return out;
+}
+
+std::string json_number(double value, const char* format) {
+  if (!std::isfinite(value)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
 }
 
 std::string json_quote_short(std::string_view s, std::size_t max_bytes) {

@@ -96,9 +96,10 @@ TEST(AtomicFile, NotAFileName) {
 
 TEST(AtomicFile, RenameOntoADirectoryFailsCleanly) {
   ScratchDir dir;
-  std::filesystem::create_directory(dir.file("target"));
-  std::filesystem::create_directory(dir.file("target/occupied"));  // rename(2) cannot replace it
   AtomicFile f(dir.file("target"));
+  // A directory that appears while the file is written: rename(2) cannot replace it.
+  std::filesystem::create_directory(dir.file("target"));
+  std::filesystem::create_directory(dir.file("target/occupied"));
   f.write("x", 1);
   EXPECT_THAT(error_of([&] { f.commit(); }),
               HasSubstr("cannot rename the temporary file into place"));
@@ -162,6 +163,14 @@ TEST(AtomicFile, SafetensorsWriteErrorMidwayLeavesNothing) {
   EXPECT_THAT(message, HasSubstr("[safetensors] " + path + ": write failed: File too large"));
   EXPECT_EQ(read_text(path), "old");  // untouched
   EXPECT_THAT(dir.entries(), ElementsAre("big.safetensors"));
+}
+
+TEST(AtomicFile, AnExistingDirectoryIsRefusedBeforeAnyWork) {
+  ScratchDir dir;
+  std::filesystem::create_directory(dir.file("frames"));
+  EXPECT_THAT(error_of([&] { AtomicFile f(dir.file("frames"), "gif"); }),
+              HasSubstr("[gif] " + dir.file("frames") + ": is a directory"));
+  EXPECT_THAT(dir.entries(), ElementsAre("frames"));
 }
 
 TEST(AtomicFile, ASymlinkIsWrittenThroughNotReplaced) {

@@ -29,7 +29,8 @@ void remove_temporaries_now() noexcept;
 class AtomicFile {
  public:
   // Creates the temporary file next to `path`. `op` prefixes error messages:
-  // "[<op>] <path>: <what failed>: <strerror>".
+  // "[<op>] <path>: <what failed>: <strerror>". A `path` that is an existing directory is
+  // refused here, before the caller does the work whose result it would write.
   explicit AtomicFile(std::string path, std::string op = "write");
   ~AtomicFile();  // removes the temporary unless committed
   AtomicFile(const AtomicFile&) = delete;
