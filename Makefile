@@ -57,11 +57,13 @@ fuzz:
 	@tools/install_deps.sh $(FUZZ_DEPS)
 	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-# The main job: the machine, a real-time video stream from the shipped model (demo_stream.gif),
+# The main job: the machine, a 500-frame real-time video stream from the shipped model
+# (demo_stream.gif, frames 0, 50, ... in demo_strip.png, its quality report printed),
 # and the lightweight benchmark matrix (bench_video.md, bench_video.svg). About 2-3 minutes.
 demo: build
 	$(BUILD)/mixprec info
-	$(BUILD)/mixprec video generate --frames 100 --steps 4 --precision auto --out demo_stream.gif
+	$(BUILD)/mixprec video generate --frames 500 --steps 4 --precision auto --out demo_stream.gif \
+	  --strip demo_strip.png --strip-every 50
 	$(BUILD)/mixprec bench video --presets lightweight --precisions fp32,fp16,bf16,autocast-bf16 \
 	  --steps 4 --frames 12 --quality-frame 50
 

@@ -30,6 +30,7 @@
 #include "mixprec/kernels/peak.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
+#include "mixprec/models/video_quality.h"
 #include "run_guard.h"
 #include "video_common.h"
 
@@ -343,8 +344,8 @@ int run_bench_video(Args args) {
     r.memory_reduction = 100.0 * (1.0 - r.peak_alloc_mib / ref->peak_alloc_mib);
     const io::SafetensorsFile mine = io::SafetensorsFile::open(r.frames_file);
     const io::SafetensorsFile base = io::SafetensorsFile::open(ref->frames_file);
-    r.psnr_first = psnr(mine.tensor("frame_first"), base.tensor("frame_first"));
-    r.psnr_last = psnr(mine.tensor("frame_last"), base.tensor("frame_last"));
+    r.psnr_first = models::psnr(mine.tensor("frame_first"), base.tensor("frame_first"));
+    r.psnr_last = models::psnr(mine.tensor("frame_last"), base.tensor("frame_last"));
     r.ssim_last = ssim(mine.tensor("frame_last"), base.tensor("frame_last"));
   }
 

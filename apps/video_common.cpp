@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -39,12 +40,6 @@ void apply_precision(models::UNetVideo& model, const InferencePrecision& p) {
   if (p.weights != DType::F32) model.to(p.weights);
 }
 
-data::MovingShapes training_videos(const models::VideoModelInfo& info, const std::string& path) {
-  const int64_t size = metadata_integer(info.extra, "size", path, 8, 64);
-  return data::MovingShapes({.height = size, .width = size},
-                            static_cast<uint64_t>(metadata_integer(info.extra, "seed", path, 0, 0)));
-}
-
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
   std::sort(values.begin(), values.end());
@@ -66,24 +61,29 @@ namespace {
 // [1, C, H, W] or [C, H, W] -> contiguous f64 [C, H, W].
 Tensor planes(const Tensor& t) {
   Tensor x = t.dim() == 4 ? t.select(0, 0) : t;
-  MIXPREC_CHECK(x.dim() == 3, "[psnr/ssim] expected an image [C, H, W], got ",
+  MIXPREC_CHECK(x.dim() == 3, "[ssim] expected an image [C, H, W], got ",
                 shape_to_string(t.shape()));
   return x.to(DType::F64).contiguous();
 }
 
 }  // namespace
 
-double psnr(const Tensor& a, const Tensor& b) {
-  const Tensor x = planes(a), y = planes(b);
-  MIXPREC_CHECK(x.shape() == y.shape(), "[psnr] shapes differ");
-  double se = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double d = x.data<double>()[i] - y.data<double>()[i];
-    se += d * d;
-  }
-  const double mse = se / static_cast<double>(x.numel());
-  if (mse == 0) return std::numeric_limits<double>::infinity();
-  return 10.0 * std::log10(4.0 / mse);  // peak-to-peak 2 for [-1, 1]
+data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path) {
+  auto field = [&](const char* name, uint64_t max) {
+    const auto it = info.extra.find(name);
+    if (it == info.extra.end())
+      throw Error(path + ": the model file has no '" + name +
+                  "' metadata (the dataset it was trained on); write it with 'mixprec video train'");
+    uint64_t v = 0;
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v > max)
+      throw Error(path + ": metadata '" + name + "' is '" + text +
+                  "', expected an integer in [0, " + std::to_string(max) + "]");
+    return v;
+  };
+  const auto size = static_cast<int64_t>(field("size", 16384));
+  return data::MovingShapes({.height = size, .width = size}, field("seed", UINT64_MAX));
 }
 
 double ssim(const Tensor& a, const Tensor& b) {

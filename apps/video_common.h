@@ -26,11 +26,6 @@ struct InferencePrecision {
 InferencePrecision parse_inference_precision(const std::string& name);
 void apply_precision(models::UNetVideo& model, const InferencePrecision& p);
 
-// The moving-shapes videos a model file was trained on: its "size" (frame height and width,
-// default 64) and "seed" (default 0) metadata, each checked (an Error naming the file and the
-// field). generate and drift start their streams from these videos' frames.
-data::MovingShapes training_videos(const models::VideoModelInfo& info, const std::string& path);
-
 // Latency percentiles (nearest rank) of a sample, in the sample's unit.
 double percentile(std::vector<double> values, double p);
 double median(const std::vector<double>& values);
@@ -38,8 +33,10 @@ double median(const std::vector<double>& values);
 // The process's peak resident set size, bytes (getrusage).
 std::size_t peak_rss_bytes();
 
-// Peak signal-to-noise ratio of two images in [-1, 1] (peak-to-peak 2), dB; inf if equal.
-double psnr(const Tensor& a, const Tensor& b);
+// The dataset a model file was trained on (its `seed` and `size` metadata): the real frames
+// that start its streams and that the quality report compares them with. A file without them
+// is an Error naming the file and the field.
+data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path);
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);
 

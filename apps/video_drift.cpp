@@ -12,15 +12,41 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "mixprec/data/moving_shapes.h"
+#include "mixprec/io/atomic_file.h"
+#include "mixprec/io/json.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
+#include "mixprec/models/video_quality.h"
 #include "progress.h"
 #include "video_common.h"
 
 namespace mixprec::app {
+namespace {
+
+// Each video's quality report, then how many videos are alive in every window.
+void print_quality(const std::string& path, int64_t first_video, int64_t seed,
+                   const std::vector<models::VideoQualityReport>& reports) {
+  for (std::size_t v = 0; v < reports.size(); ++v)
+    std::printf("%s, held-out video %lld, noise seed %lld:\n%s", path.c_str(),
+                static_cast<long long>(first_video + static_cast<int64_t>(v)),
+                static_cast<long long>(seed + static_cast<int64_t>(v)),
+                models::quality_report_text(reports[v]).c_str());
+  std::printf("%s: alive (every measure within bounds) per window:", path.c_str());
+  for (std::size_t w = 0; w < reports.front().windows.size(); ++w) {
+    int alive = 0;
+    for (const auto& r : reports) alive += models::judge(r.windows[w]).pass ? 1 : 0;
+    std::printf("  %lld-%lld: %d/%zu", static_cast<long long>(reports.front().windows[w].first),
+                static_cast<long long>(reports.front().windows[w].last), alive, reports.size());
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
 int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
-  int64_t frames = 600, steps = 4, videos = 4, seed = 0;
+  int64_t frames = 600, steps = 4, videos = 4, seed = 0, window = 100;
+  std::string json_path;
   double context_noise = 0.0;
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
@@ -36,22 +62,27 @@ int run_video_drift(Args args) {
            "std of noise added to the context before each frame (the level a model with "
            "noise-level conditioning is told)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
+  p.option("--window", &window, "frames per window of the quality report");
+  p.option("--json", &json_path, "write every video's quality report to this JSON file");
   if (!p.parse(args)) return 0;
   const std::vector<std::string> paths = split_list(models_list);
   if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
-  if (frames < 1 || videos < 1 || context_noise < 0)
-    throw UsageError{"video drift: --frames and --videos must be >= 1, --context-noise >= 0"};
+  if (frames < 1 || videos < 1 || context_noise < 0 || window < 1)
+    throw UsageError{
+        "video drift: --frames, --videos and --window must be >= 1, --context-noise >= 0"};
   const InferencePrecision prec = parse_inference_precision(precision);
 
   // psnr[m][i]: model m's PSNR at frame i + 1, averaged over the videos.
   std::vector<std::vector<double>> psnr_by_model;
+  std::string json = "{\"frames\": " + std::to_string(frames) + ", \"models\": [";
   for (const std::string& path : paths) {
     models::VideoModelInfo info;
     auto model = models::load_video_model(path, &info);
     apply_precision(*model, prec);
-    const data::MovingShapes data = training_videos(info, path);  // its size and seed
+    const data::MovingShapes data = training_dataset(info, path);
     const data::MovingShapesConfig& config = data.config();
     std::vector<double> sum(static_cast<std::size_t>(frames), 0.0);
+    std::vector<models::VideoQualityReport> reports;
     ProgressBar bar("drift " + path, frames * videos);
     for (int64_t v = 0; v < videos; ++v) {
       const int64_t video = config.num_videos + v;  // held out from training
@@ -63,13 +94,26 @@ int run_video_drift(Args args) {
                                   .prediction = info.prediction,
                                   .seed = static_cast<uint64_t>(seed + v),
                                   .context_noise = context_noise});
+      models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();
-        sum[static_cast<std::size_t>(i)] += std::min(60.0, psnr(frame, truth.select(0, k + i)));
+        const Tensor real = models::quantize_8bit(truth.select(0, k + i));
+        sum[static_cast<std::size_t>(i)] += std::min(60.0, models::psnr(frame, real));
+        quality.add(frame, real);
         bar.update(v * frames + i + 1);
       }
+      reports.push_back(quality.report());
     }
     bar.finish();
+    print_quality(path, config.num_videos, seed, reports);
+    json += std::string(psnr_by_model.empty() ? "" : ", ") + "{\"model\": " + io::json_quote(path) +
+            ", \"videos\": [";
+    for (std::size_t v = 0; v < reports.size(); ++v)
+      json += std::string(v ? ", " : "") + "{\"video\": " +
+              std::to_string(config.num_videos + static_cast<int64_t>(v)) +
+              ", \"seed\": " + std::to_string(seed + static_cast<int64_t>(v)) +
+              ", \"quality\": " + models::quality_report_json(reports[v]) + "}";
+    json += "]}";
     for (double& s : sum) s /= static_cast<double>(videos);
     psnr_by_model.push_back(sum);
   }
@@ -94,6 +138,13 @@ int run_video_drift(Args args) {
     std::printf("  %24.2f", m / static_cast<double>(curve.size()));
   }
   std::printf("\n");
+  if (!json_path.empty()) {
+    io::AtomicFile file(json_path, "video drift");
+    const std::string text = json + "]}\n";
+    file.write(text.data(), text.size());
+    file.commit();
+    std::printf("wrote %s\n", json_path.c_str());
+  }
   if (!csv.empty()) {
     std::ofstream file(csv);
     file << "frame";

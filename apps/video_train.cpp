@@ -20,15 +20,47 @@
 #include "mixprec/nn/precision.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/lr_schedule.h"
+#include "mixprec/ops/functional.h"
 #include "progress.h"
 #include "run_guard.h"
 
 namespace mixprec::app {
+namespace {
+
+// Training on the model's own outputs (DIAMOND-style unrolling, one frame deep): for the first
+// `own` samples of the batch the newest context frame is replaced by the model's prediction of
+// it, sampled (no gradient, `steps` DDIM steps, 8-bit as a stream would) from the frames before
+// it in `window` ([K + 2] frames per sample). The target stays the true next frame, so the
+// model learns to correct its own errors instead of building on them. Returns the context.
+Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule& schedule,
+                           const std::vector<Tensor>& window, int64_t own, int64_t steps,
+                           models::Prediction prediction, DType input_dtype, Generator& gen,
+                           const Tensor& true_context) {
+  const auto k = static_cast<std::ptrdiff_t>(model.config().context_frames);
+  auto first = [&](const Tensor& frames) { return frames.narrow(0, 0, own); };
+  std::vector<Tensor> earlier;
+  for (std::ptrdiff_t i = 0; i < k; ++i) earlier.push_back(first(window[static_cast<std::size_t>(i)]));
+  const Tensor& target = window[static_cast<std::size_t>(k)];
+  const Tensor noise = Tensor::randn({own, target.size(1), target.size(2), target.size(3)}, gen);
+  const Tensor predicted = models::quantize_8bit(
+      models::sample_next_frames(model, schedule, models::context_of(earlier), {}, noise, steps,
+                                 prediction, input_dtype));
+  std::vector<Tensor> own_frames(earlier.begin() + 1, earlier.end());
+  own_frames.push_back(predicted.to(target.dtype()));
+  const int64_t batch = true_context.size(0);
+  if (own == batch) return models::context_of(own_frames);
+  return cat({models::context_of(own_frames), true_context.narrow(0, own, batch - own)}, 0)
+      .contiguous(MemoryFormat::ChannelsLast);
+}
+
+}  // namespace
+
 int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
-  double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0;
-  int64_t context_frames = 1;
+  double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
+  double self_context = 0.0;
+  int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
   bool resume = false, noise_level = false, overwrite = false, override = false;
   std::string init_from;
   ArgParser p("video train",
@@ -48,6 +80,14 @@ int run_video_train(Args args) {
            "history augmentation: max std of noise added to the context frame (0: off)");
   p.option("--context-frames", &context_frames,
            "previous frames the model sees (2 also shows the motion)");
+  p.option("--context-blur", &context_blur,
+           "history augmentation: max std (pixels) of a Gaussian blur of the context (0: off)");
+  p.option("--self-context", &self_context,
+           "fraction of each batch whose newest context frame is the model's own prediction of "
+           "it (trains on its own outputs; 0: off)");
+  p.option("--self-context-from", &self_context_from, "the step --self-context starts at");
+  p.option("--self-context-steps", &self_context_steps,
+           "DDIM steps of the model's own predictions");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -56,18 +96,21 @@ int run_video_train(Args args) {
   p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
   p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
   p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
-  p.flag("--override", &override, "with --resume: accept settings that differ from the checkpoint's");
+  p.flag("--override", &override,
+         "with --resume: accept settings that differ from the checkpoint's");
   p.option("--init", &init_from,
            "start from this model file's weights (fine-tuning; a fresh optimizer)");
   if (!p.parse(args)) return 0;
   if (resume && !init_from.empty())
     throw UsageError{"video train: --resume and --init exclude each other"};
-  if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1)
+  if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1 ||
+      self_context_steps < 1)
     throw UsageError{
-        "video train: --steps, --batch, --warmup, --checkpoint-every and --context-frames must "
-        "be >= 1"};
-  if (!(context_noise >= 0))
-    throw UsageError{"video train: --context-noise must be >= 0, got " + exact_text(context_noise)};
+        "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames and "
+        "--self-context-steps must be >= 1"};
+  if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1))
+    throw UsageError{
+        "video train: --context-noise and --context-blur must be >= 0, --self-context in [0, 1]"};
   if ((resume && overwrite) || (override && !resume))
     throw UsageError{"video train: --resume excludes --overwrite; --override needs --resume"};
 
@@ -100,12 +143,24 @@ int run_video_train(Args args) {
   const DType input_dtype = pc.half_params() ? pc.params : DType::F32;
 
   // What a resumed run must share with its checkpoint to continue bit for bit.
-  const RunSettings settings = {
-      {"preset", preset}, {"precision", pc.name()}, {"seed", std::to_string(seed)},
-      {"batch", std::to_string(batch)}, {"prediction", prediction}, {"size", std::to_string(size)},
-      {"context-noise", exact_text(context_noise)}, {"context-frames", std::to_string(context_frames)},
-      {"noise-level", noise_level ? "1" : "0"}, {"lr", exact_text(lr)}, {"warmup", std::to_string(warmup)},
-      {"weight-decay", exact_text(weight_decay)}, {"clip", exact_text(clip)}, {"init", init_from}};
+  const RunSettings settings = {{"preset", preset},
+                                {"precision", pc.name()},
+                                {"seed", std::to_string(seed)},
+                                {"batch", std::to_string(batch)},
+                                {"prediction", prediction},
+                                {"size", std::to_string(size)},
+                                {"context-frames", std::to_string(context_frames)},
+                                {"noise-level", noise_level ? "1" : "0"},
+                                {"context-noise", exact_text(context_noise)},
+                                {"context-blur", exact_text(context_blur)},
+                                {"self-context", exact_text(self_context)},
+                                {"self-context-from", std::to_string(self_context_from)},
+                                {"self-context-steps", std::to_string(self_context_steps)},
+                                {"lr", exact_text(lr)},
+                                {"warmup", std::to_string(warmup)},
+                                {"weight-decay", exact_text(weight_decay)},
+                                {"clip", exact_text(clip)},
+                                {"init", init_from}};
   const std::string checkpoint = prepare_run_directory("video train", out, resume, overwrite);
   ResumePoint resumed;
   int64_t start = 0;
@@ -146,6 +201,8 @@ int run_video_train(Args args) {
                                 .extra = run_info};
     info.extra["train_steps"] = std::to_string(step);
     info.extra["context_noise"] = std::to_string(context_noise);
+    info.extra["context_blur"] = std::to_string(context_blur);
+    info.extra["self_context"] = std::to_string(self_context);
     info.extra["loss"] = std::to_string(loss);
     if (!init_from.empty()) info.extra["init"] = init_from;
     models::save_video_model(model_path, model, info);
@@ -161,13 +218,24 @@ int run_video_train(Args args) {
     // what an uninterrupted one would.
     Generator gen;
     gen.set_state({static_cast<uint64_t>(seed) ^ 0x5eedULL, static_cast<uint64_t>(step) << 32});
-    const std::vector<Tensor> window = videos.windows(batch, context_frames + 1, gen);
-    const Tensor context = models::context_of({window.begin(), window.end() - 1});
+    const int64_t own = step >= self_context_from
+                            ? std::llround(self_context * static_cast<double>(batch))
+                            : 0;
+    // One frame more when the newest context frame is to be predicted from the ones before it.
+    const std::vector<Tensor> window =
+        videos.windows(batch, context_frames + (own > 0 ? 2 : 1), gen);
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
+      Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
+      if (own > 0)
+        context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
+                                      input_dtype, gen, context);
       loss = models::video_diffusion_loss(model, schedule, context, window.back(),
-                                          {.prediction = pred, .context_noise_max = context_noise},
+                                          {.prediction = pred,
+                                           .context_noise_max = context_noise,
+                                           .context_blur_max = context_blur,
+                                           .quantize_context = true},
                                           input_dtype, gen);
     }
     scaler.scale(loss).backward();

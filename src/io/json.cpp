@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <unordered_set>
@@ -45,11 +47,11 @@ std::string json_quote(std::string_view s) {
   return out;
 }
 
-std::string json_number(double value, const char* format) {
-  if (!std::isfinite(value)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
-  return buf;
+std::string json_number(double v, int digits) {
+  if (!std::isfinite(v)) return "null";
+  char text[40];
+  std::snprintf(text, sizeof text, "%.*g", digits, v);
+  return text;
 }
 
 std::string json_quote_short(std::string_view s, std::size_t max_bytes) {

@@ -1,7 +1,11 @@
 #include "mixprec/models/video_diffusion.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
 
@@ -18,6 +22,83 @@ Tensor context_of(const std::vector<Tensor>& frames) {
   std::vector<Tensor> cl;
   for (const Tensor& f : frames) cl.push_back(f.contiguous(MemoryFormat::ChannelsLast));
   return cl.size() == 1 ? cl[0] : cat(cl, 1).contiguous(MemoryFormat::ChannelsLast);
+}
+
+Tensor quantize_8bit(const Tensor& frames) {
+  Tensor out = frames.to(DType::F32).contiguous().clone();
+  float* v = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    v[i] = static_cast<float>(io::float_to_byte(v[i])) / 127.5f - 1.0f;
+  return out;
+}
+
+namespace {
+
+// Normalised Gaussian taps for std sigma > 0, radius ceil(3 sigma).
+std::vector<float> gaussian_taps(double sigma) {
+  const auto radius = static_cast<int64_t>(std::ceil(3 * sigma));
+  std::vector<float> taps(static_cast<std::size_t>(2 * radius + 1));
+  double total = 0;
+  for (int64_t i = -radius; i <= radius; ++i)
+    total += taps[static_cast<std::size_t>(i + radius)] =
+        static_cast<float>(std::exp(-0.5 * static_cast<double>(i * i) / (sigma * sigma)));
+  for (float& t : taps) t = static_cast<float>(t / total);
+  return taps;
+}
+
+// One plane [H, W] blurred along rows then columns, edges replicated.
+void blur_plane(float* plane, int64_t h, int64_t w, const std::vector<float>& taps,
+                std::vector<float>& scratch) {
+  const auto radius = static_cast<int64_t>(taps.size() / 2);
+  scratch.resize(static_cast<std::size_t>(h * w));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      float acc = 0;
+      for (int64_t k = -radius; k <= radius; ++k)
+        acc += taps[static_cast<std::size_t>(k + radius)] *
+               plane[y * w + std::clamp<int64_t>(x + k, 0, w - 1)];
+      scratch[static_cast<std::size_t>(y * w + x)] = acc;
+    }
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      float acc = 0;
+      for (int64_t k = -radius; k <= radius; ++k)
+        acc += taps[static_cast<std::size_t>(k + radius)] *
+               scratch[static_cast<std::size_t>(std::clamp<int64_t>(y + k, 0, h - 1) * w + x)];
+      plane[y * w + x] = acc;
+    }
+}
+
+}  // namespace
+
+Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma) {
+  MIXPREC_CHECK(frames.dim() == 4 && static_cast<int64_t>(sigma.size()) == frames.size(0),
+                "[blur_frames] expected frames [B, C, H, W] and B sigmas, got ",
+                shape_to_string(frames.shape()), " and ", sigma.size());
+  Tensor out = frames.to(DType::F32).contiguous().clone();
+  const int64_t c = out.size(1), h = out.size(2), w = out.size(3);
+  std::vector<float> scratch;
+  for (int64_t b = 0; b < out.size(0); ++b) {
+    const double s = sigma[static_cast<std::size_t>(b)];
+    MIXPREC_CHECK(s >= 0 && std::isfinite(s), "[blur_frames] invalid sigma ", s);
+    if (s == 0) continue;
+    const std::vector<float> taps = gaussian_taps(s);
+    for (int64_t ch = 0; ch < c; ++ch)
+      blur_plane(out.data<float>() + (b * c + ch) * h * w, h, w, taps, scratch);
+  }
+  return out.contiguous(MemoryFormat::ChannelsLast);
+}
+
+Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
+                          const Tensor& context_sigma, const Tensor& noise, int64_t steps,
+                          Prediction prediction, DType input_dtype) {
+  NoGrad no_grad;
+  const Tensor ctx = context.to(input_dtype).contiguous(MemoryFormat::ChannelsLast);
+  const Denoiser denoise = [&](const Tensor& x_t, const Tensor& t) {
+    return model.forward(x_t.to(input_dtype).contiguous(MemoryFormat::ChannelsLast), ctx, t,
+                         context_sigma);
+  };
+  return ddim_sample(denoise, noise, schedule, steps, prediction);
 }
 
 Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
@@ -42,7 +123,14 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
     const Tensor noise = Tensor::randn(x0.shape(), gen);
     x_t = schedule.add_noise(x0, noise, timesteps);
     target = schedule.target(x0, noise, timesteps, options.prediction);
-    noisy_context = context.to(DType::F32);
+    noisy_context = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
+    if (options.context_blur_max > 0) {
+      const Tensor u_blur = Tensor::rand({batch}, gen, DType::F64);
+      std::vector<double> blur(static_cast<std::size_t>(batch));
+      for (int64_t i = 0; i < batch; ++i)
+        blur[static_cast<std::size_t>(i)] = u_blur.data<double>()[i] * options.context_blur_max;
+      noisy_context = blur_frames(noisy_context, blur);
+    }
     sigma = Tensor::zeros({batch});
     if (options.context_noise_max > 0) {
       // sigma per sample ~ U(0, max), the same for all its context frames: the model sees
@@ -93,11 +181,9 @@ Tensor VideoStream::next() {
                   .contiguous(MemoryFormat::ChannelsLast);
     sigma = Tensor::full({1}, options_.context_noise);
   }
-  const Denoiser denoise = [&](const Tensor& x_t, const Tensor& t) {
-    return model_.forward(x_t.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast), context, t,
-                          sigma);
-  };
-  const Tensor frame = ddim_sample(denoise, noise, schedule_, options_.steps, options_.prediction);
+  Tensor frame = sample_next_frames(model_, schedule_, context, sigma, noise, options_.steps,
+                                    options_.prediction, model_dtype_);
+  if (options_.quantize) frame = quantize_8bit(frame);
   const Tensor next_frame = frame.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
   const int64_t c = frame.size(1);
   context_ = context_.size(1) == c

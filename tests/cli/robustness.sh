@@ -174,7 +174,6 @@ generate_json_without_timed_frames)
       --out '' --json >out 2>err
     grep -qiE 'nan|inf[^o]' out && fail "NaN or inf in the JSON"
     expect_out '"ms_per_frame": \{"mean": null'
-    expect_out '"timing": "no frame was timed'
     if command -v python3 >/dev/null; then
       python3 -c 'import json, sys; json.load(open("out"))' || fail "invalid JSON"
     fi
@@ -212,7 +211,7 @@ usage_exit_codes)
   run 2 "${tiny_video[@]}" --steps 1 --precision fp8 --out video
   run 2 "${tiny_video[@]}" --steps 1 --preset huge --out video
   run 2 "${tiny_video[@]}" --steps 1 --context-noise -1 --out video
-  expect_err "--context-noise must be >= 0"
+  expect_err "--context-noise .*must be >= 0"
   run 2 video generate --precision fp8
   run 2 bench video --presets huge --frames 3
   run 2 bench train --modes fp8

@@ -83,7 +83,8 @@ TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
   const Tensor first = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
   const NoiseSchedule schedule = NoiseSchedule::cosine(100);
   VideoStream stream(net, schedule, first, {.steps = 2, .seed = 5});
-  // The same frames by hand: frame i is DDIM from noise (seed, i) on the two frames before it.
+  // The same frames by hand: frame i is DDIM from noise (seed, i) on the two frames before it,
+  // rounded to 8-bit levels.
   std::vector<Tensor> history = {first.select(0, 0).unsqueeze(0), first.select(0, 1).unsqueeze(0)};
   for (int64_t i = 0; i < 4; ++i) {
     const Tensor got = stream.next();
@@ -92,11 +93,11 @@ TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
     const Tensor noise = Tensor::randn({1, 3, 8, 8}, g);
     const Tensor context = context_of({history[history.size() - 2], history.back()});
     InferenceMode inference;
-    const Tensor want = ddim_sample(
+    const Tensor want = quantize_8bit(ddim_sample(
         [&](const Tensor& x_t, const Tensor& t) {
           return net.forward(x_t.contiguous(MemoryFormat::ChannelsLast), context, t);
         },
-        noise, schedule, 2, Prediction::V);
+        noise, schedule, 2, Prediction::V));
     ASSERT_EQ(test::max_abs_diff(got, want), 0) << "frame " << i;
     history.push_back(got);
   }
@@ -142,6 +143,41 @@ TEST(VideoDiffusionLoss, TwoContextFramesWithNoiseLevelBackpropagates) {
               video_diffusion_loss(net, NoiseSchedule::cosine(100), current, current, {},
                                    DType::F32, gen);
             }).find("(2 frames)"),
+            std::string::npos);
+}
+
+TEST(Quantize8bit, RoundsToTheLevelsOfAnImageAndIsIdempotent) {
+  // Level k is k / 127.5 - 1: -1, 1 and the levels themselves are fixed points; values between
+  // round to the nearest level (the PNG writer's bytes), out-of-range values clamp.
+  const Tensor x = Tensor::from_vector<float>(
+      {-1.0f, 1.0f, 0.0f, 2.0f, -3.0f, 1.0f / 127.5f - 1.0f, 0.3f / 127.5f - 1.0f,
+       0.7f / 127.5f - 1.0f});
+  const Tensor q = quantize_8bit(x);
+  const std::vector<float> want = {-1.0f, 1.0f, 128.0f / 127.5f - 1.0f, 1.0f, -1.0f,
+                                   1.0f / 127.5f - 1.0f, -1.0f, 1.0f / 127.5f - 1.0f};
+  for (int64_t i = 0; i < x.numel(); ++i)
+    EXPECT_EQ(q.data<float>()[i], want[static_cast<std::size_t>(i)]) << "element " << i;
+  EXPECT_EQ(test::max_abs_diff(quantize_8bit(q), q), 0);
+  // A bf16 frame quantizes the same as its f32 value.
+  EXPECT_EQ(test::max_abs_diff(quantize_8bit(x.to(DType::BF16)), quantize_8bit(x.to(DType::BF16).to(DType::F32))), 0);
+}
+
+TEST(BlurFrames, KeepsConstantsAndMassAndSoftensEdgesPerSample) {
+  // Sample 0: a vertical edge, sigma 1; sample 1: the same edge, sigma 0 (unchanged).
+  Tensor frames = Tensor::full({2, 1, 8, 8}, -1.0);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 4; x < 8; ++x) frames.set({b, 0, y, x}, 1.0);
+  const Tensor out = blur_frames(frames, {1.0, 0.0}).contiguous();
+  EXPECT_EQ(test::max_abs_diff(out.select(0, 1), frames.select(0, 1)), 0);
+  // Far from the edge the constant stays; at the edge the step is softened symmetrically.
+  EXPECT_NEAR(out.value({0, 0, 3, 0}), -1.0, 1e-6);
+  EXPECT_NEAR(out.value({0, 0, 3, 7}), 1.0, 1e-6);
+  EXPECT_GT(out.value({0, 0, 3, 3}), -0.9);
+  EXPECT_NEAR(out.value({0, 0, 3, 3}), -out.value({0, 0, 3, 4}), 1e-6);
+  EXPECT_NE(test_support::error_of([&] { blur_frames(frames, {1.0}); }).find("[blur_frames]"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] { blur_frames(frames, {1.0, -1.0}); }).find("sigma"),
             std::string::npos);
 }
 

@@ -23,9 +23,9 @@ std::string json_quote(std::string_view s);
 // followed by "..." when cut: for echoing untrusted strings in one-line error messages.
 std::string json_quote_short(std::string_view s, std::size_t max_bytes = 120);
 
-// `value` as a JSON number with printf's `format` ("%.3f"), or null when it is NaN or infinite:
-// JSON has no NaN or infinity, and a statistic over zero samples is not a number.
-std::string json_number(double value, const char* format = "%.17g");
+// A number for JSON output with `digits` significant digits ("%.*g"), or null when it is NaN or
+// infinite: JSON has no literal for either, and a missing statistic is not a number.
+std::string json_number(double v, int digits = 6);
 
 struct JsonMember;
 

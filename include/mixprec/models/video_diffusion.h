@@ -20,6 +20,12 @@ namespace mixprec::models {
 struct VideoLossOptions {
   Prediction prediction = Prediction::V;
   double context_noise_max = 0.1;  // history augmentation; 0 turns it off
+  // Max std (pixels) of a Gaussian blur applied to the context, per sample ~ U(0, max) and not
+  // told to the model: a generator's errors are soft edges more than white noise, so the model
+  // learns to restore sharp shapes from a softened history instead of copying the softness.
+  double context_blur_max = 0;
+  // Round the clean context to 8-bit levels first (quantize_8bit), as a stream's context is.
+  bool quantize_context = false;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -34,6 +40,23 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
 
+// Frames in [-1, 1] (any float dtype) -> the same values rounded to the 256 levels of an 8-bit
+// image by the byte mapping of the PNG and GIF writers (io::float_to_byte), as f32
+// byte / 127.5 - 1. A stream feeds back exactly what a viewer sees, and errors below half a
+// level cannot accumulate.
+Tensor quantize_8bit(const Tensor& frames);
+
+// frames [B, C, H, W] -> each sample blurred by a separable Gaussian of std sigma[b] pixels
+// (0: unchanged; edges replicated), f32, channels_last.
+Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
+
+// The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
+// on `context` [B, 3K, H, W] (and its noise std `context_sigma` [B], or undefined), the network
+// run on `input_dtype` inputs. No gradient. Returns [B, 3, H, W] f32 in [-1, 1].
+Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
+                          const Tensor& context_sigma, const Tensor& noise, int64_t steps,
+                          Prediction prediction, DType input_dtype);
+
 struct StreamOptions {
   int64_t steps = 4;  // DDIM steps per frame
   Prediction prediction = Prediction::V;
@@ -41,6 +64,9 @@ struct StreamOptions {
   // Noise of this std is added to the context before each frame (and a model with
   // Config::context_noise_level is told so): the level the model trusts the context at.
   double context_noise = 0;
+  // Each frame is rounded to 8-bit levels before it is returned and becomes context
+  // (quantize_8bit): the model conditions on exactly what a viewer sees.
+  bool quantize = true;
 };
 
 // Generates frames one at a time, each conditioned on the ones before. The network runs in its
@@ -52,7 +78,7 @@ class VideoStream {
   // context of the first generated frame.
   VideoStream(UNetVideo& model, NoiseSchedule schedule, const Tensor& first_frames,
               StreamOptions options);
-  Tensor next();  // the next frame, [1, 3, H, W] f32 in [-1, 1]
+  Tensor next();  // the next frame, [1, 3, H, W] f32 in [-1, 1] (8-bit levels if quantize)
   int64_t frames_generated() const { return index_; }
 
  private:

@@ -4,6 +4,7 @@
 //   io_test_tool sample OUT                   a file with every dtype and awkward bit pattern
 //   io_test_tool truncate IN OUT N            the first N bytes of IN (N < 0: all but the last -N)
 //   io_test_tool copy IN OUT                  load_safetensors + save_safetensors (metadata kept)
+//   io_test_tool drop-metadata IN OUT KEY    copy without the metadata entry KEY
 //   io_test_tool dump FILE                    every tensor's name, dtype, shape and bytes, in hex
 //   io_test_tool same A B [--quiet-nans]      A and B hold the same tensors and metadata, bitwise
 //                                             (--quiet-nans: a signaling NaN in A may be quiet in
@@ -247,7 +248,8 @@ int run(int argc, char** argv) {
       fail("'" + (a.empty() ? std::string() : a[0]) + "' needs " + std::to_string(n) +
            " arguments");
   };
-  if (a.empty()) fail("usage: io_test_tool sample|truncate|copy|set-metadata|dump|same|check-convert ...");
+  if (a.empty())
+    fail("usage: io_test_tool sample|truncate|copy|drop-metadata|set-metadata|dump|same|check-convert ...");
   const std::string& cmd = a[0];
   if (cmd == "sample") {
     need(1);
@@ -266,6 +268,11 @@ int run(int argc, char** argv) {
     else
       metadata.erase(a[2]);
     save_safetensors(a[1], load_safetensors(a[1]), metadata);
+  } else if (cmd == "drop-metadata") {
+    need(3);
+    SafetensorsMetadata meta = SafetensorsFile::open(a[1]).metadata();
+    if (meta.erase(a[3]) == 0) fail(a[1] + " has no metadata '" + a[3] + "'");
+    save_safetensors(a[2], load_safetensors(a[1]), meta);
   } else if (cmd == "dump") {
     need(1);
     dump(a[1]);
