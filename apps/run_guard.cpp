@@ -87,7 +87,7 @@ std::optional<double> saved_smoothed_loss(const io::SafetensorsMetadata& saved,
 }  // namespace
 
 ResumePoint check_resume(const std::string& command, const std::string& checkpoint,
-                         const RunSettings& now, bool override) {
+                         const RunSettings& now, bool override, int64_t steps) {
   const io::SafetensorsMetadata saved = io::SafetensorsFile::open(checkpoint).metadata();
   const std::string differences = settings_that_differ(saved, now);
   if (!differences.empty() && !override)
@@ -98,24 +98,25 @@ ResumePoint check_resume(const std::string& command, const std::string& checkpoi
   if (!differences.empty())
     std::fprintf(stderr, "%s: warning: --override: continuing with %s\n", command.c_str(),
                  differences.c_str());
-  return {.step = metadata_integer(saved, "step", checkpoint, 0),
-          .smoothed_loss = saved_smoothed_loss(saved, checkpoint),
-          .from_checkpoint = true};
+  const int64_t step = metadata_integer(saved, "step", checkpoint, 0);
+  const ResumePoint point{.step = step,
+                          .smoothed_loss = saved_smoothed_loss(saved, checkpoint),
+                          .from_checkpoint = true,
+                          .finished = step >= steps};
+  if (point.finished)
+    std::printf("%s: %s is already at step %lld of --steps %lld: the run is complete, nothing to "
+                "do (raise --steps to train further)\n",
+                command.c_str(), checkpoint.c_str(), static_cast<long long>(point.step),
+                static_cast<long long>(steps));
+  else
+    std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
+                 static_cast<long long>(point.step));
+  return point;
 }
 
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss) {
   metadata["step"] = std::to_string(step);
   metadata["smoothed_loss"] = exact_text(smoothed_loss);
-}
-
-bool already_finished(const std::string& command, const std::string& checkpoint, int64_t step,
-                      int64_t steps) {
-  if (step < steps) return false;
-  std::printf("%s: %s is already at step %lld of --steps %lld: the run is complete, nothing to "
-              "do (raise --steps to train further)\n",
-              command.c_str(), checkpoint.c_str(), static_cast<long long>(step),
-              static_cast<long long>(steps));
-  return true;
 }
 
 LossMonitor::LossMonitor(double decay, const ResumePoint& start)

@@ -7,7 +7,7 @@
 //   - check_resume: --resume refuses settings that differ from the checkpoint's (seed, batch,
 //     precision, ...) unless --override, since they break the bit-identical resume; it returns
 //     the step and the smoothed loss saved in the checkpoint (so the printed loss is the same
-//     after a resume); already_finished: "already at its final step";
+//     after a resume), and whether the run is already at its final step;
 //   - LossMonitor: the smoothed loss, and divergence (a non-finite loss, too many skipped steps
 //     in a row, a loss explosion), so a diverged run stops before it saves;
 //   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
@@ -55,6 +55,7 @@ struct ResumePoint {
   int64_t step = 0;
   std::optional<double> smoothed_loss;  // absent in checkpoints from before it was saved
   bool from_checkpoint = false;         // false: a fresh run, from step 0
+  bool finished = false;                // at or past --steps: nothing left to do
 };
 
 // On --resume, before any weight is loaded: reads the checkpoint's metadata and checks that every
@@ -62,17 +63,14 @@ struct ResumePoint {
 // (the checkpoint has 0)") and suggests --override. With `override` the differences are printed
 // as a warning and the run continues with the new values. Settings an older checkpoint does not
 // record are not compared. Returns where the run resumes: "step" (an integer >= 0, else an Error
-// naming the file and the field) and "smoothed_loss".
+// naming the file and the field) and "smoothed_loss". Says "resuming CHECKPOINT at step N"
+// (stderr) or, when the checkpoint is at or past `steps`, that the run is complete (stdout,
+// `finished`: the command then exits 0 without figures of zero steps).
 ResumePoint check_resume(const std::string& command, const std::string& checkpoint,
-                         const RunSettings& now, bool override);
+                         const RunSettings& now, bool override, int64_t steps);
 
 // The metadata a checkpoint saves for the loop: "step" and "smoothed_loss".
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss);
-
-// True (after saying so on stdout) when a resumed run has nothing left to do: its checkpoint is
-// at or past --steps. The command then exits 0 without printing figures of zero steps.
-bool already_finished(const std::string& command, const std::string& checkpoint, int64_t step,
-                      int64_t steps);
 
 // ---- the loss, and divergence ----------------------------------------------------------------
 

@@ -104,11 +104,9 @@ int run_train_gpt(Args args) {
   const std::string checkpoint = prepare_run_directory(command, out, resume, overwrite);
   ResumePoint start;
   if (resume) {
-    start = check_resume(command, checkpoint, settings, override);
-    if (already_finished(command, checkpoint, start.step, steps)) return 0;
+    start = check_resume(command, checkpoint, settings, override, steps);
+    if (start.finished) return 0;
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
-    std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
-                 static_cast<long long>(start.step));
   }
   std::fprintf(stderr,
                "train gpt: %s, %lld parameters, precision %s, corpus %s (%lld train / %lld "

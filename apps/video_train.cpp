@@ -165,12 +165,10 @@ int run_video_train(Args args) {
   ResumePoint resumed;
   int64_t start = 0;
   if (resume) {
-    resumed = check_resume("video train", checkpoint, settings, override);
+    resumed = check_resume("video train", checkpoint, settings, override, steps);
+    if (resumed.finished) return 0;
     start = resumed.step;
-    if (already_finished("video train", checkpoint, start, steps)) return 0;
     io::load_checkpoint(checkpoint, model, opt, &scaler);
-    std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
-                 static_cast<long long>(start));
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
