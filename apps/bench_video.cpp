@@ -323,9 +323,9 @@ int run_bench_video(Args args) {
             tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";
         std::ostringstream cmd;
         cmd << "'" << self << "' bench video --run-one --presets " << preset << " --precisions "
-            << precision << " --steps " << steps << " --frames " << frames
-            << " --warmup " << warmup << " --quality-frame " << quality_frame << " --seed " << seed
-            << " --checkpoint '" << checkpoint << "' --save '" << frames_file << "'";
+            << precision << " --steps " << steps << " --frames " << frames << " --warmup " << warmup
+            << " --quality-frame " << quality_frame << " --seed " << seed << " --checkpoint '"
+            << checkpoint << "' --save '" << frames_file << "'";
         std::fprintf(stderr, "bench video: %s %s, %s steps ...\n", preset.c_str(),
                      precision.c_str(), steps.c_str());
         Result r = parse_result(run_and_capture(cmd.str(), "bench video"));

@@ -84,7 +84,8 @@ void ArgParser::option(std::string name, int64_t* value, std::string help) {
   options_.push_back({name, std::move(help), std::to_string(*value), true,
                       [this, value, name](std::string_view v) {
                         const std::optional<int64_t> parsed = parse_integer(v);
-                        if (!parsed) fail(name + " expects an integer, got '" + std::string(v) + "'");
+                        if (!parsed)
+                          fail(name + " expects an integer, got '" + std::string(v) + "'");
                         *value = *parsed;
                       }});
 }

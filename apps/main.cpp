@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "run_guard.h"
 #include "mixprec/core/error.h"
+#include "run_guard.h"
 
 namespace mixprec::app {
 namespace {

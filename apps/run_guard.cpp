@@ -28,8 +28,8 @@ std::string prepare_run_directory(const std::string& command, const std::string&
   if (resume) {
     // Checked before OUT is created: a failed --resume leaves nothing behind.
     if (!fs::exists(checkpoint))
-      throw Error(command + ": --resume: " + checkpoint + " does not exist (train without --resume " +
-                  "to start a run there)");
+      throw Error(command + ": --resume: " + checkpoint +
+                  " does not exist (train without --resume " + "to start a run there)");
   } else if (!overwrite) {
     for (const char* name : {"checkpoint.safetensors", "model.safetensors"})
       if (fs::exists(out + "/" + name))
@@ -104,10 +104,11 @@ ResumePoint check_resume(const std::string& command, const std::string& checkpoi
                           .from_checkpoint = true,
                           .finished = step >= steps};
   if (point.finished)
-    std::printf("%s: %s is already at step %lld of --steps %lld: the run is complete, nothing to "
-                "do (raise --steps to train further)\n",
-                command.c_str(), checkpoint.c_str(), static_cast<long long>(point.step),
-                static_cast<long long>(steps));
+    std::printf(
+        "%s: %s is already at step %lld of --steps %lld: the run is complete, nothing to "
+        "do (raise --steps to train further)\n",
+        command.c_str(), checkpoint.c_str(), static_cast<long long>(point.step),
+        static_cast<long long>(steps));
   else
     std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
                  static_cast<long long>(point.step));
@@ -206,8 +207,10 @@ int end_of_loop(const std::string& command, const LossMonitor& monitor, Progress
   }
   if (StopOnSignal::requested()) {
     bar.stop("stopped");
-    std::fprintf(stderr, "%s: stopped by signal %d after step %lld, saved in %s: continue with "
-                 "--resume\n", command.c_str(), StopOnSignal::signal_number(),
+    std::fprintf(stderr,
+                 "%s: stopped by signal %d after step %lld, saved in %s: continue with "
+                 "--resume\n",
+                 command.c_str(), StopOnSignal::signal_number(),
                  static_cast<long long>(monitor.last_saved()), checkpoint.c_str());
     return StopOnSignal::exit_status();
   }

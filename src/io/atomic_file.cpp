@@ -5,14 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <filesystem>
-
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "mixprec/core/error.h"
 
@@ -82,7 +81,8 @@ void remove_stale_temporaries(const std::string& dir, const std::string& base) {
     for (; digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9'; ++digits)
       pid = pid * 10 + (rest[digits] - '0');
     if (digits == 0 || digits > 9 || digits == rest.size() || rest[digits] != '-') continue;
-    const bool dead = pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    const bool dead =
+        pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
     if (dead) (void)::unlinkat(::dirfd(d), e->d_name, 0);
   }
   ::closedir(d);

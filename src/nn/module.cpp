@@ -121,8 +121,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     // Converting between floating dtypes is what loading does; an integer or bool tensor where a
     // float weight belongs (or the reverse) is a wrong file, never something to convert.
     else if (is_floating(source.dtype()) != is_floating(target.dtype()))
-      mismatched.push_back(name + " (file " + std::string(dtype_name(source.dtype())) +
-                           ", model " + std::string(dtype_name(target.dtype())) + ")");
+      mismatched.push_back(name + " (file " + std::string(dtype_name(source.dtype())) + ", model " +
+                           std::string(dtype_name(target.dtype())) + ")");
     else
       copies.emplace_back(target, &source);
     incoming.erase(it);
@@ -132,8 +132,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     for (std::size_t i = 0; i < names.size(); ++i) s << (i ? ", " : "") << names[i];
     return s.str();
   };
-  MIXPREC_CHECK(mismatched.empty(), "[load_state_dict] shape or dtype mismatch: ",
-                join(mismatched));
+  MIXPREC_CHECK(mismatched.empty(),
+                "[load_state_dict] shape or dtype mismatch: ", join(mismatched));
   if (strict) {
     std::vector<std::string> unexpected;
     for (const auto& [name, t] : incoming) unexpected.push_back(name);

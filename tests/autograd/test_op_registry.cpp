@@ -260,8 +260,7 @@ const std::vector<ScalarCase>& scalar_cases() {
        in_bf16(std::pow(256.0f, 1.0f + std::ldexp(1.0f, -9)))},
       // A bound that is not a bf16 number is compared in f32; the result rounds once.
       {"clamp_bf16_low_bound", DType::BF16, 0.0,
-       [](const Tensor& x) { return clamp(x, 1e-7, 1.0); },
-       in_bf16(1e-7f)},
+       [](const Tensor& x) { return clamp(x, 1e-7, 1.0); }, in_bf16(1e-7f)},
       {"mul_f64", DType::F64, 3.0, [](const Tensor& x) { return mul(x, 0.1); }, 3.0 * 0.1},
   };
   return cases;

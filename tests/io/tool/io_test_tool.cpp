@@ -249,7 +249,9 @@ int run(int argc, char** argv) {
            " arguments");
   };
   if (a.empty())
-    fail("usage: io_test_tool sample|truncate|copy|drop-metadata|set-metadata|dump|same|check-convert ...");
+    fail(
+        "usage: io_test_tool "
+        "sample|truncate|copy|drop-metadata|set-metadata|dump|same|check-convert ...");
   const std::string& cmd = a[0];
   if (cmd == "sample") {
     need(1);
