@@ -131,14 +131,13 @@ bool LossMonitor::observe(int64_t step, double loss, bool skipped) {
   if (skipped) {
     if (++skipped_in_a_row_ >= kMaxSkippedInARow)
       fail(step, "the loss scaler skipped " + std::to_string(skipped_in_a_row_) +
-                     " steps in a row (gradients overflow even at the smallest scale)");
-    return !diverged();
+                     " steps in a row (the forward or the gradients overflow whatever the scale)");
+  } else {
+    skipped_in_a_row_ = 0;
+    // The optimizer took this step: with a non-finite loss its update is garbage.
+    if (!std::isfinite(loss)) fail(step, "the loss is " + exact_text(loss));
   }
-  skipped_in_a_row_ = 0;
-  if (!std::isfinite(loss)) {
-    fail(step, "the loss is " + exact_text(loss));
-    return false;
-  }
+  if (diverged() || !std::isfinite(loss)) return !diverged();
   smoothed_ = smoothed_ ? decay_ * *smoothed_ + (1.0 - decay_) * loss : loss;
   lowest_ = lowest_ ? std::min(*lowest_, *smoothed_) : *smoothed_;
   if (*smoothed_ > kExplosionFactor * *lowest_)

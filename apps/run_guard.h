@@ -80,7 +80,7 @@ void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smooth
 //   - kMaxSkippedInARow steps in a row skipped by the loss scaler: by then the scale has been
 //     halved from 65536 to below 2^-8, so even unscaled gradients overflow: the run cannot recover;
 //   - a smoothed loss above kExplosionFactor times the lowest it has been.
-// Non-finite losses are never folded into the average.
+// Non-finite losses are never folded into the average; the finite loss of a skipped step is.
 class LossMonitor {
  public:
   static constexpr int64_t kMaxSkippedInARow = 25;
