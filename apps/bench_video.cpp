@@ -92,7 +92,10 @@ int run_one(const RunOne& o) {
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
       videos.clip(data::MovingShapesConfig{}.num_videos, 0, model->config().context_frames),
-      {.steps = o.steps, .prediction = info.prediction, .seed = static_cast<uint64_t>(o.seed)});
+      {.steps = o.steps,
+       .prediction = info.prediction,
+       .seed = static_cast<uint64_t>(o.seed),
+       .residual = info.residual});
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;

@@ -18,6 +18,19 @@ std::string default_video_model_path() {
   return source_path("checkpoints/video_lightweight.safetensors");
 }
 
+double stream_context_noise(const models::VideoModelInfo& info, const std::string& path,
+                            double requested) {
+  if (!std::isnan(requested)) return requested;
+  const auto it = info.extra.find("stream_context_noise");
+  if (it == info.extra.end()) return 0.0;
+  char* end = nullptr;
+  const double level = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !(level >= 0 && level <= 1))
+    throw Error(path + ": metadata 'stream_context_noise' is '" + it->second +
+                "', expected a number in [0, 1]");
+  return level;
+}
+
 InferencePrecision parse_inference_precision(const std::string& name) {
   if (name == "auto") {
     InferencePrecision p =

@@ -37,6 +37,12 @@ std::size_t peak_rss_bytes();
 // that start its streams and that the quality report compares them with. A file without them
 // is an Error naming the file and the field.
 data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path);
+
+// The context noise a stream runs at: `requested` when the user gave one (--context-noise, not
+// NaN), else the level the model file recommends (its `stream_context_noise`, set by
+// `video train --stream-context-noise`), else 0.
+double stream_context_noise(const models::VideoModelInfo& info, const std::string& path,
+                            double requested);
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);
 

@@ -47,10 +47,11 @@ int run_video_drift(Args args) {
   std::string models_list, precision = "bf16", csv;
   int64_t frames = 600, steps = 4, videos = 4, seed = 0, window = 100;
   std::string json_path;
-  double context_noise = 0.0;
+  double context_noise = std::nan("");  // unset: the model file's level
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
-              "report PSNR against the true continuation, frame by frame.");
+              "report PSNR against the true continuation, frame by frame (next to the last true\n"
+              "frame frozen: what copying it would score), and the quality report per window.");
   p.option("--models", &models_list,
            "comma-separated model files (e.g. with,without augmentation)");
   p.option("--frames", &frames, "frames to generate per video");
@@ -60,7 +61,7 @@ int run_video_drift(Args args) {
   p.option("--seed", &seed, "noise seed");
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (the level a model with "
-           "noise-level conditioning is told)");
+           "noise-level conditioning is told; default: the model file's, else 0)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   p.option("--window", &window, "frames per window of the quality report");
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
@@ -74,6 +75,7 @@ int run_video_drift(Args args) {
 
   // psnr[m][i]: model m's PSNR at frame i + 1, averaged over the videos.
   std::vector<std::vector<double>> psnr_by_model;
+  std::vector<double> frozen(static_cast<std::size_t>(frames), 0.0);
   std::string json = "{\"frames\": " + std::to_string(frames) + ", \"models\": [";
   for (const std::string& path : paths) {
     models::VideoModelInfo info;
@@ -93,12 +95,17 @@ int run_video_drift(Args args) {
                                  {.steps = steps,
                                   .prediction = info.prediction,
                                   .seed = static_cast<uint64_t>(seed + v),
-                                  .context_noise = context_noise});
+                                  .context_noise = stream_context_noise(info, path, context_noise),
+                                  .residual = info.residual});
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();
         const Tensor real = models::quantize_8bit(truth.select(0, k + i));
         sum[static_cast<std::size_t>(i)] += std::min(60.0, models::psnr(frame, real));
+        if (psnr_by_model.empty())  // the baseline once: the last true frame, frozen
+          frozen[static_cast<std::size_t>(i)] +=
+              std::min(60.0, models::psnr(models::quantize_8bit(truth.select(0, k - 1)), real)) /
+              static_cast<double>(videos);
         quality.add(frame, real);
         bar.update(v * frames + i + 1);
       }
@@ -123,20 +130,22 @@ int run_video_drift(Args args) {
       "%lld DDIM steps, %s\n%8s",
       static_cast<long long>(videos), static_cast<long long>(steps), prec.name.c_str(), "frame");
   for (const std::string& path : paths) std::printf("  %24.24s", path.c_str());
-  std::printf("\n");
+  std::printf("  %24s\n", "frozen last true frame");
   for (int64_t f : {1, 2, 5, 10, 25, 50, 100, 200, 300, 400, 500, 600, 800, 1000}) {
     if (f > frames) break;
     std::printf("%8lld", static_cast<long long>(f));
     for (const auto& curve : psnr_by_model)
       std::printf("  %24.2f", curve[static_cast<std::size_t>(f - 1)]);
-    std::printf("\n");
+    std::printf("  %24.2f\n", frozen[static_cast<std::size_t>(f - 1)]);
   }
   std::printf("%8s", "mean");
+  psnr_by_model.push_back(frozen);
   for (const auto& curve : psnr_by_model) {
     double m = 0;
     for (double v : curve) m += v;
     std::printf("  %24.2f", m / static_cast<double>(curve.size()));
   }
+  psnr_by_model.pop_back();
   std::printf("\n");
   if (!json_path.empty()) {
     io::AtomicFile file(json_path, "video drift");

@@ -72,7 +72,7 @@ int run_video_generate(Args args) {
   std::string png_dir, strip;
   int64_t strip_every = 50;
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
-  double fps = 25.0, context_noise = 0.0;
+  double fps = 25.0, context_noise = std::nan("");  // unset: the model file's level
   bool realtime = false, json = false;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
@@ -92,7 +92,7 @@ int run_video_generate(Args args) {
   p.option("--video", &video, "dataset video whose first frames start the stream (-1: a held-out one)");
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (models trained with history "
-           "augmentation)");
+           "augmentation; default: the level the model file recommends, else 0)");
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
@@ -119,7 +119,8 @@ int run_video_generate(Args args) {
       {.steps = steps,
        .prediction = info.prediction,
        .seed = static_cast<uint64_t>(seed),
-       .context_noise = context_noise});
+       .context_noise = stream_context_noise(info, checkpoint, context_noise),
+       .residual = info.residual});
 
   std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;

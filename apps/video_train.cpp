@@ -34,17 +34,19 @@ namespace {
 // model learns to correct its own errors instead of building on them. Returns the context.
 Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule& schedule,
                            const std::vector<Tensor>& window, int64_t own, int64_t steps,
-                           models::Prediction prediction, DType input_dtype, Generator& gen,
-                           const Tensor& true_context) {
+                           models::Prediction prediction, bool residual, DType input_dtype,
+                           Generator& gen, const Tensor& true_context) {
   const auto k = static_cast<std::ptrdiff_t>(model.config().context_frames);
   auto first = [&](const Tensor& frames) { return frames.narrow(0, 0, own); };
   std::vector<Tensor> earlier;
-  for (std::ptrdiff_t i = 0; i < k; ++i) earlier.push_back(first(window[static_cast<std::size_t>(i)]));
+  for (std::ptrdiff_t i = 0; i < k; ++i)
+    earlier.push_back(models::quantize_8bit(first(window[static_cast<std::size_t>(i)])));
   const Tensor& target = window[static_cast<std::size_t>(k)];
   const Tensor noise = Tensor::randn({own, target.size(1), target.size(2), target.size(3)}, gen);
+  const Tensor last = residual ? earlier.back() : Tensor();
   const Tensor predicted = models::quantize_8bit(
       models::sample_next_frames(model, schedule, models::context_of(earlier), {}, noise, steps,
-                                 prediction, input_dtype));
+                                 prediction, input_dtype, last));
   std::vector<Tensor> own_frames(earlier.begin() + 1, earlier.end());
   own_frames.push_back(predicted.to(target.dtype()));
   const int64_t batch = true_context.size(0);
@@ -59,9 +61,9 @@ int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
-  double self_context = 0.0;
+  double self_context = 0.0, stream_context_noise = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
-  bool resume = false, noise_level = false, overwrite = false, override = false;
+  bool resume = false, noise_level = false, residual = false, overwrite = false, override = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -86,8 +88,12 @@ int run_video_train(Args args) {
            "fraction of each batch whose newest context frame is the model's own prediction of "
            "it (trains on its own outputs; 0: off)");
   p.option("--self-context-from", &self_context_from, "the step --self-context starts at");
+  p.option("--stream-context-noise", &stream_context_noise,
+           "the context noise the model file recommends to streams (generate's default)");
   p.option("--self-context-steps", &self_context_steps,
            "DDIM steps of the model's own predictions");
+  p.flag("--residual", &residual,
+         "denoise the change from the last context frame instead of the frame (docs/VIDEO.md)");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -108,9 +114,11 @@ int run_video_train(Args args) {
     throw UsageError{
         "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames and "
         "--self-context-steps must be >= 1"};
-  if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1))
+  if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1) ||
+      !(stream_context_noise >= 0 && stream_context_noise <= 1))
     throw UsageError{
-        "video train: --context-noise and --context-blur must be >= 0, --self-context in [0, 1]"};
+        "video train: --context-noise and --context-blur must be >= 0, --self-context and "
+        "--stream-context-noise in [0, 1]"};
   if ((resume && overwrite) || (override && !resume))
     throw UsageError{"video train: --resume excludes --overwrite; --override needs --resume"};
 
@@ -129,11 +137,12 @@ int run_video_train(Args args) {
     models::VideoModelInfo from;
     const auto source = models::load_video_model(init_from, &from);
     if (from.config.name != preset || from.config.context_frames != context_frames ||
-        from.config.context_noise_level != noise_level)
+        from.config.context_noise_level != noise_level || from.residual != residual)
       throw UsageError{"video train: --init " + init_from + " holds a '" + from.config.name +
                        "' model with " + std::to_string(from.config.context_frames) +
                        " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
-                       ": pass the same --preset, --context-frames and --noise-level"};
+                       (from.residual ? ", residual" : "") +
+                       ": pass the same --preset, --context-frames, --noise-level and --residual"};
     model.load_state_dict(source->state_dict());
   }
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
@@ -151,11 +160,13 @@ int run_video_train(Args args) {
                                 {"size", std::to_string(size)},
                                 {"context-frames", std::to_string(context_frames)},
                                 {"noise-level", noise_level ? "1" : "0"},
+                                {"residual", residual ? "1" : "0"},
                                 {"context-noise", exact_text(context_noise)},
                                 {"context-blur", exact_text(context_blur)},
                                 {"self-context", exact_text(self_context)},
                                 {"self-context-from", std::to_string(self_context_from)},
                                 {"self-context-steps", std::to_string(self_context_steps)},
+                                {"stream-context-noise", exact_text(stream_context_noise)},
                                 {"lr", exact_text(lr)},
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},
@@ -196,11 +207,13 @@ int run_video_train(Args args) {
     models::VideoModelInfo info{.config = model.config(),
                                 .prediction = pred,
                                 .schedule_steps = schedule.steps(),
+                                .residual = residual,
                                 .extra = run_info};
     info.extra["train_steps"] = std::to_string(step);
     info.extra["context_noise"] = std::to_string(context_noise);
     info.extra["context_blur"] = std::to_string(context_blur);
     info.extra["self_context"] = std::to_string(self_context);
+    info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["loss"] = std::to_string(loss);
     if (!init_from.empty()) info.extra["init"] = init_from;
     models::save_video_model(model_path, model, info);
@@ -228,12 +241,13 @@ int run_video_train(Args args) {
       Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
       if (own > 0)
         context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
-                                      input_dtype, gen, context);
+                                      residual, input_dtype, gen, context);
       loss = models::video_diffusion_loss(model, schedule, context, window.back(),
                                           {.prediction = pred,
                                            .context_noise_max = context_noise,
                                            .context_blur_max = context_blur,
-                                           .quantize_context = true},
+                                           .quantize_context = true,
+                                           .residual = residual},
                                           input_dtype, gen);
     }
     scaler.scale(loss).backward();

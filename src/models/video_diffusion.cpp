@@ -91,14 +91,16 @@ Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma) {
 
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
-                          Prediction prediction, DType input_dtype) {
+                          Prediction prediction, DType input_dtype, const Tensor& last) {
   NoGrad no_grad;
   const Tensor ctx = context.to(input_dtype).contiguous(MemoryFormat::ChannelsLast);
   const Denoiser denoise = [&](const Tensor& x_t, const Tensor& t) {
     return model.forward(x_t.to(input_dtype).contiguous(MemoryFormat::ChannelsLast), ctx, t,
                          context_sigma);
   };
-  return ddim_sample(denoise, noise, schedule, steps, prediction);
+  const Tensor sampled = ddim_sample(denoise, noise, schedule, steps, prediction);
+  if (!last.defined()) return sampled;
+  return clamp(add(last.to(DType::F32), mul(sampled, 2.0)), -1.0, 1.0);
 }
 
 Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
@@ -119,10 +121,8 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
       timesteps.data<int64_t>()[i] = std::min<int64_t>(
           schedule.steps() - 1,
           static_cast<int64_t>(u.data<double>()[i] * static_cast<double>(schedule.steps())));
-    const Tensor x0 = current.to(DType::F32);
+    Tensor x0 = current.to(DType::F32);
     const Tensor noise = Tensor::randn(x0.shape(), gen);
-    x_t = schedule.add_noise(x0, noise, timesteps);
-    target = schedule.target(x0, noise, timesteps, options.prediction);
     noisy_context = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
     if (options.context_blur_max > 0) {
       const Tensor u_blur = Tensor::rand({batch}, gen, DType::F64);
@@ -139,6 +139,15 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
       noisy_context = add(noisy_context, mul(Tensor::randn(noisy_context.shape(), gen),
                                              sigma.reshape({batch, 1, 1, 1})));
     }
+    if (options.residual) {
+      // Relative to the newest context frame as the network sees it, noise included: the
+      // change to learn then also removes that noise, so a stream conditioned on a little noise
+      // cleans up its own grain instead of accumulating it.
+      const int64_t c = current.size(1);
+      x0 = mul(sub(x0, noisy_context.narrow(1, noisy_context.size(1) - c, c)), 0.5);
+    }
+    x_t = schedule.add_noise(x0, noise, timesteps);
+    target = schedule.target(x0, noise, timesteps, options.prediction);
   }
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   const Tensor out = model.forward(x_t.to(input_dtype).contiguous(cl),
@@ -181,11 +190,12 @@ Tensor VideoStream::next() {
                   .contiguous(MemoryFormat::ChannelsLast);
     sigma = Tensor::full({1}, options_.context_noise);
   }
+  const int64_t c = noise.size(1);
+  const Tensor last = options_.residual ? context.narrow(1, context.size(1) - c, c) : Tensor();
   Tensor frame = sample_next_frames(model_, schedule_, context, sigma, noise, options_.steps,
-                                    options_.prediction, model_dtype_);
+                                    options_.prediction, model_dtype_, last);
   if (options_.quantize) frame = quantize_8bit(frame);
   const Tensor next_frame = frame.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
-  const int64_t c = frame.size(1);
   context_ = context_.size(1) == c
                  ? next_frame
                  : context_of({context_.narrow(1, c, context_.size(1) - c), next_frame});

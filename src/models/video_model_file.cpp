@@ -54,6 +54,7 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["unet.context_noise_level"] = c.context_noise_level ? "1" : "0";
   m["diffusion.prediction"] = prediction_name(info.prediction);
   m["diffusion.steps"] = std::to_string(info.schedule_steps);
+  m["diffusion.residual"] = info.residual ? "1" : "0";
   nn::save(model, path, m);
 }
 
@@ -85,6 +86,9 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
         to_int(path, "unet.context_noise_level", get("unet.context_noise_level")) != 0;
   result.prediction = parse_prediction(get("diffusion.prediction"));
   result.schedule_steps = to_int(path, "diffusion.steps", get("diffusion.steps"));
+  // Absent in files from before residual models: the frame itself.
+  if (m.count("diffusion.residual"))
+    result.residual = to_int(path, "diffusion.residual", get("diffusion.residual")) != 0;
   for (const auto& [key, value] : m)
     if (key != "format" && key.rfind("unet.", 0) != 0 && key.rfind("diffusion.", 0) != 0)
       result.extra[key] = value;

@@ -9,6 +9,7 @@
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/serialize.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/optim/sgd.h"
 #include "support/error_of.h"
 
@@ -105,6 +106,60 @@ TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
               VideoStream s(net, schedule, first.narrow(0, 0, 1), {});
             }).find("[VideoStream] expected the first frames [2, 3, H, W]"),
             std::string::npos);
+}
+
+TEST(VideoStream, ResidualModelAddsTheSampledChangeToTheLastFrame) {
+  Generator gen(12);
+  UNetVideoConfig c = tiny();
+  c.context_frames = 2;
+  UNetVideo net(c, gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  VideoStream stream(net, schedule, first, {.steps = 2, .seed = 3, .residual = true});
+  std::vector<Tensor> history = {first.select(0, 0).unsqueeze(0), first.select(0, 1).unsqueeze(0)};
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor got = stream.next();
+    Generator g;
+    g.set_state({3, static_cast<uint64_t>(i) << 32});
+    const Tensor noise = Tensor::randn({1, 3, 8, 8}, g);
+    const Tensor context = context_of({history[history.size() - 2], history.back()});
+    InferenceMode inference;
+    const Tensor change = ddim_sample(
+        [&](const Tensor& x_t, const Tensor& t) {
+          return net.forward(x_t.contiguous(MemoryFormat::ChannelsLast), context, t);
+        },
+        noise, schedule, 2, Prediction::V);
+    const Tensor want = quantize_8bit(clamp(add(history.back(), mul(change, 2.0)), -1.0, 1.0));
+    ASSERT_EQ(test::max_abs_diff(got, want), 0) << "frame " << i;
+    history.push_back(got);
+  }
+}
+
+TEST(VideoDiffusionLoss, ResidualTargetIsTheHalvedChangeFromTheLastContextFrame) {
+  // With eps-prediction the target is the noise either way; what changes is x_t. A network
+  // input of a residual model at the noiseless end (t = 0) is ~ (current - last) / 2: check it
+  // through the loss of an oracle-free property: identical current and last frames make the
+  // residual x_0 zero, so the loss equals the plain loss with a zero current frame and a
+  // zero last context frame.
+  Generator gen(13);
+  UNetVideo net(tiny(), gen);
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  const Tensor frame = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  auto loss_of = [&](const Tensor& context, const Tensor& current, bool residual) {
+    Generator g(99);
+    NoGrad no_grad;
+    return video_diffusion_loss(net, schedule, context, current,
+                                {.context_noise_max = 0, .quantize_context = true,
+                                 .residual = residual},
+                                DType::F32, g)
+        .item<float>();
+  };
+  const Tensor zeros = Tensor::zeros({2, 3, 8, 8});
+  // Residual on (frame -> frame): x_0 = 0 with the frame as context.
+  // Plain on (frame -> 0): x_0 = 0 with the same context. Same x_t, same network input.
+  EXPECT_EQ(loss_of(frame, frame, true), loss_of(frame, zeros, false));
+  EXPECT_NE(loss_of(frame, frame, true), loss_of(frame, frame, false));
 }
 
 TEST(VideoStream, ContextNoiseChangesFramesDeterministically) {
@@ -214,6 +269,7 @@ TEST(VideoModelFile, RoundTripRebuildsTheSameNetwork) {
   EXPECT_EQ(info.config.attention_levels, c.attention_levels);
   EXPECT_EQ(info.prediction, Prediction::Epsilon);
   EXPECT_EQ(info.schedule_steps, 500);
+  EXPECT_FALSE(info.residual);
   EXPECT_EQ(info.extra.at("trained_steps"), "12");
   const Tensor x = Tensor::randn({1, 3, 8, 8}, gen);
   const Tensor t = Tensor::from_vector<int64_t>({3});
@@ -231,9 +287,10 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   UNetVideo net(c, gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_context.safetensors").string();
-  save_video_model(path, net, {.config = c, .extra = {}});
+  save_video_model(path, net, {.config = c, .residual = true, .extra = {}});
   VideoModelInfo info;
   load_video_model(path, &info);
+  EXPECT_TRUE(info.residual);
   EXPECT_EQ(info.config.context_frames, 3);
   EXPECT_TRUE(info.config.context_noise_level);
   // A file from before these options (no unet.context_* keys): one frame, no level.
@@ -242,10 +299,12 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
   meta.erase("unet.context_frames");
   meta.erase("unet.context_noise_level");
+  meta.erase("diffusion.residual");
   nn::save(old_style, path, meta);
   load_video_model(path, &info);
   EXPECT_EQ(info.config.context_frames, 1);
   EXPECT_FALSE(info.config.context_noise_level);
+  EXPECT_FALSE(info.residual);
   std::filesystem::remove(path);
 }
 

@@ -26,6 +26,12 @@ struct VideoLossOptions {
   double context_blur_max = 0;
   // Round the clean context to 8-bit levels first (quantize_8bit), as a stream's context is.
   bool quantize_context = false;
+  // Residual diffusion: the network denoises r = (frame - last) / 2, the change from the newest
+  // context frame exactly as the network sees it (after quantization, blur and noise), instead
+  // of the frame itself. Copying the last frame is then the zero prediction: a still background
+  // costs the network nothing; and since the change also removes the context's noise, a stream
+  // conditioned on a little noise cleans its own grain instead of accumulating it.
+  bool residual = false;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -52,10 +58,12 @@ Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
 
 // The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
 // on `context` [B, 3K, H, W] (and its noise std `context_sigma` [B], or undefined), the network
-// run on `input_dtype` inputs. No gradient. Returns [B, 3, H, W] f32 in [-1, 1].
+// run on `input_dtype` inputs. For a residual model `last` [B, 3, H, W] is the frame the sampled
+// change is added to (the newest frame of `context`, noise included); undefined otherwise. No
+// gradient. Returns [B, 3, H, W] f32 in [-1, 1].
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
-                          Prediction prediction, DType input_dtype);
+                          Prediction prediction, DType input_dtype, const Tensor& last = {});
 
 struct StreamOptions {
   int64_t steps = 4;  // DDIM steps per frame
@@ -67,6 +75,7 @@ struct StreamOptions {
   // Each frame is rounded to 8-bit levels before it is returned and becomes context
   // (quantize_8bit): the model conditions on exactly what a viewer sees.
   bool quantize = true;
+  bool residual = false;  // the model denoises the change from the last frame (VideoLossOptions)
 };
 
 // Generates frames one at a time, each conditioned on the ones before. The network runs in its

@@ -21,6 +21,7 @@ struct VideoModelInfo {
   UNetVideoConfig config;
   Prediction prediction = Prediction::V;
   int64_t schedule_steps = 1000;
+  bool residual = false;  // the network denoises the change from the last context frame
   io::SafetensorsMetadata extra;  // the caller's own metadata
 };
 
