@@ -29,7 +29,7 @@ std::string prepare_run_directory(const std::string& command, const std::string&
     // Checked before OUT is created: a failed --resume leaves nothing behind.
     if (!fs::exists(checkpoint))
       throw Error(command + ": --resume: " + checkpoint +
-                  " does not exist (train without --resume " + "to start a run there)");
+                  " does not exist (train without --resume to start a run there)");
   } else if (!overwrite) {
     for (const char* name : {"checkpoint.safetensors", "model.safetensors"})
       if (fs::exists(out + "/" + name))
