@@ -6,9 +6,12 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
-DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev
+DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
+  libcpp-httplib-dev pkgconf
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
+# The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
+BROWSER_DEPS = chromium
 BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
@@ -38,6 +41,7 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 $(ASAN_BUILD)/build.ninja: | deps
@@ -46,9 +50,9 @@ $(ASAN_BUILD)/build.ninja: | deps
 
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models io_test_tool mixprec_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline io_test_tool mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models)\.|^cli\.(io|inspect|convert)' \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline)\.|^cli\.(io|inspect|convert)' \
 	  -E 'GPTParity'
 
 # The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
@@ -66,6 +70,7 @@ demo: build
 	  --strip demo_strip.png --strip-every 50
 	$(BUILD)/mixprec bench video --presets lightweight --precisions fp32,fp16,bf16,autocast-bf16 \
 	  --steps 4 --frames 12 --quality-frame 50
+	@echo "Watch the stream live in a browser: $(BUILD)/mixprec video serve, then open http://127.0.0.1:8080/"
 
 bench-deps:
 	@tools/install_deps.sh $(DEPS) $(BENCH_DEPS)

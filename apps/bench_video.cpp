@@ -95,6 +95,7 @@ int run_one(const RunOne& o) {
       {.steps = o.steps,
        .prediction = info.prediction,
        .seed = static_cast<uint64_t>(o.seed),
+       .context_noise = stream_context_noise(info, o.checkpoint, std::nan("")),
        .residual = info.residual});
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();

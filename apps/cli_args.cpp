@@ -1,6 +1,7 @@
 #include "cli_args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -18,7 +19,9 @@ T parse_number(std::string_view text, bool& ok) {
   return value;
 }
 
+// NaN is an option's "unset" (its help says what happens then): no default to print.
 std::string format_default(double v) {
+  if (std::isnan(v)) return "";
   std::ostringstream s;
   s << v;
   return s.str();

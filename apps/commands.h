@@ -23,10 +23,11 @@ struct Command {
 int run_info(Args args);
 int run_inspect(Args args);
 int run_convert(Args args);
-int run_video(Args args);  // train | generate | drift
+int run_video(Args args);  // train | generate | drift | serve
 int run_video_train(Args args);
 int run_video_generate(Args args);
 int run_video_drift(Args args);
+int run_video_serve(Args args);
 int run_bench(Args args);  // video | train
 int run_bench_video(Args args);
 int run_bench_train(Args args);

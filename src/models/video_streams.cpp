@@ -1,0 +1,79 @@
+#include "mixprec/models/video_streams.h"
+
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/random.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/functional.h"
+
+namespace mixprec::models {
+
+BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
+                                       const std::vector<Tensor>& first_frames,
+                                       StreamOptions options)
+    : model_(model),
+      schedule_(std::move(schedule)),
+      options_(options),
+      model_dtype_(parameter_dtype(model)) {
+  MIXPREC_CHECK(!first_frames.empty(), "[BatchedVideoStream] no streams");
+  MIXPREC_CHECK(options.context_noise >= 0, "[BatchedVideoStream] negative context noise");
+  const int64_t k = model.config().context_frames;
+  std::vector<Tensor> contexts;
+  for (const Tensor& f : first_frames) {
+    MIXPREC_CHECK(f.dim() == 4 && f.size(0) == k && f.shape() == first_frames[0].shape(),
+                  "[BatchedVideoStream] expected the first frames of every stream as [", k,
+                  ", 3, H, W] (the model's context frames, one size for all), got ",
+                  shape_to_string(f.shape()));
+    // [K, 3, H, W] -> [1, 3K, H, W]: frame-major channels, oldest first, as VideoStream does.
+    contexts.push_back(f.contiguous().reshape({1, k * f.size(1), f.size(2), f.size(3)}));
+  }
+  context_ = cat(contexts, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+}
+
+void BatchedVideoStream::set_options(const StreamOptions& options) {
+  MIXPREC_CHECK(options.context_noise >= 0, "[BatchedVideoStream] negative context noise");
+  options_ = options;
+}
+
+Tensor BatchedVideoStream::next() {
+  InferenceMode inference;
+  const int64_t n = streams(), c = model_.config().frame_channels;
+  // Each stream draws exactly what VideoStream::next draws for frame index_ of its seed, in the
+  // same order (its noise, then its context noise), so the two agree sample for sample.
+  std::vector<Tensor> noise, context;
+  for (int64_t i = 0; i < n; ++i) {
+    Generator gen;
+    gen.set_state({options_.seed + static_cast<uint64_t>(i), static_cast<uint64_t>(index_) << 32});
+    noise.push_back(Tensor::randn({1, c, context_.size(2), context_.size(3)}, gen));
+    if (options_.context_noise > 0) {
+      const Tensor own = context_.narrow(0, i, 1);
+      context.push_back(
+          add(own.to(DType::F32), mul(Tensor::randn(own.shape(), gen), options_.context_noise))
+              .to(model_dtype_));
+    }
+  }
+  Tensor batch_context = context_, sigma;
+  if (options_.context_noise > 0) {
+    batch_context = cat(context, 0).contiguous(MemoryFormat::ChannelsLast);
+    sigma = Tensor::full({n}, options_.context_noise);
+  }
+  Tensor frames = sample_next_frames(model_, schedule_, batch_context, sigma, cat(noise, 0),
+                                     options_.steps, options_.prediction, model_dtype_);
+  if (options_.quantize) frames = quantize_8bit(frames);
+  const Tensor newest = frames.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+  context_ = context_.size(1) == c
+                 ? newest
+                 : context_of({context_.narrow(1, c, context_.size(1) - c), newest});
+  ++index_;
+  return frames;
+}
+
+Tensor BatchedVideoStream::recent_frames(int64_t stream) const {
+  MIXPREC_CHECK(stream >= 0 && stream < streams(), "[BatchedVideoStream] no stream ", stream, " (",
+                streams(), " streams)");
+  const Tensor own = context_.narrow(0, stream, 1).to(DType::F32).contiguous();
+  const int64_t c = model_.config().frame_channels;
+  return own.reshape({own.size(1) / c, c, own.size(2), own.size(3)});
+}
+
+}  // namespace mixprec::models
