@@ -114,7 +114,7 @@ int run_bench_train(Args args) {
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<Row> rows;
   for (const std::string& mode : split_list(modes)) {
-    amp::PrecisionConfig::parse(mode);  // validate
+    parse_usage("bench train", [&] { return amp::PrecisionConfig::parse(mode); });  // validate
     std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
     const std::string out = run_and_capture(
         "'" + self + "' bench train --run-one " + mode + " --warmup " + std::to_string(warmup) +

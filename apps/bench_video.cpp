@@ -32,6 +32,7 @@
 #include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
+#include "run_guard.h"
 #include "video_common.h"
 
 namespace mixprec::app {
@@ -292,7 +293,7 @@ int run_bench_video(Args args) {
                     .precision = split_list(precisions).at(0),
                     .checkpoint = checkpoint,
                     .frames_out = save,
-                    .steps = std::stoll(split_list(steps_list).at(0)),
+                    .steps = integer_option("bench video", "--steps", steps_list),
                     .frames = frames,
                     .warmup = warmup,
                     .quality_frame = quality_frame,
@@ -313,13 +314,13 @@ int run_bench_video(Args args) {
   if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())
     precision_names.insert(precision_names.begin(), "fp32");  // the reference of every ratio
 
+  for (const std::string& steps : split_list(steps_list))
+    integer_option("bench video", "--steps", steps);  // validate before the long run
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
-  const std::string tmp =
-      (std::filesystem::temp_directory_path() / ("mixprec_bench_video_" + std::to_string(getpid())))
-          .string();
-  std::filesystem::create_directories(tmp);
+  const ScratchFolder scratch("mixprec_bench_video_");  // removed on any error too
+  const std::string& tmp = scratch.path();
   for (const std::string& preset : split_list(presets))
-    models::UNetVideoConfig::preset(preset);  // validate before the long run
+    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
   const Peak peak = bf16_peak();
   std::vector<Result> results;
   for (const std::string& preset : split_list(presets)) {
@@ -329,9 +330,9 @@ int run_bench_video(Args args) {
             tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";
         std::ostringstream cmd;
         cmd << "'" << self << "' bench video --run-one --presets " << preset << " --precisions "
-            << precision << " --steps " << std::stoll(steps) << " --frames " << frames
-            << " --warmup " << warmup << " --quality-frame " << quality_frame << " --seed " << seed
-            << " --checkpoint '" << checkpoint << "' --save '" << frames_file << "'";
+            << precision << " --steps " << steps << " --frames " << frames << " --warmup " << warmup
+            << " --quality-frame " << quality_frame << " --seed " << seed << " --checkpoint '"
+            << checkpoint << "' --save '" << frames_file << "'";
         std::fprintf(stderr, "bench video: %s %s, %s steps ...\n", preset.c_str(),
                      precision.c_str(), steps.c_str());
         Result r = parse_result(run_and_capture(cmd.str(), "bench video"));
@@ -354,7 +355,6 @@ int run_bench_video(Args args) {
     r.psnr_last = models::psnr(mine.tensor("frame_last"), base.tensor("frame_last"));
     r.ssim_last = ssim(mine.tensor("frame_last"), base.tensor("frame_last"));
   }
-  std::filesystem::remove_all(tmp);
 
   const std::string md = markdown_of(results, peak, quality_frame);
   if (json)

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "mixprec/core/error.h"
+
 namespace mixprec::app {
 namespace {
 
@@ -31,6 +33,35 @@ std::string format_default(double v) {
 #define MIXPREC_SOURCE_DIR "."
 #endif
 
+std::optional<int64_t> parse_integer(std::string_view text) {
+  bool ok = false;
+  const auto value = parse_number<int64_t>(text, ok);
+  if (!ok) return std::nullopt;
+  return value;
+}
+
+int64_t integer_option(std::string_view command, std::string_view option, std::string_view text) {
+  const std::optional<int64_t> value = parse_integer(text);
+  if (!value)
+    throw UsageError{std::string(command) + ": " + std::string(option) +
+                     " expects an integer, got '" + std::string(text) + "'"};
+  return *value;
+}
+
+int64_t metadata_integer(const std::map<std::string, std::string>& metadata, const std::string& key,
+                         const std::string& file, int64_t min, std::optional<int64_t> fallback) {
+  const std::string expected = "expected an integer >= " + std::to_string(min);
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) {
+    if (fallback) return *fallback;
+    throw Error(file + ": metadata has no '" + key + "' (" + expected + ")");
+  }
+  const std::optional<int64_t> value = parse_integer(it->second);
+  if (!value || *value < min)
+    throw Error(file + ": metadata '" + key + "' is '" + it->second + "', " + expected);
+  return *value;
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream in(text);
@@ -55,9 +86,10 @@ void ArgParser::option(std::string name, std::string* value, std::string help) {
 void ArgParser::option(std::string name, int64_t* value, std::string help) {
   options_.push_back({name, std::move(help), std::to_string(*value), true,
                       [this, value, name](std::string_view v) {
-                        bool ok = false;
-                        *value = parse_number<int64_t>(v, ok);
-                        if (!ok) fail(name + " expects an integer, got '" + std::string(v) + "'");
+                        const std::optional<int64_t> parsed = parse_integer(v);
+                        if (!parsed)
+                          fail(name + " expects an integer, got '" + std::string(v) + "'");
+                        *value = *parsed;
                       }});
 }
 

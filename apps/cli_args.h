@@ -7,12 +7,41 @@
 // Values are "--name value" or "--name=value"; a bad or unknown option is a UsageError.
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 
 namespace mixprec::app {
+
+// Every number the commands read from text (an option, a list item, a file's metadata) goes
+// through parse_integer, so a bad one is reported with what it is and what was expected, never
+// as a bare "stoll".
+// The whole of `text` as a base-10 integer, or nothing.
+std::optional<int64_t> parse_integer(std::string_view text);
+// An integer the user typed, e.g. an item of --steps 1,4: a UsageError (exit 2) otherwise,
+// "<command>: <option> expects an integer, got 'abc'".
+int64_t integer_option(std::string_view command, std::string_view option, std::string_view text);
+// An integer field of a file's metadata, at least `min`: an Error (exit 1) otherwise,
+// "<file>: metadata '<key>' is 'abc', expected an integer >= 0". A missing field gives
+// `fallback`, or without one the same kind of message.
+int64_t metadata_integer(const std::map<std::string, std::string>& metadata, const std::string& key,
+                         const std::string& file, int64_t min,
+                         std::optional<int64_t> fallback = std::nullopt);
+
+// Runs a parse of a user's value (a --precision or --preset name) and reports its failure as a
+// usage mistake: "<command>: <the parser's message>", exit 2.
+template <typename Parse>
+auto parse_usage(std::string_view command, Parse&& parse) {
+  try {
+    return parse();
+  } catch (const std::runtime_error& e) {
+    throw UsageError{std::string(command) + ": " + e.what()};
+  }
+}
 
 // "a,b,,c" -> {"a", "b", "c"}: the comma-separated lists options take.
 std::vector<std::string> split_list(const std::string& text);

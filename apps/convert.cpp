@@ -35,8 +35,9 @@ void print_help() {
       "                    matched anywhere in the name: anchor with ^...$) are written as f32,\n"
       "                    e.g. --keep-f32 'norm|bias'\n\n"
       "OUT appears only when complete (temporary file, fsync, rename); on any error nothing\n"
-      "is written. Exit status: 0 ok, 1 unreadable or malformed input or failed write,\n"
-      "2 usage mistake.\n");
+      "is written. An OUT that is a symbolic link is written through: the file it points to\n"
+      "is replaced and the link stays. Exit status: 0 ok, 1 unreadable or malformed input or\n"
+      "failed write, 2 usage mistake.\n");
 }
 
 struct Options {

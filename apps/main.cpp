@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "mixprec/core/error.h"
+#include "run_guard.h"
 
 namespace mixprec::app {
 namespace {
@@ -53,6 +54,7 @@ int run(Args args) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
+  mixprec::app::remove_temporaries_on_signal();  // no half-written file outlives Ctrl-C
   try {
     return mixprec::app::run(args);
   } catch (const mixprec::app::UsageError& e) {

@@ -36,6 +36,7 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
   if (start_done_ < 0) {
     start_done_ = done > 0 ? done - 1 : 0;
   }
+  last_done_ = done;
   const auto now = std::chrono::steady_clock::now();
   if (tty_) {
     if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
@@ -47,6 +48,7 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
 }
 
 void ProgressBar::finish(const std::string& metrics) { draw(total_, metrics, true); }
+void ProgressBar::stop(const std::string& metrics) { draw(last_done_, metrics, true); }
 
 void ProgressBar::draw(int64_t done, const std::string& metrics, bool final) {
   const double elapsed = elapsed_seconds();

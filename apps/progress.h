@@ -16,6 +16,8 @@ class ProgressBar {
   // `done` items finished; `metrics` is shown after the counters ("loss 1.84 | ...").
   void update(int64_t done, const std::string& metrics = "");
   void finish(const std::string& metrics = "");  // the final line, with the total time
+  // The final line of work that ended early (stopped, diverged), at the last update's count.
+  void stop(const std::string& metrics);
   double elapsed_seconds() const;
 
  private:
@@ -25,6 +27,7 @@ class ProgressBar {
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   int64_t start_done_ = -1;  // resumed runs: rate counts from the first update
+  int64_t last_done_ = 0;
 };
 
 // "mm:ss" or "h:mm:ss".

@@ -1,8 +1,8 @@
 // `mixprec train gpt`: trains a GPT on a text corpus (the shipped Shakespeare by default) in
 // mixed precision, with a progress bar (loss, tokens/s, ETA), periodic validation, atomic
 // checkpoints, exact resume and a text sample at the end.
+#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "cli_args.h"
@@ -12,18 +12,20 @@
 #include "mixprec/models/gpt_generate.h"
 #include "mixprec/models/gpt_train.h"
 #include "progress.h"
+#include "run_guard.h"
 
 namespace mixprec::app {
 
 int run_train_gpt(Args args) {
+  const std::string command = "train gpt";
   std::string corpus = source_path("data/shakespeare.txt");
   std::string precision = "auto", out = "runs/gpt", prompt = "ROMEO:";
   int64_t steps = 1000, batch = 8, context = 256, layers = 6, d_model = 384, heads = 6;
   int64_t warmup = 50, seed = 0, eval_every = 200, eval_batches = 8, checkpoint_every = 200;
   int64_t sample_tokens = 200;
   double lr = 6e-4, weight_decay = 0.1, clip = 1.0;
-  bool resume = false;
-  ArgParser p("train gpt",
+  bool resume = false, overwrite = false, override = false;
+  ArgParser p(command,
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
@@ -44,16 +46,38 @@ int run_train_gpt(Args args) {
   p.option("--out", &out, "directory for checkpoint.safetensors");
   p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
   p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
+  p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
+  p.flag("--override", &override,
+         "with --resume: accept settings that differ from the checkpoint's (no longer "
+         "bit-identical)");
   p.option("--prompt", &prompt, "prompt of the sample printed at the end");
   p.option("--sample-tokens", &sample_tokens, "tokens to sample at the end (0: none)");
+  p.epilog(
+      "A run stops on Ctrl-C or SIGTERM after saving a checkpoint (a second signal aborts), and\n"
+      "stops without saving when it diverges (exit 1). Exit status: 0 done, 1 failed or\n"
+      "diverged, 2 usage mistake, 128+N stopped by signal N (continue with --resume).");
   if (!p.parse(args)) return 0;
-  if (steps < 1 || batch < 1 || warmup < 1 || checkpoint_every < 1 || eval_batches < 1)
+  if (steps < 1 || batch < 1 || warmup < 1 || checkpoint_every < 1 || eval_batches < 1 ||
+      eval_every < 0 || sample_tokens < 0)
     throw UsageError{
-        "train gpt: --steps, --batch, --warmup, --checkpoint-every and "
-        "--eval-batches must be >= 1"};
+        "train gpt: --steps, --batch, --warmup, --checkpoint-every and --eval-batches must be "
+        ">= 1, --eval-every and --sample-tokens >= 0"};
+  if ((resume && overwrite) || (override && !resume))
+    throw UsageError{"train gpt: --resume excludes --overwrite; --override needs --resume"};
+  if (sample_tokens > 0 && prompt.empty())
+    throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
-  const amp::PrecisionConfig pc = amp::PrecisionConfig::parse(precision);
+  // Everything that can be checked is checked before step 1, and before OUT is touched.
+  const amp::PrecisionConfig pc =
+      parse_usage(command, [&] { return amp::PrecisionConfig::parse(precision); });
   const models::TextDataset data = models::TextDataset::from_file(corpus);
+  for (const models::Split split : {models::Split::Train, models::Split::Validation})
+    if (data.size(split) < context + 1)
+      throw UsageError{"train gpt: the " +
+                       std::string(split == models::Split::Train ? "training" : "validation") +
+                       " split of " + corpus + " has " + std::to_string(data.size(split)) +
+                       " tokens, fewer than one --context window of " +
+                       std::to_string(context + 1)};
   const models::GPTConfig config{
       .vocab = 256, .context = context, .layers = layers, .d_model = d_model, .heads = heads};
   Generator init(static_cast<uint64_t>(seed));
@@ -67,15 +91,22 @@ int run_train_gpt(Args args) {
                               .weight_decay = weight_decay,
                               .clip = clip,
                               .seed = static_cast<uint64_t>(seed)});
-  std::filesystem::create_directories(out);
-  const std::string checkpoint = out + "/checkpoint.safetensors";
-  int64_t start = 0;
+  // What a resumed run must share with its checkpoint to continue bit for bit.
+  const RunSettings settings = {{"precision", pc.name()},
+                                {"seed", std::to_string(seed)},
+                                {"batch", std::to_string(batch)},
+                                {"context", std::to_string(context)},
+                                {"lr", exact_text(lr)},
+                                {"warmup", std::to_string(warmup)},
+                                {"weight-decay", exact_text(weight_decay)},
+                                {"clip", exact_text(clip)},
+                                {"corpus", corpus}};
+  const std::string checkpoint = prepare_run_directory(command, out, resume, overwrite);
+  ResumePoint start;
   if (resume) {
-    const auto meta =
-        io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
-    start = std::stoll(meta.at("step"));
-    std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
-                 static_cast<long long>(start));
+    start = check_resume(command, checkpoint, settings, override, steps);
+    if (start.finished) return 0;
+    io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
   }
   std::fprintf(stderr,
                "train gpt: %s, %lld parameters, precision %s, corpus %s (%lld train / %lld "
@@ -85,36 +116,46 @@ int run_train_gpt(Args args) {
                static_cast<long long>(data.size(models::Split::Train)),
                static_cast<long long>(data.size(models::Split::Validation)),
                static_cast<long long>(batch), static_cast<long long>(context));
+
+  LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
-    io::save_checkpoint(
-        checkpoint, model, trainer.optimizer(), &trainer.scaler(),
-        {{"step", std::to_string(step)}, {"precision", pc.name()}, {"seed", std::to_string(seed)}});
+    io::SafetensorsMetadata meta;
+    add_settings(meta, settings);
+    add_progress(meta, step, monitor.smoothed());
+    io::save_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler(), meta);
   };
 
-  ProgressBar bar("train gpt", steps);
+  const StopOnSignal stop;
+  ProgressBar bar(command, steps);
   const double tokens_per_step = static_cast<double>(batch * context);
-  double smoothed = 0, validation = 0;
+  double validation = 0;
   const auto start_time = std::chrono::steady_clock::now();
-  for (int64_t step = start; step < steps; ++step) {
+  for (int64_t step = start.step; step < steps; ++step) {
     const double loss = trainer.step(step);
-    smoothed = step == start ? loss : 0.95 * smoothed + 0.05 * loss;
+    if (!monitor.observe(step, loss, trainer.scaler().last_step_skipped())) break;
     const bool last = step + 1 == steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
-    if ((step + 1) % checkpoint_every == 0 || last) save(step + 1);
+    if (monitor.save_now((step + 1) % checkpoint_every == 0, last || StopOnSignal::requested()))
+      save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1); });
+    if (monitor.diverged()) break;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
     char metrics[128];
-    std::snprintf(metrics, sizeof metrics, "loss %.4f | val %.4f | %.0f tok/s%s", smoothed,
-                  validation, tokens_per_step * static_cast<double>(step + 1 - start) / seconds,
+    std::snprintf(metrics, sizeof metrics, "loss %.4f | val %.4f | %.0f tok/s%s",
+                  monitor.smoothed(), validation,
+                  tokens_per_step * static_cast<double>(step + 1 - start.step) / seconds,
                   trainer.scaler().last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
+    if (StopOnSignal::requested()) break;
   }
+  if (const int status = end_of_loop(command, monitor, bar, checkpoint)) return status;
   char final_metrics[64];
-  std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f | val %.4f", smoothed, validation);
+  std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f | val %.4f", monitor.smoothed(),
+                validation);
   bar.finish(final_metrics);
-  std::printf("final train loss %.4f, validation loss %.4f; checkpoint %s\n", smoothed, validation,
-              checkpoint.c_str());
+  std::printf("final train loss %.4f, validation loss %.4f; checkpoint %s\n", monitor.smoothed(),
+              validation, checkpoint.c_str());
   if (sample_tokens > 0) {
     Generator gen(static_cast<uint64_t>(seed) + 1);
     const std::vector<int64_t> text =

@@ -22,6 +22,7 @@
 #include "mixprec/optim/lr_schedule.h"
 #include "mixprec/ops/functional.h"
 #include "progress.h"
+#include "run_guard.h"
 
 namespace mixprec::app {
 namespace {
@@ -62,7 +63,7 @@ int run_video_train(Args args) {
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
-  bool resume = false, noise_level = false, residual = false;
+  bool resume = false, noise_level = false, residual = false, overwrite = false, override = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -102,6 +103,9 @@ int run_video_train(Args args) {
   p.option("--out", &out, "directory for checkpoint.safetensors and model.safetensors");
   p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
   p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
+  p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
+  p.flag("--override", &override,
+         "with --resume: accept settings that differ from the checkpoint's");
   p.option("--init", &init_from,
            "start from this model file's weights (fine-tuning; a fresh optimizer)");
   if (!p.parse(args)) return 0;
@@ -118,12 +122,17 @@ int run_video_train(Args args) {
     throw UsageError{
         "video train: --context-noise and --context-blur must be >= 0, --self-context and "
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
+  if ((resume && overwrite) || (override && !resume))
+    throw UsageError{"video train: --resume excludes --overwrite; --override needs --resume"};
 
-  const amp::PrecisionConfig pc = amp::PrecisionConfig::parse(precision);
-  const models::Prediction pred = models::parse_prediction(prediction);
+  const amp::PrecisionConfig pc =
+      parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
+  const models::Prediction pred =
+      parse_usage("video train", [&] { return models::parse_prediction(prediction); });
   const data::MovingShapes videos({.height = size, .width = size}, static_cast<uint64_t>(seed));
   Generator init(static_cast<uint64_t>(seed));
-  models::UNetVideoConfig config = models::UNetVideoConfig::preset(preset);
+  models::UNetVideoConfig config =
+      parse_usage("video train", [&] { return models::UNetVideoConfig::preset(preset); });
   config.context_frames = context_frames;
   config.context_noise_level = noise_level;
   models::UNetVideo model(config, init);
@@ -145,14 +154,35 @@ int run_video_train(Args args) {
   const models::NoiseSchedule schedule = models::NoiseSchedule::cosine(1000);
   const DType input_dtype = pc.half_params() ? pc.params : DType::F32;
 
-  std::filesystem::create_directories(out);
-  const std::string checkpoint = out + "/checkpoint.safetensors";
+  // What a resumed run must share with its checkpoint to continue bit for bit (the stream
+  // settings a model file recommends do not change training, so they may change on resume).
+  const RunSettings settings = {{"preset", preset},
+                                {"precision", pc.name()},
+                                {"seed", std::to_string(seed)},
+                                {"batch", std::to_string(batch)},
+                                {"prediction", prediction},
+                                {"size", std::to_string(size)},
+                                {"context-frames", std::to_string(context_frames)},
+                                {"noise-level", noise_level ? "1" : "0"},
+                                {"residual", residual ? "1" : "0"},
+                                {"context-noise", exact_text(context_noise)},
+                                {"context-blur", exact_text(context_blur)},
+                                {"self-context", exact_text(self_context)},
+                                {"self-context-from", std::to_string(self_context_from)},
+                                {"self-context-steps", std::to_string(self_context_steps)},
+                                {"lr", exact_text(lr)},
+                                {"warmup", std::to_string(warmup)},
+                                {"weight-decay", exact_text(weight_decay)},
+                                {"clip", exact_text(clip)},
+                                {"init", init_from}};
+  const std::string checkpoint = prepare_run_directory("video train", out, resume, overwrite);
+  ResumePoint resumed;
   int64_t start = 0;
   if (resume) {
-    const io::SafetensorsMetadata meta = io::load_checkpoint(checkpoint, model, opt, &scaler);
-    start = std::stoll(meta.at("step"));
-    std::fprintf(stderr, "resuming %s at step %lld\n", checkpoint.c_str(),
-                 static_cast<long long>(start));
+    resumed = check_resume("video train", checkpoint, settings, override, steps);
+    if (resumed.finished) return 0;
+    start = resumed.step;
+    io::load_checkpoint(checkpoint, model, opt, &scaler);
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
@@ -174,7 +204,8 @@ int run_video_train(Args args) {
   // an interrupted run leaves a usable model.
   auto save = [&](int64_t step, double loss) {
     io::SafetensorsMetadata meta = run_info;
-    meta["step"] = std::to_string(step);
+    add_settings(meta, settings);
+    add_progress(meta, step, loss);
     io::save_checkpoint(checkpoint, model, opt, &scaler, meta);
     models::VideoModelInfo info{.config = model.config(),
                                 .prediction = pred,
@@ -192,8 +223,10 @@ int run_video_train(Args args) {
     models::save_video_model(model_path, model, info);
   };
 
+  LossMonitor monitor(0.98, resumed);
+  const StopOnSignal stop;
   ProgressBar bar("video train", steps);
-  double smoothed = 0;
+  double smoothed = monitor.smoothed();
   for (int64_t step = start; step < steps; ++step) {
     opt.set_lr(optim::warmup_cosine_lr(lr, step, warmup, steps));
     // Every step's data and noise come from (seed, step) alone, so a resumed run draws exactly
@@ -227,14 +260,18 @@ int run_video_train(Args args) {
     scaler.step(opt);
     scaler.update();
     opt.zero_grad();
-    const double value = loss.item<double>();
-    smoothed = step == start ? value : 0.98 * smoothed + 0.02 * value;
+    if (!monitor.observe(step, loss.item<double>(), scaler.last_step_skipped())) break;
+    smoothed = monitor.smoothed();
     char metrics[96];
     std::snprintf(metrics, sizeof metrics, "loss %.4f | lr %.2e%s", smoothed, opt.lr(),
                   scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
-    if ((step + 1) % checkpoint_every == 0 || step + 1 == steps) save(step + 1, smoothed);
+    if (monitor.save_now((step + 1) % checkpoint_every == 0,
+                         step + 1 == steps || StopOnSignal::requested()))
+      save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
+    if (monitor.diverged() || StopOnSignal::requested()) break;
   }
+  if (const int status = end_of_loop("video train", monitor, bar, checkpoint)) return status;
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f", smoothed);
   bar.finish(final_metrics);

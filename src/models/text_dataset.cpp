@@ -1,6 +1,7 @@
 #include "mixprec/models/text_dataset.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -21,6 +22,9 @@ TextDataset::TextDataset(std::vector<int64_t> tokens, double validation_fraction
 }
 
 TextDataset TextDataset::from_file(const std::string& path, double validation_fraction) {
+  // An ifstream opens a directory and reads nothing from it ("0 tokens" would be the symptom).
+  MIXPREC_CHECK(!std::filesystem::is_directory(path), "[TextDataset] ", path,
+                ": is a directory, expected a text file");
   std::ifstream in(path, std::ios::binary);
   MIXPREC_CHECK(in.good(), "[TextDataset] ", path, ": cannot open (", std::strerror(errno), ")");
   std::ostringstream bytes;

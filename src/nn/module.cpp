@@ -107,7 +107,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::map<std::string, const Tensor*> incoming;
   for (const auto& [name, t] : state) incoming.emplace(name, &t);
   std::vector<std::string> missing, mismatched;
-  NoGrad no_grad;
+  std::vector<std::pair<Tensor, const Tensor*>> copies;  // (target, source), once all are valid
   for (const auto& [name, target] : state_dict()) {
     const auto it = incoming.find(name);
     if (it == incoming.end()) {
@@ -115,12 +115,16 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       continue;
     }
     const Tensor& source = *it->second;
-    if (source.shape() != target.shape()) {
+    if (source.shape() != target.shape())
       mismatched.push_back(name + " (file " + shape_to_string(source.shape()) + ", model " +
                            shape_to_string(target.shape()) + ")");
-    } else {
-      target.copy_(source);  // converts the dtype: exact widening, RNE narrowing
-    }
+    // Converting between floating dtypes is what loading does; an integer or bool tensor where a
+    // float weight belongs (or the reverse) is a wrong file, never something to convert.
+    else if (is_floating(source.dtype()) != is_floating(target.dtype()))
+      mismatched.push_back(name + " (file " + std::string(dtype_name(source.dtype())) + ", model " +
+                           std::string(dtype_name(target.dtype())) + ")");
+    else
+      copies.emplace_back(target, &source);
     incoming.erase(it);
   }
   auto join = [](const std::vector<std::string>& names) {
@@ -128,13 +132,18 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     for (std::size_t i = 0; i < names.size(); ++i) s << (i ? ", " : "") << names[i];
     return s.str();
   };
-  MIXPREC_CHECK(mismatched.empty(), "[load_state_dict] shape mismatch: ", join(mismatched));
+  MIXPREC_CHECK(mismatched.empty(),
+                "[load_state_dict] shape or dtype mismatch: ", join(mismatched));
   if (strict) {
     std::vector<std::string> unexpected;
     for (const auto& [name, t] : incoming) unexpected.push_back(name);
     MIXPREC_CHECK(missing.empty() && unexpected.empty(), "[load_state_dict] missing keys: [",
                   join(missing), "]; unexpected keys: [", join(unexpected), "]");
   }
+  // Only now, so a refused file leaves the module as it was.
+  NoGrad no_grad;
+  for (auto& [target, source] : copies)
+    target.copy_(*source);  // converts the dtype: exact widening, RNE narrowing
 }
 
 }  // namespace mixprec::nn

@@ -127,6 +127,22 @@ Tensor finish(Tensor out, std::initializer_list<const Tensor*> inputs, Args&&...
   return out;
 }
 
+// A scalar operand in the op's math type: f32, or f64 for an f64 tensor. It is never rounded
+// to a 16-bit tensor's dtype first (PyTorch's opmath): mul(f16 1000, 1e-7) is 1.0002e-4, the
+// product rounded once, not 1000 * f16(1e-7) = 1.19e-4; mul(bf16 65536, 2^-140) is 2^-124, not
+// 65536 * 0. The output keeps the tensor's dtype (a Python scalar does not promote).
+Tensor opmath_scalar(double s, DType tensor_dtype) {
+  return Tensor::scalar(s, tensor_dtype == DType::F64 ? DType::F64 : DType::F32);
+}
+
+// mul(x, s): g * s, itself a scalar op, so a loss-scaled gradient through a tiny constant keeps
+// the rule too.
+struct MulScalarBackward final : Node {
+  double s;
+  std::string_view name() const override { return "MulScalarBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override { return {mul(g[0], s)}; }
+};
+
 // pow(x, p): g p x^(p - 1);  clamp: g where lo <= x <= hi (bounds inclusive, as torch.clamp).
 struct PowBackward final : Node {
   Tensor x;
@@ -198,10 +214,20 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return binary_op<DivBackward>(AutocastOp::Div, BinaryOp::Div, a, b);
 }
 
-Tensor mul(const Tensor& a, double s) {
-  // A scalar in a's dtype (not promoted): the scaling of losses and gradients.
-  return binary_op<MulBackward>(AutocastOp::MulScalar, BinaryOp::Mul, a,
-                                Tensor::scalar(s, a.dtype()));
+Tensor mul(const Tensor& a_in, double s) {
+  const auto [a] = autocast_args(AutocastOp::MulScalar, a_in);
+  ops_detail::check_float("mul", a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.suggest_memory_format());
+  {
+    NoGrad no_grad;
+    kernels::binary(BinaryOp::Mul, a, opmath_scalar(s, a.dtype()), out);
+  }
+  if (autograd::needs_grad({&a})) {
+    auto node = std::make_shared<MulScalarBackward>();
+    node->s = s;
+    autograd::record(node, {&a}, {&out});
+  }
+  return out;
 }
 
 Tensor neg(const Tensor& x) { return unary_op(AutocastOp::Neg, UnaryOp::Neg, x, Saved::Nothing); }
@@ -219,9 +245,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    kernels::binary(BinaryOp::Pow, x,
-                    Tensor::scalar(exponent, x.dtype() == DType::F64 ? DType::F64 : DType::F32),
-                    out);
+    kernels::binary(BinaryOp::Pow, x, opmath_scalar(exponent, x.dtype()), out);
   }
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<PowBackward>();

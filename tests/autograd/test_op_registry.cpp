@@ -22,6 +22,7 @@
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
+#include "support/isa_levels.h"
 
 namespace mixprec {
 namespace {
@@ -225,6 +226,71 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpRegistry, ::testing::Range<std::size_t>(0, regis
                          [](const ::testing::TestParamInfo<std::size_t>& info) {
                            return registry()[info.param].name;
                          });
+
+// Scalar operands are applied in f32 (f64 for f64 tensors) and the result is rounded once into
+// the tensor's dtype (DESIGN.md, PyTorch's opmath): a scalar is never first rounded to the
+// tensor's 16-bit dtype. 37 elements run the vector body and a tail at every kernel level.
+struct ScalarCase {
+  std::string name;
+  DType dtype;
+  double x;
+  std::function<Tensor(const Tensor&)> fn;
+  double want;
+};
+
+double in_bf16(float v) { return static_cast<float>(BFloat16(v)); }
+
+const std::vector<ScalarCase>& scalar_cases() {
+  static const std::vector<ScalarCase> cases = {
+      // f16(1e-7) = 1.19e-7 would give 1.19e-4 (19% off); 1e-4 rounds to 1678 * 2^-24.
+      {"mul_f16_tiny", DType::F16, 1000.0, [](const Tensor& x) { return mul(x, 1e-7); },
+       1678 * std::ldexp(1.0, -24)},
+      // bf16(2^-140) = 0 (below bf16's smallest subnormal 2^-133) would give 0.
+      {"mul_bf16_below_range", DType::BF16, 65536.0,
+       [](const Tensor& x) { return mul(x, std::ldexp(1.0, -140)); }, std::ldexp(1.0, -124)},
+      // 1 + 2^-11 + 2^-20 rounds to 1 in f16 (a tie below it), the product rounds up in f16.
+      {"mul_f16_above_tie", DType::F16, 1.0,
+       [](const Tensor& x) { return mul(x, 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -20)); },
+       1.0 + std::ldexp(1.0, -10)},
+      {"operator_mul_bf16", DType::BF16, 65536.0,
+       [](const Tensor& x) { return x * std::ldexp(1.0, -140); }, std::ldexp(1.0, -124)},
+      // x^p with p = 1 + 2^-9 (not a bf16 number: it would round to 1 and give x itself).
+      {"pow_bf16", DType::BF16, 256.0,
+       [](const Tensor& x) { return pow(x, 1.0 + std::ldexp(1.0, -9)); },
+       in_bf16(std::pow(256.0f, 1.0f + std::ldexp(1.0f, -9)))},
+      // A bound that is not a bf16 number is compared in f32; the result rounds once.
+      {"clamp_bf16_low_bound", DType::BF16, 0.0,
+       [](const Tensor& x) { return clamp(x, 1e-7, 1.0); }, in_bf16(1e-7f)},
+      {"mul_f64", DType::F64, 3.0, [](const Tensor& x) { return mul(x, 0.1); }, 3.0 * 0.1},
+  };
+  return cases;
+}
+
+class ScalarOperand : public test_support::IsaTest {};
+
+TEST_P(ScalarOperand, AppliedInF32AndRoundedOnce) {
+  for (const ScalarCase& c : scalar_cases()) {
+    const Tensor x = Tensor::full({37}, c.x, c.dtype);
+    const Tensor y = c.fn(x);
+    ASSERT_EQ(y.dtype(), c.dtype) << c.name << ": a scalar must not change the dtype";
+    const Tensor got = y.to(DType::F64).contiguous();
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_EQ(got.data<double>()[i], c.want) << c.name << ", element " << i;
+  }
+}
+
+// A loss-scaled backward through a tiny constant: d(x * 2^-140)/dx * 65536 = 2^-124 in bf16.
+TEST_P(ScalarOperand, GradientKeepsTheRule) {
+  const Tensor x = Tensor::full({37}, 1.0, DType::BF16).requires_grad_();
+  const Tensor y = mul(x, std::ldexp(1.0, -140));
+  y.backward(Tensor::full({37}, 65536.0, DType::BF16));
+  ASSERT_EQ(x.grad().dtype(), DType::BF16);
+  const Tensor g = x.grad().to(DType::F64).contiguous();
+  for (int64_t i = 0; i < g.numel(); ++i)
+    ASSERT_EQ(g.data<double>()[i], std::ldexp(1.0, -124)) << "element " << i;
+}
+
+MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ScalarOperand);
 
 // One line per op: forward + backward time at the registry's sizes (dispatch overhead shows).
 TEST(OpRegistryPerf, EveryOpWhenAsked) {

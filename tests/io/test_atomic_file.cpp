@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -94,9 +96,10 @@ TEST(AtomicFile, NotAFileName) {
 
 TEST(AtomicFile, RenameOntoADirectoryFailsCleanly) {
   ScratchDir dir;
-  std::filesystem::create_directory(dir.file("target"));
-  std::filesystem::create_directory(dir.file("target/occupied"));  // rename(2) cannot replace it
   AtomicFile f(dir.file("target"));
+  // A directory that appears while the file is written: rename(2) cannot replace it.
+  std::filesystem::create_directory(dir.file("target"));
+  std::filesystem::create_directory(dir.file("target/occupied"));
   f.write("x", 1);
   EXPECT_THAT(error_of([&] { f.commit(); }),
               HasSubstr("cannot rename the temporary file into place"));
@@ -160,6 +163,62 @@ TEST(AtomicFile, SafetensorsWriteErrorMidwayLeavesNothing) {
   EXPECT_THAT(message, HasSubstr("[safetensors] " + path + ": write failed: File too large"));
   EXPECT_EQ(read_text(path), "old");  // untouched
   EXPECT_THAT(dir.entries(), ElementsAre("big.safetensors"));
+}
+
+TEST(AtomicFile, AnExistingDirectoryIsRefusedBeforeAnyWork) {
+  ScratchDir dir;
+  std::filesystem::create_directory(dir.file("frames"));
+  EXPECT_THAT(error_of([&] { AtomicFile f(dir.file("frames"), "gif"); }),
+              HasSubstr("[gif] " + dir.file("frames") + ": is a directory"));
+  EXPECT_THAT(dir.entries(), ElementsAre("frames"));
+}
+
+TEST(AtomicFile, ASymlinkIsWrittenThroughNotReplaced) {
+  ScratchDir dir;
+  const std::string target = dir.file("real.bin"), link = dir.file("link.bin");
+  test::write_file(target, {std::byte{'o'}, std::byte{'l'}, std::byte{'d'}});
+  std::filesystem::create_symlink("real.bin", link);
+  {
+    AtomicFile f(link);
+    f.write("new", 3);
+    f.commit();
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(link));  // the link stays a link
+  EXPECT_EQ(read_text(target), "new");             // the file it points to is replaced
+  EXPECT_THAT(dir.entries(), ElementsAre("link.bin", "real.bin"));
+}
+
+TEST(AtomicFile, StaleTemporariesOfDeadProcessesAreRemoved) {
+  ScratchDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // reaped: its pid names no process now
+  const std::string dead = dir.file(".out.bin.tmp-" + std::to_string(child) + "-0-1f");
+  const std::string alive = dir.file(".out.bin.tmp-" + std::to_string(::getppid()) + "-0-1f");
+  const std::string other = dir.file(".other.bin.tmp-" + std::to_string(child) + "-0-1f");
+  for (const std::string& p : {dead, alive, other}) test::write_file(p, {std::byte{'x'}});
+  {
+    AtomicFile f(dir.file("out.bin"));
+    f.write("ok", 2);
+    f.commit();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(alive));  // a live process may still be writing it
+  EXPECT_TRUE(std::filesystem::exists(other));  // another target's: not this writer's business
+}
+
+TEST(AtomicFile, RemoveTemporariesNowRemovesOpenTemporaries) {
+  ScratchDir dir;
+  AtomicFile a(dir.file("a.bin")), b(dir.file("b.bin"));
+  AtomicFile done(dir.file("done.bin"));
+  done.write("x", 1);
+  done.commit();
+  EXPECT_TRUE(std::filesystem::exists(a.temp_path()));
+  remove_temporaries_now();  // what a signal handler calls
+  EXPECT_FALSE(std::filesystem::exists(a.temp_path()));
+  EXPECT_FALSE(std::filesystem::exists(b.temp_path()));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("done.bin")));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "io_test_util.h"
@@ -19,6 +21,13 @@ std::string parse_error(std::string_view text, JsonParseOptions options = {}) {
 
 TEST(Json, QuoteEscapes) {
   EXPECT_EQ(json_quote("a\"b\\c\n\t\x01"), "\"a\\\"b\\\\c\\n\\t\\u0001\"");
+}
+
+TEST(Json, NumbersThatAreNotNumbersAreNull) {
+  EXPECT_EQ(json_number(1.5), "1.5");
+  EXPECT_EQ(json_number(std::nan("")), "null");
+  EXPECT_EQ(json_number(std::numeric_limits<double>::infinity(), 3), "null");
+  EXPECT_EQ(json_number(-std::numeric_limits<double>::infinity()), "null");
 }
 
 TEST(Json, QuoteShortCutsAtCharacterBoundaries) {

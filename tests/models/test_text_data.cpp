@@ -8,6 +8,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/models/byte_tokenizer.h"
 #include "mixprec/models/text_dataset.h"
+#include "support/error_of.h"
 
 namespace mixprec::models {
 namespace {
@@ -110,6 +111,10 @@ TEST(TextDataset, RejectsWhatCannotWork) {
     EXPECT_NE(std::string(e.what()).find("[TextDataset] /no/such/corpus.txt: cannot open"),
               std::string::npos);
   }
+  // A directory opens as a stream on Linux and reads as zero bytes: say what it is instead.
+  const std::string dir = ::testing::TempDir();
+  EXPECT_NE(test_support::error_of([&] { TextDataset::from_file(dir); }).find("is a directory"),
+            std::string::npos);
 }
 
 TEST(TextDataset, LoadsTheShippedCorpus) {

@@ -345,5 +345,35 @@ TEST(VideoModelFile, APlainWeightsFileIsRejectedClearly) {
   std::filesystem::remove(path);
 }
 
+// The loader is as strict about dtypes as load_checkpoint: a float weight may come in any
+// floating dtype (converted), but an integer or bool tensor in its place is a wrong file,
+// refused with the tensor's name before any weight moves.
+TEST(VideoModelFile, AnIntegerOrBoolTensorWhereAFloatWeightBelongsIsRefused) {
+  Generator gen(3);
+  UNetVideo net(tiny(), gen);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_video_dtypes.safetensors").string();
+  for (DType wrong : {DType::I64, DType::Bool}) {
+    save_video_model(path, net, {.config = tiny(), .extra = {}});
+    const io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
+    io::NamedTensors tensors = io::load_safetensors(path);
+    const std::string victim = tensors.front().first;
+    tensors.front().second = Tensor::zeros(tensors.front().second.shape(), wrong);
+    io::save_safetensors(path, tensors, meta);
+    const std::string error = test_support::error_of([&] { load_video_model(path, nullptr); });
+    EXPECT_NE(error.find(victim), std::string::npos) << error;
+    EXPECT_NE(error.find(std::string(dtype_name(wrong))), std::string::npos) << error;
+  }
+  // Another floating dtype is a conversion, not an error.
+  save_video_model(path, net, {.config = tiny(), .extra = {}});
+  const io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
+  io::NamedTensors tensors = io::load_safetensors(path);
+  for (auto& [name, t] : tensors)
+    if (is_floating(t.dtype())) t = t.to(DType::BF16);
+  io::save_safetensors(path, tensors, meta);
+  EXPECT_NO_THROW(load_video_model(path, nullptr));
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace mixprec::models

@@ -6,8 +6,12 @@
 // the directory, so after a crash the target is either the old file or the complete new one.
 // Until commit() succeeds the target is untouched, and destroying an uncommitted AtomicFile
 // (an exception on the way, a failed write) removes the temporary: on failure nothing is left.
-// A process killed outright (SIGKILL, power loss) can leave its temporary behind; its name
-// starts with ".<target name>.tmp-" so it is easy to recognise.
+// A process killed outright (SIGKILL, power loss) can leave its temporary behind; its name is
+// ".<target name>.tmp-<pid>-..." so it is easy to recognise, and the next AtomicFile for the same
+// target removes the temporaries of processes that no longer exist. A process ended by a signal
+// it handles removes its own: the handler calls remove_temporaries_now().
+// A target that is a symbolic link is written through: the link stays, the file it points to is
+// replaced (atomically, in that file's directory), as `cp` or an editor's save would do.
 //
 //   io::AtomicFile out(path, "safetensors");
 //   out.write(header.data(), header.size());
@@ -18,10 +22,15 @@
 
 namespace mixprec::io {
 
+// Removes the temporary file of every AtomicFile of this process that is neither committed nor
+// discarded. Async-signal-safe (unlink(2) on paths recorded in advance): for signal handlers.
+void remove_temporaries_now() noexcept;
+
 class AtomicFile {
  public:
   // Creates the temporary file next to `path`. `op` prefixes error messages:
-  // "[<op>] <path>: <what failed>: <strerror>".
+  // "[<op>] <path>: <what failed>: <strerror>". A `path` that is an existing directory is
+  // refused here, before the caller does the work whose result it would write.
   explicit AtomicFile(std::string path, std::string op = "write");
   ~AtomicFile();  // removes the temporary unless committed
   AtomicFile(const AtomicFile&) = delete;
@@ -50,6 +59,7 @@ class AtomicFile {
   int fd_ = -1;
   uint64_t written_ = 0;
   bool committed_ = false;
+  int registry_slot_ = -1;  // where remove_temporaries_now() finds temp_path_
 };
 
 }  // namespace mixprec::io

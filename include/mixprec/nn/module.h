@@ -45,8 +45,10 @@ class Module {
 
   // Parameters then buffers, by dotted name.
   NamedTensors state_dict() const;
-  // Copies values in (converting dtype exactly / with round to nearest even). With `strict`,
-  // missing and unexpected names are an Error that lists them; shape mismatches always are.
+  // Copies values in (converting between floating dtypes exactly / with round to nearest even).
+  // With `strict`, missing and unexpected names are an Error that lists them; shape mismatches
+  // and an integer or bool tensor for a floating one (or the reverse) always are. Everything is
+  // checked before anything is copied: a refused state leaves the module unchanged.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   // Calls fn on this module and every descendant, parents first.

@@ -11,7 +11,9 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, double s);  // a * s in a's dtype
+// Scalar operands (s, exponent, lo/hi) are applied in f32 (f64 for an f64 x) and the result is
+// rounded once into x's dtype: a scalar is never first rounded to a 16-bit dtype (opmath).
+Tensor mul(const Tensor& a, double s);  // a * s, in a's dtype
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);

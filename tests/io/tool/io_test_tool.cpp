@@ -9,6 +9,10 @@
 //   io_test_tool same A B [--quiet-nans]      A and B hold the same tensors and metadata, bitwise
 //                                             (--quiet-nans: a signaling NaN in A may be quiet in
 //                                             B, as any conversion makes it)
+//   io_test_tool set-metadata FILE KEY [VALUE]
+//                                             rewrites FILE with __metadata__ KEY set to VALUE
+//                                             (removed without VALUE): damaged inputs for the
+//                                             command-line robustness tests
 //   io_test_tool check-convert IN OUT DTYPE [KEEP_REGEX]
 //                                             OUT is IN converted as `mixprec convert` promises,
 //                                             checked against the independent rounding reference
@@ -244,7 +248,10 @@ int run(int argc, char** argv) {
       fail("'" + (a.empty() ? std::string() : a[0]) + "' needs " + std::to_string(n) +
            " arguments");
   };
-  if (a.empty()) fail("usage: io_test_tool sample|truncate|copy|drop-metadata|dump|same|check-convert ...");
+  if (a.empty())
+    fail(
+        "usage: io_test_tool "
+        "sample|truncate|copy|drop-metadata|set-metadata|dump|same|check-convert ...");
   const std::string& cmd = a[0];
   if (cmd == "sample") {
     need(1);
@@ -255,6 +262,14 @@ int run(int argc, char** argv) {
   } else if (cmd == "copy") {
     need(2);
     save_safetensors(a[2], load_safetensors(a[1]), SafetensorsFile::open(a[1]).metadata());
+  } else if (cmd == "set-metadata") {
+    need(2);
+    SafetensorsMetadata metadata = SafetensorsFile::open(a[1]).metadata();
+    if (a.size() > 3)
+      metadata[a[2]] = a[3];
+    else
+      metadata.erase(a[2]);
+    save_safetensors(a[1], load_safetensors(a[1]), metadata);
   } else if (cmd == "drop-metadata") {
     need(3);
     SafetensorsMetadata meta = SafetensorsFile::open(a[1]).metadata();

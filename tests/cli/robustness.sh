@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# The command line used carelessly or hostilely (issue 17: "runs you can trust"): each case
+# replays a mistake or an accident and checks that no work is lost, nothing is silently wrong,
+# every message names what it is about, and nothing is left behind.
+#
+#   robustness.sh CASE MIXPREC IO_TEST_TOOL WORKDIR
+#
+# CTest registers one test per case (tests/CMakeLists.txt, cli_robust.*). A case prints what
+# failed and exits 1; WORKDIR is its own scratch folder, emptied first.
+set -uo pipefail
+
+case_name=$1
+mixprec=$2
+io_tool=$3
+work=$4
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+
+# A GPT that trains in milliseconds per step.
+tiny_gpt=(train gpt --layers 1 --d-model 32 --heads 1 --context 16 --batch 2 --warmup 1
+          --eval-batches 1 --sample-tokens 0 --precision fp16)
+tiny_video=(video train --batch 2 --size 32 --warmup 1 --checkpoint-every 1 --precision bf16)
+
+fail() {
+  echo "FAIL ($case_name): $*" >&2
+  for f in out err; do [[ -s $f ]] && { echo "--- $f:" >&2; tail -n 20 "$f" >&2; }; done
+  exit 1
+}
+
+# run EXPECTED_STATUS ARGS...: runs mixprec, stdout to ./out and stderr to ./err.
+run() {
+  local want=$1
+  shift
+  "$mixprec" "$@" >out 2>err
+  local got=$?
+  [[ $got == "$want" ]] || fail "mixprec $* exited $got, expected $want"
+}
+
+expect_err() { grep -qE -- "$1" err || fail "stderr does not match '$1'"; }
+expect_out() { grep -qE -- "$1" out || fail "stdout does not match '$1'"; }
+# No raw C++ exception text reaches the user.
+expect_clear_err() {
+  if grep -qE 'map::at|stoll|stoull|stoi|basic_string|vector::_M|std::' err; then
+    fail "raw C++ exception text on stderr"
+  fi
+}
+same_file() { cmp -s "$1" "$2" || fail "$1 and $2 differ"; }
+no_temporaries() {
+  local left
+  left=$(find "${1:-.}" -name '.*.tmp-*' 2>/dev/null)
+  [[ -z $left ]] || fail "temporary files left behind: $left"
+}
+
+# wait_for PATH [REGEX]: until PATH exists (and has a line matching REGEX), at most a minute.
+wait_for() {
+  local i
+  for ((i = 0; i < 1200; ++i)); do
+    [[ -e $1 ]] && { [[ -z ${2:-} ]] || grep -qE -- "$2" "$1"; } && return 0
+    sleep 0.05
+  done
+  fail "$1 never appeared${2:+ with '$2'}"
+}
+
+case $case_name in
+
+# 1. A run directory that holds a run is not overwritten without --overwrite.
+overwrite_refused)
+  run 0 "${tiny_gpt[@]}" --steps 2 --out gpt
+  cp gpt/checkpoint.safetensors before.safetensors
+  run 2 "${tiny_gpt[@]}" --steps 2 --out gpt
+  expect_err "already holds a run.*--resume.*--overwrite"
+  same_file gpt/checkpoint.safetensors before.safetensors
+  run 0 "${tiny_gpt[@]}" --steps 2 --out gpt --overwrite
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  run 2 "${tiny_video[@]}" --steps 1 --out video
+  expect_err "already holds a run.*--resume.*--overwrite"
+  ;;
+
+# 2. A diverged run keeps the last good checkpoint and exits non-zero with a summary.
+divergence)
+  run 0 "${tiny_gpt[@]}" --steps 4 --checkpoint-every 2 --out gpt
+  cp gpt/checkpoint.safetensors good.safetensors
+  run 1 "${tiny_gpt[@]}" --steps 100 --checkpoint-every 2 --out gpt --resume --lr 30 --override
+  expect_err "diverged at step [0-9]+: .*skipped [0-9]+ steps in a row"
+  expect_err "still holds the last good state \(step 4\)"
+  same_file gpt/checkpoint.safetensors good.safetensors
+  run 1 "${tiny_gpt[@]}" --steps 200 --precision bf16 --lr 30 --out bf16
+  expect_err "diverged at step [0-9]+: the smoothed loss exploded"
+  [[ ! -e bf16/checkpoint.safetensors ]] || fail "a diverged run saved a checkpoint"
+  ;;
+
+# 3. Everything that can be checked is checked before step 1.
+preconditions)
+  printf 'To be, or not to be.%.0s\n' {1..100} >small.txt  # 2,100 bytes: 210 validate
+  run 2 "${tiny_gpt[@]}" --steps 5 --corpus small.txt --context 512 --out gpt
+  expect_err "validation split of small.txt has [0-9]+ tokens, fewer than one --context window"
+  [[ ! -e gpt ]] || fail "a refused run created its --out"
+  echo file >not_a_dir
+  run 1 "${tiny_gpt[@]}" --steps 5 --out not_a_dir/run
+  expect_err "cannot create --out not_a_dir/run"
+  grep -q 'train gpt \[' err && fail "training started before --out was checked"
+  run 2 "${tiny_gpt[@]}" --steps 5 --out gpt --prompt '' --sample-tokens 4
+  expect_err "--prompt must not be empty"
+  run 1 "${tiny_gpt[@]}" --steps 5 --out gpt --corpus .
+  expect_err ": is a directory"
+  run 1 "${tiny_gpt[@]}" --steps 5 --out never --resume
+  [[ ! -e never ]] || fail "a failing --resume created its --out"
+  ;;
+
+# 4 and 14. The first SIGINT/SIGTERM saves a checkpoint and stops (128 + signal); the run then
+# resumes to the same bits as an uninterrupted one; no temporary is left.
+signal_saves_and_resumes)
+  "$mixprec" "${tiny_gpt[@]}" --steps 600 --checkpoint-every 100000 --eval-every 0 \
+    --out gpt >out 2>err &
+  pid=$!
+  wait_for err 'train gpt \['  # in the training loop
+  kill -INT $pid
+  wait $pid
+  status=$?
+  [[ $status == 130 ]] || fail "stopped by SIGINT: exit $status, expected 130"
+  expect_err "stopped by signal 2 after step [0-9]+, saved in gpt/checkpoint.safetensors"
+  [[ -e gpt/checkpoint.safetensors ]] || fail "no checkpoint after SIGINT"
+  no_temporaries gpt
+  run 0 "${tiny_gpt[@]}" --steps 600 --checkpoint-every 100000 --eval-every 0 --out gpt --resume
+  resumed_loss=$(grep -o 'final train loss [0-9.]*' out)
+  run 0 "${tiny_gpt[@]}" --steps 600 --checkpoint-every 100000 --eval-every 0 --out straight
+  same_file gpt/checkpoint.safetensors straight/checkpoint.safetensors
+  [[ $(grep -o 'final train loss [0-9.]*' out) == "$resumed_loss" ]] ||
+    fail "the smoothed loss differs after a resume"
+  # A second signal ends the process at once, temporaries removed. (If both arrive before the
+  # handler runs they count as one, and the run stops as above: the same status, no leftovers.)
+  "$mixprec" "${tiny_gpt[@]}" --steps 100000 --checkpoint-every 1 --out twice >out 2>err &
+  pid=$!
+  wait_for twice/checkpoint.safetensors
+  kill -TERM $pid
+  kill -TERM $pid
+  wait $pid
+  status=$?
+  [[ $status == 143 ]] || fail "two SIGTERMs: exit $status, expected 143"
+  no_temporaries twice
+  "$io_tool" dump twice/checkpoint.safetensors >/dev/null || fail "checkpoint unreadable"
+  ;;
+
+# 5. --resume refuses settings that differ from the checkpoint's unless --override.
+resume_settings)
+  run 0 "${tiny_gpt[@]}" --steps 2 --out gpt
+  for changed in "--seed 1" "--batch 3" "--precision bf16" "--context 8"; do
+    # shellcheck disable=SC2086
+    run 2 "${tiny_gpt[@]}" --steps 3 --out gpt --resume $changed
+    expect_err "settings that differ .*${changed%% *} .*the checkpoint has"
+  done
+  run 0 "${tiny_gpt[@]}" --steps 3 --out gpt --resume --seed 1 --override
+  expect_err "warning: --override"
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  for changed in "--prediction eps" "--size 16" "--context-noise 0.3"; do
+    # shellcheck disable=SC2086
+    run 2 "${tiny_video[@]}" --steps 2 --out video --resume $changed
+    expect_err "settings that differ .*${changed%% *} "
+  done
+  ;;
+
+# 6. Resuming a finished run says so, without figures of zero steps.
+already_finished)
+  run 0 "${tiny_gpt[@]}" --steps 2 --out gpt
+  run 0 "${tiny_gpt[@]}" --steps 2 --out gpt --resume
+  expect_out "already at step 2 of --steps 2"
+  grep -qE "final train loss|it/s" out err && fail "figures printed for a run that did nothing"
+  ;;
+
+# 7. video generate --json is valid JSON when no frame is timed: null, and why.
+generate_json_without_timed_frames)
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  for frames in 1 2; do
+    "$mixprec" video generate --checkpoint video/model.safetensors --frames $frames --steps 1 \
+      --out '' --json >out 2>err
+    grep -qiE 'nan|inf[^o]' out && fail "NaN or inf in the JSON"
+    expect_out '"ms_per_frame": \{"mean": null'
+    if command -v python3 >/dev/null; then
+      python3 -c 'import json, sys; json.load(open("out"))' || fail "invalid JSON"
+    fi
+  done
+  ;;
+
+# 9 and 12. generate and drift read the model's size (and step, seed) metadata, checked.
+metadata_checked)
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  cp video/model.safetensors bad_size.safetensors
+  "$io_tool" set-metadata bad_size.safetensors size abc || fail "io_test_tool"
+  run 1 video generate --checkpoint bad_size.safetensors --frames 1 --out ''
+  expect_err "bad_size.safetensors: metadata 'size' is 'abc', expected an integer"
+  run 1 video drift --models bad_size.safetensors --frames 1 --videos 1
+  expect_err "bad_size.safetensors: metadata 'size' is 'abc', expected an integer"
+  expect_clear_err
+  # drift streams at the model's size: a 32x32 model on 64x64 frames would not match its truth
+  run 0 video drift --models video/model.safetensors --frames 2 --videos 1 --steps 1
+  "$io_tool" set-metadata video/checkpoint.safetensors step abc || fail "io_test_tool"
+  run 1 "${tiny_video[@]}" --steps 2 --out video --resume
+  expect_err "checkpoint.safetensors: metadata 'step' is 'abc', expected an integer >= 0"
+  expect_clear_err
+  "$io_tool" set-metadata video/checkpoint.safetensors step || fail "io_test_tool"
+  run 1 "${tiny_video[@]}" --steps 2 --out video --resume
+  expect_err "checkpoint.safetensors: metadata has no 'step'"
+  expect_clear_err
+  run 2 bench video --steps abc --frames 3
+  expect_err "--steps expects an integer, got 'abc'"
+  expect_clear_err
+  ;;
+
+# 13. Usage mistakes exit 2 in every command, and are caught before any work.
+usage_exit_codes)
+  run 2 "${tiny_gpt[@]}" --steps 2 --precision fp8 --out gpt
+  run 2 "${tiny_video[@]}" --steps 1 --precision fp8 --out video
+  run 2 "${tiny_video[@]}" --steps 1 --preset huge --out video
+  run 2 "${tiny_video[@]}" --steps 1 --context-noise -1 --out video
+  expect_err "--context-noise .*must be >= 0"
+  run 2 video generate --precision fp8
+  run 2 bench video --presets huge --frames 3
+  run 2 bench train --modes fp8
+  [[ ! -e gpt && ! -e video ]] || fail "a usage mistake created an output directory"
+  ;;
+
+# 14. Temporaries: a signal removes the GIF being written; kill -9 leaves one that the next
+# writer of the same file removes; bench video leaves no scratch folder behind on an error.
+temporaries)
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  for sig in TERM KILL; do
+    "$mixprec" video generate --checkpoint video/model.safetensors --frames 100000 --steps 1 \
+      --out stream.gif >out 2>err &
+    pid=$!
+    for ((i = 0; i < 1200; ++i)); do
+      compgen -G '.stream.gif.tmp-*' >/dev/null && break
+      sleep 0.05
+    done
+    sleep 0.3
+    kill -$sig $pid
+    wait $pid
+  done
+  [[ -n $(compgen -G '.stream.gif.tmp-*') ]] || fail "kill -9 should leave its temporary"
+  run 0 video generate --checkpoint video/model.safetensors --frames 2 --steps 1 --out stream.gif
+  no_temporaries .
+  mkdir scratch
+  echo "not a model" >bad_model.safetensors  # each configuration's child process fails on it
+  TMPDIR=$PWD/scratch "$mixprec" bench video --presets lightweight --precisions fp32 --steps 1 \
+    --frames 3 --checkpoint bad_model.safetensors >out 2>err
+  [[ $? != 0 ]] || fail "bench video with a broken model file succeeded"
+  [[ -z $(ls scratch) ]] || fail "bench video left $(ls scratch) in the temporary directory"
+  ;;
+
+# 15. Outputs: an existing directory as --out fails before the work; convert onto a symlink
+# writes through it.
+outputs)
+  run 0 "${tiny_video[@]}" --steps 1 --out video
+  mkdir frames.gif
+  run 1 video generate --checkpoint video/model.safetensors --frames 50 --steps 1 --out frames.gif
+  expect_err "frames.gif: is a directory"
+  grep -q 'video generate \[' err && fail "frames were generated before --out was checked"
+  "$io_tool" sample sample.safetensors || fail "io_test_tool"
+  cp sample.safetensors real.safetensors
+  ln -s real.safetensors link.safetensors
+  run 0 convert sample.safetensors link.safetensors --dtype bf16
+  [[ -L link.safetensors ]] || fail "convert replaced the symlink"
+  "$io_tool" check-convert sample.safetensors real.safetensors bf16 ||
+    fail "the symlink's target was not converted"
+  ;;
+
+# Also: kill -9 during training saves, a few times; the checkpoint always loads, no temporary
+# survives the next start, and the resumed run ends bit-identical to an uninterrupted one.
+kill9_during_saves)
+  steps=150
+  args=("${tiny_gpt[@]}" --steps $steps --checkpoint-every 1 --eval-every 0)
+  run 0 "${args[@]}" --out straight
+  resume=()
+  for kill in 1 2 3 4; do
+    "$mixprec" "${args[@]}" --out killed "${resume[@]}" >out 2>err &
+    pid=$!
+    [[ $kill == 1 ]] && wait_for killed/checkpoint.safetensors
+    sleep 0.$((RANDOM % 5 + 2))
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    "$io_tool" dump killed/checkpoint.safetensors >/dev/null ||
+      fail "the checkpoint does not load after kill -9 number $kill"
+    resume=(--resume)
+  done
+  run 0 "${args[@]}" --out killed --resume
+  no_temporaries killed
+  same_file killed/checkpoint.safetensors straight/checkpoint.safetensors
+  ;;
+
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "ok: $case_name"
