@@ -45,8 +45,9 @@ void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Ten
 // flops of f32 FMA, measured by the peak probe). WidenToF32: bf16 widened to f32 once per call
 // for the f32 kernels (exact: every bf16 is an f32; f32 accumulation then keeps the subnormal
 // products that vdpbf16ps and AMX flush). Auto: Amx where usable; otherwise, and for shapes
-// Amx does not take, DotProduct if a one-off probe finds vdpbf16ps at least 1.4x faster than
-// f32 FMA, else WidenToF32.
+// Amx does not take, DotProduct except on CPUs with AMX (whose vdpbf16ps issues at half rate),
+// WidenToF32 there: decided from cpuid, never by timing, so results and memory peaks do not
+// depend on how busy the machine is.
 enum class Bf16ConvCompute : uint8_t { Auto, Amx, DotProduct, WidenToF32 };
 void set_bf16_conv_compute(Bf16ConvCompute mode);  // process-wide; Auto by default
 Bf16ConvCompute bf16_conv_compute();               // the mode in force (never Auto)

@@ -9,10 +9,10 @@
 #include "conv_direct.h"
 #include "conv_internal.h"
 #include "mixprec/core/allocator.h"
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
-#include "mixprec/kernels/peak.h"
 #include "simd_math.h"
 #include "simd_scalar.h"
 
@@ -206,18 +206,16 @@ void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& 
 
 std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
-// Auto's choice, measured once: single-thread peak probes of a few milliseconds each.
-Bf16ConvCompute measured_bf16_mode() {
-  // Probed only at the avx512bf16 level (the probe runs at the active level; switching the
-  // process-wide level here would race with other threads' kernels). Below it, vdpbf16ps is
-  // not available anyway.
+// Auto's choice where AMX does not take a bf16 convolution: vdpbf16ps, or widening to f32 for
+// the FMA kernel. A property of the core, decided from cpuid, never by timing (a timing probe on
+// a busy machine flipped the choice from run to run, and with it the rounding and the memory
+// peak): the cores measured so far run vdpbf16ps at the FMA's rate (AMD Zen 4: 2x the f32
+// flops per instruction) except Intel's AMX cores (Sapphire Rapids and later), where it issues
+// at half rate and widening to f32 is as fast (docs/PERFORMANCE.md).
+Bf16ConvCompute bf16_dot_or_widen() {
   if (active_isa() < IsaLevel::Avx512Bf16) return Bf16ConvCompute::WidenToF32;
-  static const Bf16ConvCompute mode = [] {
-    const double dot = measure_peak_gflops(PeakKind::Bf16Dot, 1, 0.004);
-    const double fma = measure_peak_gflops(PeakKind::F32Fma, 1, 0.004);
-    return dot >= 1.4 * fma ? Bf16ConvCompute::DotProduct : Bf16ConvCompute::WidenToF32;
-  }();
-  return mode;
+  const CpuFeatures& f = cpu_features();
+  return f.amx_tile && f.amx_bf16 ? Bf16ConvCompute::WidenToF32 : Bf16ConvCompute::DotProduct;
 }
 
 // Whether AMX takes a bf16 group of cg channels under the mode in force.
@@ -236,7 +234,7 @@ DType pack_dtype_for(DType x_dtype, DType w_dtype, int64_t cg) {
   if (x_dtype == DType::BF16 && w_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 &&
       cg % 2 == 0) {
     Bf16ConvCompute mode = bf16_conv_compute();
-    if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = measured_bf16_mode();
+    if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = bf16_dot_or_widen();
     if (mode != Bf16ConvCompute::WidenToF32) return DType::BF16;
   }
   return DType::F32;
@@ -370,7 +368,7 @@ void set_bf16_conv_compute(Bf16ConvCompute mode) { g_bf16_mode.store(mode); }
 Bf16ConvCompute bf16_conv_compute() {
   const Bf16ConvCompute mode = g_bf16_mode.load();
   if (mode != Bf16ConvCompute::Auto) return mode;
-  return conv_detail::amx_usable() ? Bf16ConvCompute::Amx : measured_bf16_mode();
+  return conv_detail::amx_usable() ? Bf16ConvCompute::Amx : bf16_dot_or_widen();
 }
 
 int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
