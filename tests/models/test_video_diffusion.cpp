@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "gpt_test_util.h"
+#include "video_test_util.h"
 #include "mixprec/autograd/grad_mode.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/models/video_diffusion.h"
@@ -17,20 +18,9 @@
 namespace mixprec::models {
 namespace {
 
-UNetVideoConfig tiny() {
-  UNetVideoConfig c;
-  c.name = "tiny";
-  c.base_channels = 16;
-  c.channel_mults = {1, 2};
-  c.res_blocks = 1;
-  c.head_dim = 32;
-  c.groups = 4;
-  return c;
-}
-
 TEST(VideoDiffusionLoss, IsFiniteAndTrains) {
   Generator gen(1);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   const NoiseSchedule schedule = NoiseSchedule::cosine(100);
   // A fixed pair of frames: the loss on it must fall with a few SGD steps.
   const Tensor prev = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
@@ -55,7 +45,7 @@ TEST(VideoDiffusionLoss, IsFiniteAndTrains) {
 
 TEST(VideoStream, DeterministicFramesInRange) {
   Generator gen(2);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   const Tensor first = Tensor::uniform({1, 3, 8, 8}, -1, 1, gen);
   auto run = [&] {
     VideoStream stream(net, NoiseSchedule::cosine(100), first, {.steps = 2, .seed = 7});
@@ -78,7 +68,7 @@ TEST(VideoStream, DeterministicFramesInRange) {
 
 TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
   Generator gen(8);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.context_frames = 2;
   UNetVideo net(c, gen);
   nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
@@ -111,7 +101,7 @@ TEST(VideoStream, TwoFrameContextShiftsByOneFrame) {
 
 TEST(VideoStream, ResidualModelAddsTheSampledChangeToTheLastFrame) {
   Generator gen(12);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.context_frames = 2;
   UNetVideo net(c, gen);
   nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
@@ -144,7 +134,7 @@ TEST(VideoDiffusionLoss, ResidualTargetIsTheHalvedChangeFromTheLastContextFrame)
   // residual x_0 zero, so the loss equals the plain loss with a zero current frame and a
   // zero last context frame.
   Generator gen(13);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   const NoiseSchedule schedule = NoiseSchedule::cosine(100);
   const Tensor frame = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
   auto loss_of = [&](const Tensor& context, const Tensor& current, bool residual) {
@@ -165,7 +155,7 @@ TEST(VideoDiffusionLoss, ResidualTargetIsTheHalvedChangeFromTheLastContextFrame)
 
 TEST(VideoStream, ContextNoiseChangesFramesDeterministically) {
   Generator gen(9);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.context_noise_level = true;
   UNetVideo net(c, gen);
   nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
@@ -181,7 +171,7 @@ TEST(VideoStream, ContextNoiseChangesFramesDeterministically) {
 
 TEST(VideoDiffusionLoss, TwoContextFramesWithNoiseLevelBackpropagates) {
   Generator gen(10);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.context_frames = 2;
   c.context_noise_level = true;
   UNetVideo net(c, gen);
@@ -264,7 +254,7 @@ TEST(BlurFrames, KeepsConstantsAndMassAndSoftensEdgesPerSample) {
 
 TEST(VideoStream, RejectsABatchedFirstFrame) {
   Generator gen(3);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   EXPECT_NE(test_support::error_of([&] {
               VideoStream s(net, NoiseSchedule::cosine(10), Tensor::zeros({2, 3, 8, 8}), {});
             }).find("[BatchedVideoStream]"),
@@ -279,7 +269,7 @@ namespace {
 
 TEST(VideoModelFile, RoundTripRebuildsTheSameNetwork) {
   Generator gen(4);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.attention_levels = {1};
   UNetVideo net(c, gen);
   const std::string path =
@@ -307,7 +297,7 @@ TEST(VideoModelFile, RoundTripRebuildsTheSameNetwork) {
 
 TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   Generator gen(11);
-  UNetVideoConfig c = tiny();
+  UNetVideoConfig c = test::tiny_unet();
   c.context_frames = 3;
   c.context_noise_level = true;
   UNetVideo net(c, gen);
@@ -320,8 +310,8 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   EXPECT_EQ(info.config.context_frames, 3);
   EXPECT_TRUE(info.config.context_noise_level);
   // A file from before these options (no unet.context_* keys): one frame, no level.
-  UNetVideo old_style(tiny(), gen);
-  save_video_model(path, old_style, {.config = tiny(), .extra = {}});
+  UNetVideo old_style(test::tiny_unet(), gen);
+  save_video_model(path, old_style, {.config = test::tiny_unet(), .extra = {}});
   io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
   meta.erase("unet.context_frames");
   meta.erase("unet.context_noise_level");
@@ -336,7 +326,7 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
 
 TEST(VideoModelFile, APlainWeightsFileIsRejectedClearly) {
   Generator gen(5);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_plain.safetensors").string();
   nn::save(net, path);
@@ -350,11 +340,11 @@ TEST(VideoModelFile, APlainWeightsFileIsRejectedClearly) {
 // refused with the tensor's name before any weight moves.
 TEST(VideoModelFile, AnIntegerOrBoolTensorWhereAFloatWeightBelongsIsRefused) {
   Generator gen(3);
-  UNetVideo net(tiny(), gen);
+  UNetVideo net(test::tiny_unet(), gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_dtypes.safetensors").string();
   for (DType wrong : {DType::I64, DType::Bool}) {
-    save_video_model(path, net, {.config = tiny(), .extra = {}});
+    save_video_model(path, net, {.config = test::tiny_unet(), .extra = {}});
     const io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
     io::NamedTensors tensors = io::load_safetensors(path);
     const std::string victim = tensors.front().first;
@@ -365,7 +355,7 @@ TEST(VideoModelFile, AnIntegerOrBoolTensorWhereAFloatWeightBelongsIsRefused) {
     EXPECT_NE(error.find(std::string(dtype_name(wrong))), std::string::npos) << error;
   }
   // Another floating dtype is a conversion, not an error.
-  save_video_model(path, net, {.config = tiny(), .extra = {}});
+  save_video_model(path, net, {.config = test::tiny_unet(), .extra = {}});
   const io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
   io::NamedTensors tensors = io::load_safetensors(path);
   for (auto& [name, t] : tensors)

@@ -1,25 +1,13 @@
 #include <gtest/gtest.h>
 
 #include "gpt_test_util.h"
+#include "video_test_util.h"
 #include "mixprec/models/video_streams.h"
 #include "mixprec/nn/init.h"
 #include "support/error_of.h"
 
 namespace mixprec::models {
 namespace {
-
-UNetVideoConfig tiny(int64_t context_frames, bool noise_level) {
-  UNetVideoConfig c;
-  c.name = "tiny";
-  c.base_channels = 16;
-  c.channel_mults = {1, 2};
-  c.res_blocks = 1;
-  c.head_dim = 32;
-  c.groups = 4;
-  c.context_frames = context_frames;
-  c.context_noise_level = noise_level;
-  return c;
-}
 
 struct Case {
   int64_t context_frames;
@@ -32,7 +20,7 @@ struct Case {
 // seed + 2, frame after frame (each frame feeding the next, so a difference compounds).
 void expect_batched_matches_separate(const Case& test_case) {
   Generator gen(11);
-  UNetVideo net(tiny(test_case.context_frames, test_case.context_noise > 0), gen);
+  UNetVideo net(test::tiny_unet(test_case.context_frames, test_case.context_noise > 0), gen);
   nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
   net.to(test_case.dtype);
   const NoiseSchedule schedule = NoiseSchedule::cosine(100);
@@ -79,7 +67,7 @@ TEST(BatchedVideoStream, MatchesSeparateStreamsWithinBf16Rounding) {
 
 TEST(BatchedVideoStream, OptionsApplyFromTheNextFrameAndBadInputIsRejected) {
   Generator gen(12);
-  UNetVideo net(tiny(1, false), gen);
+  UNetVideo net(test::tiny_unet(1, false), gen);
   const NoiseSchedule schedule = NoiseSchedule::cosine(100);
   const Tensor first = Tensor::uniform({1, 3, 8, 8}, -1, 1, gen);
   BatchedVideoStream a(net, schedule, {first}, {.steps = 2, .seed = 1});
