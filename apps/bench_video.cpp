@@ -93,13 +93,7 @@ int run_one(const RunOne& o) {
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
       videos.clip(data::MovingShapesConfig{}.num_videos, 0, model->config().context_frames),
-      {.steps = o.steps,
-       .prediction = info.prediction,
-       .seed = static_cast<uint64_t>(o.seed),
-       .context_noise = stream_setting(info, o.checkpoint, "stream_context_noise", std::nan("")),
-       .residual = info.residual,
-       .still_threshold =
-           stream_setting(info, o.checkpoint, "stream_still_threshold", std::nan(""))});
+      stream_options(info, o.checkpoint, {.steps = o.steps, .seed = o.seed}));
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;

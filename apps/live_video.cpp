@@ -171,13 +171,10 @@ void LiveVideo::restart_streams(const std::vector<Tensor>& first_frames) {
 }
 
 models::StreamOptions LiveVideo::stream_options() const {
-  return {.steps = settings_.steps,
-          .prediction = info_.prediction,
-          .seed = static_cast<uint64_t>(settings_.seed),
-          .context_noise = settings_.context_noise,
-          .residual = info_.residual,
-          .still_threshold =
-              stream_setting(info_, options_.checkpoint, "stream_still_threshold", std::nan(""))};
+  return app::stream_options(info_, options_.checkpoint,
+                        {.steps = settings_.steps,
+                         .seed = settings_.seed,
+                         .context_noise = settings_.context_noise});
 }
 
 void LiveVideo::apply(const ControlChange& change) {

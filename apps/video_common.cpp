@@ -31,6 +31,18 @@ double stream_setting(const models::VideoModelInfo& info, const std::string& pat
   return value;
 }
 
+models::StreamOptions stream_options(const models::VideoModelInfo& info, const std::string& path,
+                                     const StreamRequest& request) {
+  const bool direct = info.prediction == models::Prediction::Direct;
+  return {.steps = direct ? 1 : request.steps,
+          .prediction = info.prediction,
+          .seed = static_cast<uint64_t>(request.seed),
+          .context_noise = stream_setting(info, path, "stream_context_noise", request.context_noise),
+          .residual = info.residual,
+          .still_threshold =
+              stream_setting(info, path, "stream_still_threshold", request.still_threshold)};
+}
+
 InferencePrecision parse_inference_precision(const std::string& name) {
   if (name == "auto") {
     InferencePrecision p =

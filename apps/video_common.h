@@ -1,6 +1,7 @@
 #pragma once
 // What the video commands share: where the shipped model lives, how a --precision name turns
 // into an inference setup, and run statistics.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/models/video_model_file.h"
+#include "mixprec/models/video_streams.h"
 
 namespace mixprec::app {
 
@@ -43,6 +45,18 @@ data::MovingShapes training_dataset(const models::VideoModelInfo& info, const st
 // `video train --stream-context-noise / --stream-still-threshold`), else 0.
 double stream_setting(const models::VideoModelInfo& info, const std::string& path,
                       const std::string& key, double requested);
+// A stream of the model in `path` as the user asked for it: DDIM steps (1 for a direct
+// predictor, which runs one forward whatever is asked), noise seed, and the context noise and
+// still threshold through stream_setting (NaN: the model file's).
+struct StreamRequest {
+  int64_t steps = 4;
+  int64_t seed = 0;
+  double context_noise = std::nan("");
+  double still_threshold = std::nan("");
+};
+models::StreamOptions stream_options(const models::VideoModelInfo& info, const std::string& path,
+                                     const StreamRequest& request);
+
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);
 

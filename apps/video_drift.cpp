@@ -97,14 +97,11 @@ int run_video_drift(Args args) {
       const Tensor truth = data.clip(video, 0, frames + k);
       models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
                                  truth.narrow(0, 0, k),
-                                 {.steps = steps,
-                                  .prediction = info.prediction,
-                                  .seed = static_cast<uint64_t>(seed + v),
-                                  .context_noise =
-                                      stream_setting(info, path, "stream_context_noise", context_noise),
-                                  .residual = info.residual,
-                                  .still_threshold = stream_setting(
-                                      info, path, "stream_still_threshold", still_threshold)});
+                                 stream_options(info, path,
+                                                {.steps = steps,
+                                                 .seed = seed + v,
+                                                 .context_noise = context_noise,
+                                                 .still_threshold = still_threshold}));
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();

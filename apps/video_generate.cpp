@@ -119,15 +119,12 @@ int run_video_generate(Args args) {
   const int64_t size = videos.config().height;
   const int64_t first_video = video >= 0 ? video : videos.config().num_videos;  // never trained on
   const int64_t k = model->config().context_frames;
-  models::VideoStream stream(
-      *model, models::NoiseSchedule::cosine(info.schedule_steps), videos.clip(first_video, 0, k),
-      {.steps = steps,
-       .prediction = info.prediction,
-       .seed = static_cast<uint64_t>(seed),
-       .context_noise = stream_setting(info, checkpoint, "stream_context_noise", context_noise),
-       .residual = info.residual,
-       .still_threshold =
-           stream_setting(info, checkpoint, "stream_still_threshold", still_threshold)});
+  const models::StreamOptions options = stream_options(
+      info, checkpoint,
+      {.steps = steps, .seed = seed, .context_noise = context_noise, .still_threshold = still_threshold});
+  steps = options.steps;
+  models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
+                             videos.clip(first_video, 0, k), options);
 
   std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;

@@ -62,7 +62,7 @@ int run_video_train(Args args) {
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
-  int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2;
+  int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1;
   bool resume = false, noise_level = false, residual = false, overwrite = false, override = false;
   std::string init_from;
   ArgParser p("video train",
@@ -77,7 +77,12 @@ int run_video_train(Args args) {
   p.option("--warmup", &warmup, "warm-up steps");
   p.option("--weight-decay", &weight_decay, "AdamW weight decay");
   p.option("--clip", &clip, "gradient-norm clipping threshold (0 turns it off)");
-  p.option("--prediction", &prediction, "v | eps: what the network predicts");
+  p.option("--prediction", &prediction,
+           "v | eps: what the diffusion network predicts; direct: the frame itself in one "
+           "forward, no diffusion (docs/VIDEO.md)");
+  p.option("--unroll", &unroll,
+           "direct models: frames predicted in a row per sample, each from the ones before, "
+           "with the gradient through all of them");
   p.option("--context-noise", &context_noise,
            "history augmentation: max std of noise added to the context frame (0: off)");
   p.option("--context-frames", &context_frames,
@@ -112,10 +117,10 @@ int run_video_train(Args args) {
   if (resume && !init_from.empty())
     throw UsageError{"video train: --resume and --init exclude each other"};
   if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1 ||
-      self_context_steps < 1)
+      self_context_steps < 1 || unroll < 1)
     throw UsageError{
-        "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames and "
-        "--self-context-steps must be >= 1"};
+        "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames, "
+        "--self-context-steps and --unroll must be >= 1"};
   if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1) ||
       !(stream_context_noise >= 0 && stream_context_noise <= 1) ||
       !(stream_still_threshold >= 0 && stream_still_threshold <= 1))
@@ -129,6 +134,13 @@ int run_video_train(Args args) {
       parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
   const models::Prediction pred =
       parse_usage("video train", [&] { return models::parse_prediction(prediction); });
+  const bool direct = pred == models::Prediction::Direct;
+  if (unroll > 1 && !direct)
+    throw UsageError{"video train: --unroll needs --prediction direct (a diffusion model's frames "
+                     "are sampled without a gradient: use --self-context)"};
+  if (direct && self_context > 0)
+    throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
+                     "not --self-context"};
   const data::MovingShapes videos({.height = size, .width = size}, static_cast<uint64_t>(seed));
   Generator init(static_cast<uint64_t>(seed));
   models::UNetVideoConfig config =
@@ -170,6 +182,7 @@ int run_video_train(Args args) {
                                 {"self-context", exact_text(self_context)},
                                 {"self-context-from", std::to_string(self_context_from)},
                                 {"self-context-steps", std::to_string(self_context_steps)},
+                                {"unroll", std::to_string(unroll)},
                                 {"lr", exact_text(lr)},
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},
@@ -216,6 +229,7 @@ int run_video_train(Args args) {
     info.extra["context_noise"] = std::to_string(context_noise);
     info.extra["context_blur"] = std::to_string(context_blur);
     info.extra["self_context"] = std::to_string(self_context);
+    info.extra["unroll"] = std::to_string(unroll);
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
@@ -238,21 +252,25 @@ int run_video_train(Args args) {
                             : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
     const std::vector<Tensor> window =
-        videos.windows(batch, context_frames + (own > 0 ? 2 : 1), gen);
+        videos.windows(batch, context_frames + (own > 0 ? 1 : 0) + unroll, gen);
+    const models::VideoLossOptions loss_options = {.prediction = pred,
+                                                   .context_noise_max = context_noise,
+                                                   .context_blur_max = context_blur,
+                                                   .quantize_context = true,
+                                                   .residual = residual};
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
-      Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
-      if (own > 0)
-        context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
-                                      residual, input_dtype, gen, context);
-      loss = models::video_diffusion_loss(model, schedule, context, window.back(),
-                                          {.prediction = pred,
-                                           .context_noise_max = context_noise,
-                                           .context_blur_max = context_blur,
-                                           .quantize_context = true,
-                                           .residual = residual},
-                                          input_dtype, gen);
+      if (direct) {
+        loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen);
+      } else {
+        Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
+        if (own > 0)
+          context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
+                                        residual, input_dtype, gen, context);
+        loss = models::video_diffusion_loss(model, schedule, context, window.back(), loss_options,
+                                            input_dtype, gen);
+      }
     }
     scaler.scale(loss).backward();
     scaler.unscale(opt);

@@ -37,10 +37,14 @@ Tensor f32(const Tensor& t) { return t.dtype() == DType::F32 ? t : t.to(DType::F
 Prediction parse_prediction(const std::string& name) {
   if (name == "eps" || name == "epsilon") return Prediction::Epsilon;
   if (name == "v") return Prediction::V;
-  throw Error("[diffusion] unknown prediction '" + name + "', expected eps|v");
+  if (name == "direct") return Prediction::Direct;
+  throw Error("[diffusion] unknown prediction '" + name + "', expected eps|v|direct");
 }
 
-const char* prediction_name(Prediction p) { return p == Prediction::V ? "v" : "eps"; }
+const char* prediction_name(Prediction p) {
+  static constexpr const char* kNames[] = {"eps", "v", "direct"};
+  return kNames[static_cast<int>(p)];
+}
 
 NoiseSchedule NoiseSchedule::cosine(int64_t steps) {
   MIXPREC_CHECK(steps >= 2, "[NoiseSchedule] needs at least 2 steps, got ", steps);
@@ -90,6 +94,8 @@ Tensor NoiseSchedule::add_noise(const Tensor& x0, const Tensor& noise,
 Tensor NoiseSchedule::target(const Tensor& x0, const Tensor& noise, const Tensor& timesteps,
                              Prediction prediction) const {
   NoGrad no_grad;
+  MIXPREC_CHECK(prediction != Prediction::Direct,
+                "[diffusion] a direct predictor has no diffusion target");
   if (prediction == Prediction::Epsilon) return f32(noise).clone();
   return sub(mul(f32(noise), per_item(*this, timesteps, x0, sqrt_ab)),
              mul(f32(x0), per_item(*this, timesteps, x0, sqrt_one_minus_ab)));
@@ -106,6 +112,8 @@ std::vector<int64_t> NoiseSchedule::sampling_timesteps(int64_t n) const {
 Tensor ddim_sample(const Denoiser& model, const Tensor& noise, const NoiseSchedule& schedule,
                    int64_t steps, Prediction prediction) {
   NoGrad no_grad;
+  MIXPREC_CHECK(prediction != Prediction::Direct,
+                "[ddim] a direct predictor is not sampled: it is one forward");
   const std::vector<int64_t> ts = schedule.sampling_timesteps(steps);
   const int64_t batch = noise.size(0);
   Tensor x = f32(noise).clone();

@@ -110,18 +110,69 @@ Tensor keep_still_pixels(const Tensor& frame, const Tensor& last, double thresho
   return out;
 }
 
+namespace {
+
+// A direct predictor's output for `context` (network dtype, channels_last): its input frame is
+// zeros and its timestep 0, fixed, so the network learns them as constants.
+Tensor direct_forward(UNetVideo& model, const Tensor& context, const Tensor& context_sigma,
+                      int64_t channels) {
+  const int64_t batch = context.size(0);
+  const Tensor nothing = Tensor::zeros({batch, channels, context.size(2), context.size(3)},
+                                       context.dtype(), MemoryFormat::ChannelsLast);
+  return model.forward(nothing, context, Tensor::zeros({batch}, DType::I64), context_sigma)
+      .to(DType::F32);
+}
+
+// The frame a prediction stands for: the change added to `last` (residual), else itself.
+Tensor frame_of(const Tensor& prediction, const Tensor& last) {
+  return last.defined() ? add(last.to(DType::F32), mul(prediction, 2.0)) : prediction;
+}
+
+// The context as the model is to see it before any noise: 8-bit if asked, then blurred by a
+// random std per sample ~ U(0, blur max) (f32).
+Tensor clean_context(const Tensor& context, const VideoLossOptions& options, Generator& gen) {
+  Tensor out = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
+  if (options.context_blur_max > 0) {
+    const int64_t batch = context.size(0);
+    const Tensor u_blur = Tensor::rand({batch}, gen, DType::F64);
+    std::vector<double> blur(static_cast<std::size_t>(batch));
+    for (int64_t i = 0; i < batch; ++i)
+      blur[static_cast<std::size_t>(i)] = u_blur.data<double>()[i] * options.context_blur_max;
+    out = blur_frames(out, blur);
+  }
+  return out;
+}
+
+// The context noise std per sample ~ U(0, max) [B] (zeros when off), the same for all its
+// context frames: the model sees contexts from clean to visibly degraded.
+Tensor context_noise_std(int64_t batch, const VideoLossOptions& options, Generator& gen) {
+  return options.context_noise_max > 0
+             ? mul(Tensor::rand({batch}, gen), options.context_noise_max)
+             : Tensor::zeros({batch});
+}
+
+// Gaussian noise of each sample's std for `context` [B, ...] (f32, no gradient).
+Tensor context_noise(const Tensor& context, const Tensor& sigma, Generator& gen) {
+  NoGrad no_grad;
+  return mul(Tensor::randn(context.shape(), gen), sigma.reshape({context.size(0), 1, 1, 1}));
+}
+
+}  // namespace
+
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last) {
   NoGrad no_grad;
   const Tensor ctx = context.to(input_dtype).contiguous(MemoryFormat::ChannelsLast);
+  if (prediction == Prediction::Direct)
+    return clamp(frame_of(direct_forward(model, ctx, context_sigma, noise.size(1)), last), -1.0,
+                 1.0);
   const Denoiser denoise = [&](const Tensor& x_t, const Tensor& t) {
     return model.forward(x_t.to(input_dtype).contiguous(MemoryFormat::ChannelsLast), ctx, t,
                          context_sigma);
   };
   const Tensor sampled = ddim_sample(denoise, noise, schedule, steps, prediction);
-  if (!last.defined()) return sampled;
-  return clamp(add(last.to(DType::F32), mul(sampled, 2.0)), -1.0, 1.0);
+  return last.defined() ? clamp(frame_of(sampled, last), -1.0, 1.0) : sampled;
 }
 
 Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
@@ -132,6 +183,8 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
                 "got ",
                 shape_to_string(context.shape()), " and ", shape_to_string(current.shape()));
   MIXPREC_CHECK(options.context_noise_max >= 0, "[video_diffusion_loss] negative context noise");
+  MIXPREC_CHECK(options.prediction != Prediction::Direct,
+                "[video_diffusion_loss] a direct predictor trains with video_rollout_loss");
   const int64_t batch = current.size(0);
   Tensor x_t, target, noisy_context, timesteps, sigma;
   {
@@ -144,22 +197,10 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
           static_cast<int64_t>(u.data<double>()[i] * static_cast<double>(schedule.steps())));
     Tensor x0 = current.to(DType::F32);
     const Tensor noise = Tensor::randn(x0.shape(), gen);
-    noisy_context = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
-    if (options.context_blur_max > 0) {
-      const Tensor u_blur = Tensor::rand({batch}, gen, DType::F64);
-      std::vector<double> blur(static_cast<std::size_t>(batch));
-      for (int64_t i = 0; i < batch; ++i)
-        blur[static_cast<std::size_t>(i)] = u_blur.data<double>()[i] * options.context_blur_max;
-      noisy_context = blur_frames(noisy_context, blur);
-    }
-    sigma = Tensor::zeros({batch});
-    if (options.context_noise_max > 0) {
-      // sigma per sample ~ U(0, max), the same for all its context frames: the model sees
-      // contexts from clean to visibly degraded.
-      sigma = mul(Tensor::rand({batch}, gen), options.context_noise_max);
-      noisy_context = add(noisy_context, mul(Tensor::randn(noisy_context.shape(), gen),
-                                             sigma.reshape({batch, 1, 1, 1})));
-    }
+    noisy_context = clean_context(context, options, gen);
+    sigma = context_noise_std(batch, options, gen);
+    if (options.context_noise_max > 0)
+      noisy_context = add(noisy_context, context_noise(noisy_context, sigma, gen));
     if (options.residual) {
       // Relative to the newest context frame as the network sees it, noise included: the
       // change to learn then also removes that noise, so a stream conditioned on a little noise
@@ -174,6 +215,54 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
   const Tensor out = model.forward(x_t.to(input_dtype).contiguous(cl),
                                    noisy_context.to(input_dtype).contiguous(cl), timesteps, sigma);
   return mse_loss(out.to(DType::F32), target.contiguous(cl));
+}
+
+Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
+                          const VideoLossOptions& options, DType input_dtype, Generator& gen) {
+  const auto k = static_cast<std::size_t>(model.config().context_frames);
+  MIXPREC_CHECK(options.prediction == Prediction::Direct,
+                "[video_rollout_loss] is the loss of a direct predictor");
+  MIXPREC_CHECK(window.size() > k, "[video_rollout_loss] expected ", k,
+                " context frames and at least one target, got ", window.size(), " frames");
+  MIXPREC_CHECK(options.context_noise_max >= 0, "[video_rollout_loss] negative context noise");
+  const int64_t batch = window[0].size(0), channels = window[0].size(1);
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
+  Tensor sigma;
+  {
+    NoGrad no_grad;
+    const Tensor clean = clean_context(
+        context_of({window.begin(), window.begin() + static_cast<std::ptrdiff_t>(k)}), options,
+        gen);
+    for (std::size_t i = 0; i < k; ++i)
+      frames.push_back(clean.narrow(1, static_cast<int64_t>(i) * channels, channels));
+    sigma = context_noise_std(batch, options, gen);
+  }
+  Tensor total;
+  const std::size_t targets = window.size() - k;
+  for (std::size_t j = 0; j < targets; ++j) {
+    Tensor input = context_of(frames);
+    if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
+    const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
+    const Tensor raw = frame_of(out, options.residual ? frames.back() : Tensor());
+    // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
+    // beyond the range); the next context gets what a stream keeps.
+    const Tensor loss = mse_loss(raw, window[k + j].to(DType::F32).contiguous(cl));
+    total = j == 0 ? loss : add(total, loss);
+    if (j + 1 == targets) break;
+    Tensor next = clamp(raw, -1.0, 1.0);
+    if (options.quantize_context) {
+      Tensor rounding;
+      {
+        NoGrad no_grad;
+        rounding = sub(quantize_8bit(next), next.detach()).contiguous(cl);
+      }
+      next = add(next, rounding);  // straight through: rounded, with the gradient of identity
+    }
+    frames.erase(frames.begin());
+    frames.push_back(next);
+  }
+  return mul(total, 1.0 / static_cast<double>(targets));
 }
 
 

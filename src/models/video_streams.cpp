@@ -58,14 +58,16 @@ Tensor BatchedVideoStream::next() {
     batch_context = cat(context, 0).contiguous(MemoryFormat::ChannelsLast);
     sigma = Tensor::full({n}, options_.context_noise);
   }
-  // The newest frame of every stream: as the viewer saw it (the still pixels' reference) and as
-  // the network sees it, noise included (what a residual model's change is added to).
+  // The newest frame of every stream: as the viewer saw it (the still pixels' reference, and
+  // what a direct residual model's change is added to) and as the network sees it, noise
+  // included (what a residual diffusion model's change is added to).
   auto newest_of = [&](const Tensor& contexts) {
     return contexts.narrow(1, contexts.size(1) - c, c);
   };
-  Tensor frames = sample_next_frames(
-      model_, schedule_, batch_context, sigma, cat(noise, 0), options_.steps,
-      options_.prediction, model_dtype_, options_.residual ? newest_of(batch_context) : Tensor());
+  const Tensor& base = options_.prediction == Prediction::Direct ? context_ : batch_context;
+  Tensor frames = sample_next_frames(model_, schedule_, batch_context, sigma, cat(noise, 0),
+                                     options_.steps, options_.prediction, model_dtype_,
+                                     options_.residual ? newest_of(base) : Tensor());
   if (options_.still_threshold > 0)
     frames = keep_still_pixels(frames, newest_of(context_), options_.still_threshold);
   if (options_.quantize) frames = quantize_8bit(frames);

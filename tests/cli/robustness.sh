@@ -212,6 +212,11 @@ usage_exit_codes)
   run 2 "${tiny_video[@]}" --steps 1 --preset huge --out video
   run 2 "${tiny_video[@]}" --steps 1 --context-noise -1 --out video
   expect_err "--context-noise .*must be >= 0"
+  run 2 "${tiny_video[@]}" --steps 1 --unroll 2 --out video
+  expect_err "--unroll needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --prediction direct --self-context 0.5 --out video
+  expect_err "direct model trains on its own outputs with --unroll"
+  run 2 "${tiny_video[@]}" --steps 1 --prediction direct --unroll 0 --out video
   run 2 video generate --precision fp8
   run 2 bench video --presets huge --frames 3
   run 2 bench train --modes fp8

@@ -44,6 +44,20 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
                             const Tensor& context, const Tensor& current,
                             const VideoLossOptions& options, DType input_dtype, Generator& gen);
 
+// The regression loss of a direct predictor (Prediction::Direct), unrolled through its own
+// outputs: `window` holds the K = Config::context_frames context frames, then N >= 1 targets
+// ([B, 3, H, W] each, oldest first, in [-1, 1]). Each predicted frame (clamped, 8-bit by a
+// straight-through rounding when options.quantize_context) replaces the oldest context frame of
+// the next prediction, with its gradient: the loss sees what the model's own errors do one, two,
+// ... frames later, so it learns not to make the ones that compound (blur that spreads, colour
+// that drifts), not only to be close one frame ahead. The context corruption (blur on the true
+// frames, noise of std sigma ~ U(0, max) per sample on every input, told to a noise-level
+// model) follows `options`; a residual model's change is added to the newest context frame
+// before any noise, as a stream adds it to the frame its viewer saw. Returns the f32 mean
+// squared error of the N frames, averaged.
+Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
+                          const VideoLossOptions& options, DType input_dtype, Generator& gen);
+
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
 
@@ -59,9 +73,10 @@ Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
 
 // The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
 // on `context` [B, 3K, H, W] (and its noise std `context_sigma` [B], or undefined), the network
-// run on `input_dtype` inputs. For a residual model `last` [B, 3, H, W] is the frame the sampled
-// change is added to (the newest frame of `context`, noise included); undefined otherwise. No
-// gradient. Returns [B, 3, H, W] f32 in [-1, 1].
+// run on `input_dtype` inputs; a direct predictor runs once and ignores `noise` and `steps`. For
+// a residual model `last` [B, 3, H, W] is the frame the change is added to (a diffusion model's:
+// the newest frame of `context`, noise included; a direct model's: that frame before the noise);
+// undefined otherwise. No gradient. Returns [B, 3, H, W] f32 in [-1, 1].
 Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const Tensor& context,
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});

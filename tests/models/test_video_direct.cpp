@@ -1,0 +1,201 @@
+// The direct next-frame predictor (Prediction::Direct): one forward per frame, trained by a
+// regression loss unrolled through its own outputs (video_rollout_loss).
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "gpt_test_util.h"
+#include "video_test_util.h"
+#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
+#include "mixprec/nn/init.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/functional.h"
+#include "mixprec/optim/sgd.h"
+#include "support/error_of.h"
+
+namespace mixprec::models {
+namespace {
+
+constexpr MemoryFormat kCl = MemoryFormat::ChannelsLast;
+
+// A tiny two-frame model whose output is far from zero, so a wrong wiring shows.
+std::unique_ptr<UNetVideo> direct_net(Generator& gen, bool noise_level = false) {
+  auto net = std::make_unique<UNetVideo>(test::tiny_unet(2, noise_level), gen);
+  nn::init::uniform_(test::parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
+  return net;
+}
+
+// The network's output for a context by hand: zeros for the noisy frame, timestep 0.
+Tensor by_hand(UNetVideo& net, const Tensor& context, const Tensor& sigma = {}) {
+  const int64_t b = context.size(0);
+  return net
+      .forward(Tensor::zeros({b, 3, context.size(2), context.size(3)}, DType::F32, kCl),
+               context.contiguous(kCl), Tensor::zeros({b}, DType::I64), sigma)
+      .to(DType::F32);
+}
+
+TEST(DirectPrediction, ParsesNamesAndIsRefusedByTheDiffusionApis) {
+  EXPECT_EQ(parse_prediction("direct"), Prediction::Direct);
+  EXPECT_STREQ(prediction_name(Prediction::Direct), "direct");
+  EXPECT_STREQ(prediction_name(Prediction::V), "v");
+  EXPECT_STREQ(prediction_name(Prediction::Epsilon), "eps");
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  const Tensor x = Tensor::zeros({1, 3, 8, 8});
+  const Tensor t = Tensor::zeros({1}, DType::I64);
+  EXPECT_NE(test_support::error_of([&] { schedule.target(x, x, t, Prediction::Direct); })
+                .find("no diffusion target"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] {
+              ddim_sample([](const Tensor& a, const Tensor&) { return a; }, x, schedule, 2,
+                          Prediction::Direct);
+            }).find("one forward"),
+            std::string::npos);
+  Generator gen(1);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  EXPECT_NE(test_support::error_of([&] {
+              video_diffusion_loss(net, schedule, Tensor::zeros({1, 6, 8, 8}), x,
+                                   {.prediction = Prediction::Direct}, DType::F32, gen);
+            }).find("video_rollout_loss"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, {x, x}, {.prediction = Prediction::Direct}, DType::F32, gen);
+            }).find("at least one target"),
+            std::string::npos);
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, {x, x, x}, {.prediction = Prediction::V}, DType::F32, gen);
+            }).find("direct predictor"),
+            std::string::npos);
+}
+
+TEST(DirectPrediction, ASampleIsOneForwardAddedToTheLastFrameAndIgnoresNoiseAndSteps) {
+  Generator gen(2);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  const Tensor context = Tensor::uniform({2, 6, 8, 8}, -1, 1, gen).contiguous(kCl);
+  const Tensor last = context.narrow(1, 3, 3);
+  const Tensor a = sample_next_frames(net, schedule, context, {}, Tensor::randn({2, 3, 8, 8}, gen),
+                                      4, Prediction::Direct, DType::F32, last);
+  const Tensor b = sample_next_frames(net, schedule, context, {}, Tensor::randn({2, 3, 8, 8}, gen),
+                                      1, Prediction::Direct, DType::F32, last);
+  EXPECT_EQ(test::max_abs_diff(a, b), 0);
+  NoGrad no_grad;
+  const Tensor want = clamp(add(last, mul(by_hand(net, context), 2.0)), -1.0, 1.0);
+  EXPECT_EQ(test::max_abs_diff(a, want), 0);
+  // Without `last` the output is the frame itself.
+  const Tensor frame = sample_next_frames(net, schedule, context, {}, Tensor::zeros({2, 3, 8, 8}),
+                                          1, Prediction::Direct, DType::F32);
+  EXPECT_EQ(test::max_abs_diff(frame, clamp(by_hand(net, context), -1.0, 1.0)), 0);
+}
+
+// Three frames of context and targets: the first two are the context, then the targets.
+std::vector<Tensor> window_of(int64_t frames, Generator& gen) {
+  std::vector<Tensor> w;
+  for (int64_t i = 0; i < frames; ++i)
+    w.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -0.9, 0.9, gen)));
+  return w;
+}
+
+TEST(DirectPrediction, RolloutLossFeedsBackTheRoundedPredictionWithItsGradient) {
+  Generator gen(3);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(4, gen);  // 2 context frames, 2 targets
+  const VideoLossOptions options = {.prediction = Prediction::Direct,
+                                    .context_noise_max = 0,
+                                    .quantize_context = true,
+                                    .residual = true};
+  Generator g(0);
+  const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g);
+  loss.backward();
+  const Tensor weight = test::parameter(net, "conv_in.weight");
+  const Tensor grad = weight.grad().clone();
+  weight.zero_grad();
+  for (const Tensor& p : net.parameters()) p.zero_grad();
+
+  // By hand; `through` keeps the gradient through the fed-back frame, or cuts it.
+  auto manual = [&](bool through) {
+    const Tensor out1 = by_hand(net, context_of({window[0], window[1]}));
+    const Tensor frame1 = add(window[1], mul(out1, 2.0));
+    Tensor fed = clamp(frame1, -1.0, 1.0);
+    Tensor rounding;
+    {
+      NoGrad no_grad;
+      rounding = sub(quantize_8bit(fed), fed.detach());
+    }
+    fed = add(fed, rounding.contiguous(kCl));
+    if (!through) fed = fed.detach();
+    const Tensor out2 = by_hand(net, context_of({window[1], fed}));
+    const Tensor frame2 = add(fed, mul(out2, 2.0));
+    return mul(add(mse_loss(frame1, window[2].contiguous(kCl)),
+                   mse_loss(frame2, window[3].contiguous(kCl))),
+               0.5);
+  };
+  const Tensor want = manual(true);
+  EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-6 * want.item<double>());
+  want.backward();
+  EXPECT_LT(test::max_abs_diff(grad, weight.grad()), 1e-5);
+  for (const Tensor& p : net.parameters()) p.zero_grad();
+  manual(false).backward();
+  // Cutting the feedback changes the gradient: the rollout trains through its own outputs.
+  EXPECT_GT(test::max_abs_diff(grad, weight.grad()), 1e-4);
+}
+
+TEST(DirectPrediction, RolloutOfOneTargetIsTheRegressionLossAndTrains) {
+  Generator gen(4);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(3, gen);
+  const VideoLossOptions options = {.prediction = Prediction::Direct, .context_noise_max = 0};
+  optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    Generator g(static_cast<uint64_t>(step));
+    const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g);
+    if (step == 0) {
+      NoGrad no_grad;
+      const Tensor want =
+          mse_loss(by_hand(net, context_of({window[0], window[1]})), window[2].contiguous(kCl));
+      EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-6 * want.item<double>());
+      first = loss.item<double>();
+    }
+    last = loss.item<double>();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_LT(last, 0.5 * first);
+}
+
+TEST(DirectPrediction, ResidualStreamAddsTheChangeToTheFrameItsViewerSawNotTheNoisyOne) {
+  Generator gen(5);
+  const auto holder = direct_net(gen, /*noise_level=*/true);
+  UNetVideo& net = *holder;
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  const StreamOptions options = {.prediction = Prediction::Direct,
+                                 .seed = 9,
+                                 .context_noise = 0.05,
+                                 .residual = true};
+  VideoStream stream(net, NoiseSchedule::cosine(100), first, options);
+  std::vector<Tensor> history = {first.select(0, 0).unsqueeze(0), first.select(0, 1).unsqueeze(0)};
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor got = stream.next();
+    // The stream's draws for frame i: its (unused) noise, then the context noise.
+    Generator g;
+    g.set_state({9, static_cast<uint64_t>(i) << 32});
+    (void)Tensor::randn({1, 3, 8, 8}, g);
+    const Tensor clean = context_of({history[history.size() - 2], history.back()});
+    const Tensor noisy = add(clean, mul(Tensor::randn(clean.shape(), g), 0.05));
+    NoGrad no_grad;
+    const Tensor out = by_hand(net, noisy, Tensor::full({1}, 0.05));
+    const Tensor want = quantize_8bit(clamp(add(history.back(), mul(out, 2.0)), -1.0, 1.0));
+    ASSERT_EQ(test::max_abs_diff(got, want), 0) << "frame " << i;
+    history.push_back(got);
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::models
