@@ -43,6 +43,12 @@ models::StreamOptions stream_options(const models::VideoModelInfo& info, const s
               stream_setting(info, path, "stream_still_threshold", request.still_threshold)};
 }
 
+std::string sampler_text(const models::StreamOptions& options) {
+  return options.prediction == models::Prediction::Direct
+             ? "direct (1 forward)"
+             : std::to_string(options.steps) + " DDIM steps";
+}
+
 InferencePrecision parse_inference_precision(const std::string& name) {
   if (name == "auto") {
     InferencePrecision p =

@@ -56,6 +56,8 @@ struct StreamRequest {
 };
 models::StreamOptions stream_options(const models::VideoModelInfo& info, const std::string& path,
                                      const StreamRequest& request);
+// How a stream makes a frame, for progress lines: "4 DDIM steps" or "direct (1 forward)".
+std::string sampler_text(const models::StreamOptions& options);
 
 // Mean structural similarity (Gaussian 11x11 window, sigma 1.5, on [0, 1] values, per channel).
 double ssim(const Tensor& a, const Tensor& b);

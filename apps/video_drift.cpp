@@ -132,7 +132,7 @@ int run_video_drift(Args args) {
 
   std::printf(
       "PSNR (dB) against the ground-truth continuation, mean of %lld held-out videos, "
-      "%lld DDIM steps, %s\n%8s",
+      "%lld DDIM steps (direct models: 1 forward), %s\n%8s",
       static_cast<long long>(videos), static_cast<long long>(steps), prec.name.c_str(), "frame");
   for (const std::string& path : paths) std::printf("  %24.24s", path.c_str());
   std::printf("  %24s\n", "frozen last true frame");

@@ -131,10 +131,10 @@ int run_video_generate(Args args) {
   if (!out.empty()) gif.emplace(out, size, size, fps);
   if (!png_dir.empty()) std::filesystem::create_directories(png_dir);
   if (!json)
-    std::fprintf(stderr, "video generate: %s (%s, %lld parameters), %lld frames, %lld steps, %s\n",
+    std::fprintf(stderr, "video generate: %s (%s, %lld parameters), %lld frames, %s, %s\n",
                  checkpoint.c_str(), info.config.name.c_str(),
                  static_cast<long long>(model->parameter_count()), static_cast<long long>(frames),
-                 static_cast<long long>(steps), prec.name.c_str());
+                 sampler_text(options).c_str(), prec.name.c_str());
 
   // The true continuation of the start video, frame by frame: what the report compares with.
   models::VideoQualityMeter quality(window);
@@ -233,9 +233,15 @@ int run_video_generate(Args args) {
                   static_cast<long long>(missed));
     std::printf("memory        allocator peak %.1f MiB, process peak RSS %.1f MiB\n", peak_mib,
                 rss_mib);
-    std::printf("stability     %s: non-finite %lld, max saturated %.2f%%, frame std %.3f..%.3f\n",
-                stable ? "ok" : "UNSTABLE", static_cast<long long>(non_finite), 100 * max_saturated,
+    // "In range" only says the numbers are sane; whether the picture is alive is the quality
+    // report's verdict, summed up first.
+    std::printf("in range      %s: non-finite %lld, max saturated %.2f%%, frame std %.3f..%.3f\n",
+                stable ? "yes" : "NO", static_cast<long long>(non_finite), 100 * max_saturated,
                 min_std, max_std);
+    int64_t alive = 0;
+    for (const models::WindowQuality& w : report.windows) alive += models::judge(w).pass;
+    std::printf("alive         %lld of %zu windows (every measure within bounds)\n",
+                static_cast<long long>(alive), report.windows.size());
     std::printf("quality       start video %lld, windows of %lld frames vs its true continuation\n%s",
                 static_cast<long long>(first_video), static_cast<long long>(window),
                 models::quality_report_text(report).c_str());
