@@ -95,7 +95,7 @@ std::vector<Peak> ClassicPeakFinder::find(const float* frame) const {
           if (bad && bad[i]) continue;
           const auto b = static_cast<std::size_t>(pb.bin[static_cast<std::size_t>(i)]);
           const double v = values[i];
-          if (!(v < cutoff[b])) continue;  // NaN is left out too
+          if (!(v < cutoff[b]) || !std::isfinite(v)) continue;  // NaN and infinities too
           sums[b].sum += v, sums[b].sum2 += v * v, ++sums[b].count;
         }
         windowed_stats(sums, options_.min_bin_pixels, mean, sigma);

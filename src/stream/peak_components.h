@@ -1,6 +1,7 @@
 #pragma once
 // The machinery both peak finders share (peaks.h, classic_finder.h): 8-connected components of
 // selected pixels in one panel, and a component's measurement against its local background.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -23,14 +24,16 @@ struct ComponentScratch {
   std::vector<float> ring_values;
 };
 
-// Calls visit(pixels) for every 8-connected component of selected, good pixels, in raster
+// Calls visit(pixels) for every 8-connected component of selected, good, finite pixels, in raster
 // order of each component's first pixel. `pixels` holds flat indices into the panel.
 template <typename Visit>
 void for_each_component(const PanelPixels& panel, ComponentScratch& scratch, Visit&& visit) {
   const int64_t rows = panel.rows, cols = panel.cols, n = rows * cols;
   scratch.visited.assign(static_cast<std::size_t>(n), 0);
+  // Non-finite values (a broken calibration) join no peak: they would make its sums NaN.
   auto take = [&](int64_t i) {
-    return panel.selected[i] && !(panel.bad && panel.bad[i]) && !scratch.visited[static_cast<std::size_t>(i)];
+    return panel.selected[i] && !(panel.bad && panel.bad[i]) && std::isfinite(panel.values[i]) &&
+           !scratch.visited[static_cast<std::size_t>(i)];
   };
   for (int64_t start = 0; start < n; ++start) {
     if (!take(start)) continue;

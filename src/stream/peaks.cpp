@@ -27,7 +27,8 @@ Peak measure_component(const PanelPixels& panel, int32_t panel_index,
     for (int64_t c = std::max<int64_t>(0, c0 - reach); c <= std::min(cols - 1, c1 + reach); ++c) {
       if (r >= r0 - 1 && r <= r1 + 1 && c >= c0 - 1 && c <= c1 + 1) continue;
       const int64_t i = r * cols + c;
-      if (panel.selected[i] || (panel.bad && panel.bad[i])) continue;
+      // Non-finite values (float input from a broken calibration) would poison the mean.
+      if (panel.selected[i] || (panel.bad && panel.bad[i]) || !std::isfinite(panel.values[i])) continue;
       scratch.ring_values.push_back(panel.values[i]);
     }
   double mean = 0, sigma = 0;

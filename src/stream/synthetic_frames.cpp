@@ -89,9 +89,10 @@ SyntheticDetector::SyntheticDetector(DetectorGeometry geometry, SyntheticConfig 
   MIXPREC_CHECK(config_.gain_adu_per_photon > 0 && config_.read_noise_adu >= 0 &&
                     config_.saturation_adu > 0 && config_.saturation_adu <= 65535,
                 "[synthetic] expected gain > 0, read noise >= 0 and saturation in [1, 65535]");
+  // A spot is rendered over +-(5 sigma + 1) pixels through a 64-column table: sigma <= 5.
   MIXPREC_CHECK(config_.min_spot_sigma > 0 && config_.max_spot_sigma >= config_.min_spot_sigma &&
-                    config_.pixels_per_spot > 0,
-                "[synthetic] expected 0 < min_spot_sigma <= max_spot_sigma and pixels_per_spot > 0");
+                    config_.max_spot_sigma <= 5 && config_.pixels_per_spot > 0,
+                "[synthetic] expected 0 < min_spot_sigma <= max_spot_sigma <= 5 and pixels_per_spot > 0");
   const DetectorGeometry& g = geometry_;
   const auto n = static_cast<std::size_t>(g.pixels());
   radius_ = g.radius_map();
@@ -228,7 +229,7 @@ void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
         const double background =
             panel[std::clamp<int64_t>(std::llround(s.y), 0, g.rows - 1) * g.cols +
                   std::clamp<int64_t>(std::llround(s.x), 0, g.cols - 1)];
-        std::array<double, 64> fx{};  // reach <= 5 * 1.4 + 2: far below 64 columns
+        std::array<double, 64> fx{};  // 2 * reach + 1 <= 2 * (25 + 2) + 1 columns (sigma <= 5)
         const int64_t width = std::min<int64_t>(c1 - c0 + 1, static_cast<int64_t>(fx.size()));
         for (int64_t k = 0; k < width; ++k)
           fx[static_cast<std::size_t>(k)] = pixel_fraction(static_cast<double>(c0 + k), s.x, s.sigma);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "mixprec/stream/classic_finder.h"
@@ -199,6 +200,27 @@ TEST(ExtractPeaks, AnIdealMaskRecoversTheTruth) {
   }
   std::printf("[ mask      ] ideal mask: F1 %.4f, mean error %.3f px\n", counts.f1(), counts.mean_distance());
   EXPECT_GT(counts.f1(), 0.97);
+}
+
+TEST(ClassicPeakFinder, NonFinitePixelsDoNotPoisonTheStatistics) {
+  const SyntheticDetector det(detector_geometry("single"), {}, 99);
+  const ClassicPeakFinder finder(det.geometry(), det.bad_pixel_mask());
+  SyntheticFrame frame;
+  det.generate(1, frame);
+  std::vector<float> values(frame.adu.begin(), frame.adu.end());
+  const std::vector<Peak> clean = finder.find(values.data());
+  // A float frame from a broken calibration: scattered NaN and infinite pixels.
+  for (std::size_t i = 997; i < values.size(); i += 4099)
+    values[i] = (i / 4099) % 3 == 0 ? std::numeric_limits<float>::quiet_NaN()
+                                    : ((i / 4099) % 3 == 1 ? std::numeric_limits<float>::infinity()
+                                                           : -std::numeric_limits<float>::infinity());
+  const std::vector<Peak> dirty = finder.find(values.data());
+  for (const Peak& p : dirty) {
+    EXPECT_TRUE(std::isfinite(p.x) && std::isfinite(p.y) && std::isfinite(p.background)) << p.x << ", " << p.y;
+  }
+  const MatchCounts a = match_peaks(clean, frame.peaks, 1.5, kMinTruthSnr);
+  const MatchCounts b = match_peaks(dirty, frame.peaks, 1.5, kMinTruthSnr);
+  EXPECT_GE(b.true_positives + 2, a.true_positives);
 }
 
 TEST(ClassicPeakFinder, RejectsInconsistentInput) {
