@@ -144,7 +144,8 @@ SyntheticDetector::SyntheticDetector(DetectorGeometry geometry, SyntheticConfig 
   max_radius_ = std::max(1.0, g.max_radius());
 }
 
-void SyntheticDetector::place_spots(int64_t index, SyntheticFrame& frame, double strength) const {
+void SyntheticDetector::place_spots(int64_t index, SyntheticFrame& frame, double strength,
+                                    std::vector<double>& photons) const {
   const DetectorGeometry& g = geometry_;
   DrawStream draw(seed_, index, kSpots);
   const double mean_spots = static_cast<double>(g.pixels()) / config_.pixels_per_spot;
@@ -163,8 +164,7 @@ void SyntheticDetector::place_spots(int64_t index, SyntheticFrame& frame, double
     s.sigma = static_cast<float>(draw.uniform(config_.min_spot_sigma, config_.max_spot_sigma));
     const double wilson = -std::log(draw.uniform());  // acentric intensities: exponential
     const double r = g.radius(s.panel, s.x, s.y) / max_radius_;
-    // intensity_adu holds the spot's photons until rendering measures what lands on the panel.
-    s.intensity_adu = static_cast<float>(config_.spot_photons * strength * wilson * std::exp(-2 * r * r));
+    const double spot_photons = config_.spot_photons * strength * wilson * std::exp(-2 * r * r);
     std::vector<std::size_t>& mine = by_panel[static_cast<std::size_t>(s.panel)];
     bool clear = true;
     for (std::size_t j : mine) {
@@ -177,9 +177,8 @@ void SyntheticDetector::place_spots(int64_t index, SyntheticFrame& frame, double
     if (!clear) continue;
     mine.push_back(frame.peaks.size());
     frame.peaks.push_back(s);
+    photons.push_back(spot_photons);
   }
-  std::stable_sort(frame.peaks.begin(), frame.peaks.end(),
-                   [](const TruePeak& a, const TruePeak& b) { return a.panel < b.panel; });
 }
 
 void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
@@ -196,7 +195,8 @@ void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
   const double jet = params.uniform(0.5, 1.5);   // liquid-jet thickness: the ring's strength
   const bool hit = params.uniform() < config_.hit_fraction;
   const double strength = std::exp(params.uniform(std::log(0.3), std::log(3.0)));  // crystal size
-  if (hit) place_spots(index, frame, strength);
+  std::vector<double> photons;  // per spot, in frame.peaks order until the final sort
+  if (hit) place_spots(index, frame, strength, photons);
 
   float* expected = frame.expected_photons.data();
   const int64_t total_rows = g.panels * g.rows;
@@ -218,9 +218,10 @@ void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
   parallel_for(0, g.panels, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
       float* panel = expected + p * g.pixels_per_panel();
-      for (TruePeak& s : frame.peaks) {
+      for (std::size_t spot = 0; spot < frame.peaks.size(); ++spot) {
+        TruePeak& s = frame.peaks[spot];
         if (s.panel != p) continue;
-        const double photons = s.intensity_adu;
+        const double spot_photons = photons[spot];
         const int64_t reach = static_cast<int64_t>(std::ceil(5 * s.sigma)) + 1;
         const int64_t c0 = std::max<int64_t>(0, std::llround(s.x) - reach);
         const int64_t c1 = std::min<int64_t>(g.cols - 1, std::llround(s.x) + reach);
@@ -237,7 +238,7 @@ void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
         for (int64_t r = r0; r <= r1; ++r) {
           const double fy = pixel_fraction(static_cast<double>(r), s.y, s.sigma);
           for (int64_t k = 0; k < width; ++k) {
-            const double add = photons * fy * fx[static_cast<std::size_t>(k)];
+            const double add = spot_photons * fy * fx[static_cast<std::size_t>(k)];
             panel[r * g.cols + c0 + k] += static_cast<float>(add);
             deposited += add;
           }
@@ -249,6 +250,9 @@ void SyntheticDetector::generate(int64_t index, SyntheticFrame& frame) const {
       }
     }
   });
+
+  std::stable_sort(frame.peaks.begin(), frame.peaks.end(),
+                   [](const TruePeak& a, const TruePeak& b) { return a.panel < b.panel; });
 
   const double gain = config_.gain_adu_per_photon, read = config_.read_noise_adu;
   const auto saturation = static_cast<double>(config_.saturation_adu);

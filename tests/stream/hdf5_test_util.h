@@ -57,7 +57,9 @@ inline RawDataset read_raw(const std::string& file, const std::string& path) {
     hsize_t n = 1;
     for (hsize_t v : out.dims) n *= v;
     out.values.resize(n);
-    if (n > 0) EXPECT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.values.data()), 0);
+    if (n > 0) {
+      EXPECT_GE(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.values.data()), 0);
+    }
     H5Dclose(d);
   }
   H5Fclose(f);
@@ -77,7 +79,9 @@ inline void write_raw(const std::string& file, const std::string& path, hid_t fi
   H5Pset_create_intermediate_group(links, 1);
   const hid_t d = H5Dcreate2(f, path.c_str(), file_type, space, links, H5P_DEFAULT, H5P_DEFAULT);
   ASSERT_GE(d, 0);
-  if (!values.empty()) ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  if (!values.empty()) {
+    ASSERT_GE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+  }
   H5Dclose(d);
   H5Pclose(links);
   H5Sclose(space);

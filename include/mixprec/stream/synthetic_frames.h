@@ -80,7 +80,9 @@ class SyntheticDetector {
   void generate(int64_t index, SyntheticFrame& frame) const;
 
  private:
-  void place_spots(int64_t index, SyntheticFrame& frame, double strength) const;
+  // Positions, widths and photons (into `photons`, one per spot) of a hit's spots.
+  void place_spots(int64_t index, SyntheticFrame& frame, double strength,
+                   std::vector<double>& photons) const;
 
   DetectorGeometry geometry_;
   SyntheticConfig config_;
