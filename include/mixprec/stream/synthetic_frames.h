@@ -89,8 +89,8 @@ class SyntheticDetector {
   uint64_t seed_;
   std::vector<uint8_t> bad_;       // (P, H, W)
   std::vector<uint16_t> hot_adu_;  // (P, H, W) the steady value of a hot pixel, 0 elsewhere
-  std::vector<float> radius_;      // (P, H, W)
-  std::vector<float> cos2_azimuth_;  // (P, H, W) for the polarisation factor
+  std::vector<float> scatter_shape_;  // (P, H, W) air scatter x polarisation, photons at beam 1
+  std::vector<float> ring_shape_;     // (P, H, W) the water ring, photons at jet 1
   double ring_radius_ = 0, ring_width_ = 0, falloff_length_ = 0, max_radius_ = 0;
 };
 
