@@ -6,6 +6,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <random>
 #include <vector>
 
 #include "hdf5_test_util.h"
@@ -226,6 +228,51 @@ TEST(Hdf5Frames, TruncatedAndCorruptFilesAreErrorsNotCrashes) {
     f.write("garbage!", 8);
   }
   EXPECT_TRUE(contains(error_of([&] { Hdf5FrameReader{corrupt}; }), "not a readable HDF5 file"));
+}
+
+TEST(Hdf5Frames, CorruptedMetadataIsAnErrorOrAGoodReadNeverACrash) {
+  // A poor man's fuzz (a libFuzzer target is still to come): copies of a small frame file with a
+  // few bytes changed where HDF5 keeps its metadata (the first and last 64 KiB), each read in
+  // full. Every outcome must be a mixprec::Error or a complete read.
+  test::TempDir dir("frames_corrupt");
+  const std::string good = dir.file("good.h5");
+  const SyntheticDetector det(detector_geometry("single"), {}, 8);
+  {
+    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
+    SyntheticFrame f;
+    for (int64_t i = 0; i < 2; ++i) {
+      det.generate(i, f);
+      writer.append(f.adu, f.peaks);
+    }
+    writer.close();
+  }
+  std::ifstream in(good, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t window = std::min<std::size_t>(bytes.size(), 65536);
+  std::mt19937 rng(2026);
+  std::vector<float> frame(352 * 384);
+  int errors = 0, reads = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<char> copy = bytes;
+    for (unsigned k = 0, n = 1 + rng() % 8; k < n; ++k) {
+      const std::size_t at = rng() % window;
+      copy[(rng() % 2) ? at : copy.size() - 1 - at] = static_cast<char>(rng());
+    }
+    const std::string path = dir.file("corrupt.h5");
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(copy.data(), static_cast<std::streamsize>(copy.size()));
+    try {
+      Hdf5FrameReader reader(path);
+      for (int64_t i = 0; i < reader.frames(); ++i) reader.read(i, frame.data(), DType::F32);
+      (void)reader.bad_pixel_mask();
+      (void)reader.geometry();
+      (void)reader.ground_truth();
+      ++reads;
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "corrupt.h5")) << e.what();
+      ++errors;
+    }
+  }
+  EXPECT_EQ(errors + reads, 60);
 }
 
 TEST(Hdf5Frames, BadGroundTruthAndMaskAreErrors) {
