@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
-  libcpp-httplib-dev pkgconf
+  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
@@ -49,10 +49,11 @@ $(ASAN_BUILD)/build.ninja: | deps
 	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
+# The stream layer (HDF5 frames, CXI files, the finders) runs here too: it parses untrusted files.
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline io_test_tool mixprec_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline test_stream io_test_tool mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline)\.|^cli\.(io|inspect|convert)' \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
 	  -E 'GPTParity'
 
 # The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.

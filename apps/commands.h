@@ -33,5 +33,8 @@ int run_bench_video(Args args);
 int run_bench_train(Args args);
 int run_train(Args args);  // gpt
 int run_train_gpt(Args args);
+int run_stream(Args args);  // produce | peaks
+int run_stream_produce(Args args);
+int run_stream_peaks(Args args);
 
 }  // namespace mixprec::app

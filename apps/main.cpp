@@ -18,6 +18,7 @@ constexpr Command kCommands[] = {
     {"video", "real-time video diffusion: train, generate (FPS, GIF), drift, serve", run_video},
     {"train", "train a GPT language model in mixed precision", run_train},
     {"bench", "end-to-end benchmarks: video matrix, GPT training step", run_bench},
+    {"stream", "detector frames: synthetic producer, Bragg peaks into CXI files", run_stream},
 };
 
 void print_help() {

@@ -1,0 +1,28 @@
+// `mixprec stream <produce|peaks>`: detector frames for serial crystallography, and Bragg-peak
+// finding on them (issue #13; docs/STREAM.md).
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+
+namespace mixprec::app {
+
+int run_stream(Args args) {
+  const std::string_view sub = args.empty() ? "--help" : args[0];
+  if (sub == "produce") return run_stream_produce(args.subspan(1));
+  if (sub == "peaks") return run_stream_peaks(args.subspan(1));
+  if (sub == "--help" || sub == "-h") {
+    std::printf(
+        "Usage: mixprec stream <command> [options]\n\n"
+        "X-ray detector frames and Bragg-peak finding, as a serial-crystallography beamline runs\n"
+        "them (docs/STREAM.md).\n\n"
+        "Commands:\n"
+        "  produce    write synthetic detector frames with their true peaks into an HDF5 file\n"
+        "  peaks      find the peaks of every frame of an HDF5 file into a CXI peak list\n\n"
+        "Run 'mixprec stream <command> --help' for its options.\n");
+    return 0;
+  }
+  throw UsageError{"stream: unknown command '" + std::string(sub) + "' (produce|peaks)"};
+}
+
+}  // namespace mixprec::app
