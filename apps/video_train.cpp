@@ -112,10 +112,9 @@ int run_video_train(Args args) {
   p.flag("--override", &override,
          "with --resume: accept settings that differ from the checkpoint's");
   p.option("--init", &init_from,
-           "start from this model file's weights (fine-tuning; a fresh optimizer)");
+           "start from this model file's weights (fine-tuning; a fresh optimizer); a resumed "
+           "fine-tuning run names the same file, and the checkpoint's weights are loaded");
   if (!p.parse(args)) return 0;
-  if (resume && !init_from.empty())
-    throw UsageError{"video train: --resume and --init exclude each other"};
   if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1 ||
       self_context_steps < 1 || unroll < 1)
     throw UsageError{
@@ -148,7 +147,9 @@ int run_video_train(Args args) {
   config.context_frames = context_frames;
   config.context_noise_level = noise_level;
   models::UNetVideo model(config, init);
-  if (!init_from.empty()) {
+  // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
+  // the checkpoint must share.
+  if (!init_from.empty() && !resume) {
     models::VideoModelInfo from;
     const auto source = models::load_video_model(init_from, &from);
     if (from.config.name != preset || from.config.context_frames != context_frames ||

@@ -156,6 +156,12 @@ resume_settings)
     run 2 "${tiny_video[@]}" --steps 2 --out video --resume $changed
     expect_err "settings that differ .*${changed%% *} "
   done
+  # A fine-tuning run resumes with the same --init, and only with it.
+  run 0 "${tiny_video[@]}" --steps 1 --out tuned --init video/model.safetensors
+  run 0 "${tiny_video[@]}" --steps 2 --out tuned --init video/model.safetensors --resume
+  expect_err "resuming .* at step 1"
+  run 2 "${tiny_video[@]}" --steps 3 --out tuned --resume
+  expect_err "settings that differ .*init"
   ;;
 
 # 6. Resuming a finished run says so, without figures of zero steps.
