@@ -62,7 +62,8 @@ int run_video_train(Args args) {
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
-  int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1;
+  int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
+          free_run = 0;
   bool resume = false, noise_level = false, residual = false, overwrite = false, override = false;
   std::string init_from;
   ArgParser p("video train",
@@ -83,6 +84,10 @@ int run_video_train(Args args) {
   p.option("--unroll", &unroll,
            "direct models: frames predicted in a row per sample, each from the ones before, "
            "with the gradient through all of them");
+  p.option("--free-run", &free_run,
+           "direct models: before the unrolled frames, let the model run on its own outputs "
+           "for 0..N frames (random per step, no gradient), so it learns to pull long rollouts "
+           "back to the data");
   p.option("--context-noise", &context_noise,
            "history augmentation: max std of noise added to the context frame (0: off)");
   p.option("--context-frames", &context_frames,
@@ -137,6 +142,8 @@ int run_video_train(Args args) {
   if (unroll > 1 && !direct)
     throw UsageError{"video train: --unroll needs --prediction direct (a diffusion model's frames "
                      "are sampled without a gradient: use --self-context)"};
+  if (free_run < 0 || (free_run > 0 && !direct))
+    throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -184,6 +191,7 @@ int run_video_train(Args args) {
                                 {"self-context-from", std::to_string(self_context_from)},
                                 {"self-context-steps", std::to_string(self_context_steps)},
                                 {"unroll", std::to_string(unroll)},
+                                {"free-run", std::to_string(free_run)},
                                 {"lr", exact_text(lr)},
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},
@@ -231,6 +239,7 @@ int run_video_train(Args args) {
     info.extra["context_blur"] = std::to_string(context_blur);
     info.extra["self_context"] = std::to_string(self_context);
     info.extra["unroll"] = std::to_string(unroll);
+    info.extra["free_run"] = std::to_string(free_run);
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
@@ -253,12 +262,13 @@ int run_video_train(Args args) {
                             : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
     const std::vector<Tensor> window =
-        videos.windows(batch, context_frames + (own > 0 ? 1 : 0) + unroll, gen);
+        videos.windows(batch, free_run + context_frames + (own > 0 ? 1 : 0) + unroll, gen);
     const models::VideoLossOptions loss_options = {.prediction = pred,
                                                    .context_noise_max = context_noise,
                                                    .context_blur_max = context_blur,
                                                    .quantize_context = true,
-                                                   .residual = residual};
+                                                   .residual = residual,
+                                                   .free_run_max = free_run};
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());

@@ -222,34 +222,39 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   const auto k = static_cast<std::size_t>(model.config().context_frames);
   MIXPREC_CHECK(options.prediction == Prediction::Direct,
                 "[video_rollout_loss] is the loss of a direct predictor");
-  MIXPREC_CHECK(window.size() > k, "[video_rollout_loss] expected ", k,
-                " context frames and at least one target, got ", window.size(), " frames");
+  MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
+  const auto free_max = static_cast<std::size_t>(options.free_run_max);
+  MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
+                " free-run frames, ", k, " context frames and at least one target, got ",
+                window.size(), " frames");
   MIXPREC_CHECK(options.context_noise_max >= 0, "[video_rollout_loss] negative context noise");
   const int64_t batch = window[0].size(0), channels = window[0].size(1);
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  const std::size_t free_run =
+      free_max == 0 ? 0
+                    : std::min<std::size_t>(free_max, static_cast<std::size_t>(
+                                                          Tensor::rand({1}, gen, DType::F64)
+                                                              .data<double>()[0] *
+                                                          static_cast<double>(free_max + 1)));
+  const std::size_t first = free_max - free_run;  // the window index of the oldest context frame
   std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
   Tensor sigma;
   {
     NoGrad no_grad;
-    const Tensor clean = clean_context(
-        context_of({window.begin(), window.begin() + static_cast<std::ptrdiff_t>(k)}), options,
-        gen);
+    const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
+    const Tensor clean =
+        clean_context(context_of({begin, begin + static_cast<std::ptrdiff_t>(k)}), options, gen);
     for (std::size_t i = 0; i < k; ++i)
       frames.push_back(clean.narrow(1, static_cast<int64_t>(i) * channels, channels));
     sigma = context_noise_std(batch, options, gen);
   }
-  Tensor total;
-  const std::size_t targets = window.size() - k;
-  for (std::size_t j = 0; j < targets; ++j) {
+  // One frame of the rollout from `frames`: what the stream shows (clamped, 8-bit by a
+  // straight-through rounding) becomes the newest context frame; returns the unclamped frame.
+  auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     const Tensor raw = frame_of(out, options.residual ? frames.back() : Tensor());
-    // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
-    // beyond the range); the next context gets what a stream keeps.
-    const Tensor loss = mse_loss(raw, window[k + j].to(DType::F32).contiguous(cl));
-    total = j == 0 ? loss : add(total, loss);
-    if (j + 1 == targets) break;
     Tensor next = clamp(raw, -1.0, 1.0);
     if (options.quantize_context) {
       Tensor rounding;
@@ -261,6 +266,20 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     }
     frames.erase(frames.begin());
     frames.push_back(next);
+    return raw;
+  };
+  {
+    NoGrad no_grad;
+    for (std::size_t j = 0; j < free_run; ++j) step();
+  }
+  Tensor total;
+  const std::size_t targets = window.size() - free_max - k;
+  for (std::size_t j = 0; j < targets; ++j) {
+    // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
+    // beyond the range); the next context gets what a stream keeps.
+    const Tensor raw = step();
+    const Tensor loss = mse_loss(raw, window[free_max + k + j].to(DType::F32).contiguous(cl));
+    total = j == 0 ? loss : add(total, loss);
   }
   return mul(total, 1.0 / static_cast<double>(targets));
 }

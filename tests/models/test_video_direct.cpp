@@ -144,6 +144,59 @@ TEST(DirectPrediction, RolloutLossFeedsBackTheRoundedPredictionWithItsGradient) 
   EXPECT_GT(test::max_abs_diff(grad, weight.grad()), 1e-4);
 }
 
+TEST(DirectPrediction, FreeRunStartsTheGradedFrameFromTheModelsOwnHistory) {
+  Generator gen(5);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  // Up to 2 free-run frames, 2 context frames, 1 target.
+  const std::vector<Tensor> window = window_of(5, gen);
+  const VideoLossOptions options = {.prediction = Prediction::Direct,
+                                    .context_noise_max = 0,
+                                    .quantize_context = true,
+                                    .residual = true,
+                                    .free_run_max = 2};
+  // The rollout by hand after f free frames, none of them with a gradient.
+  auto manual = [&](int64_t f) {
+    std::vector<Tensor> frames = {window[static_cast<std::size_t>(2 - f)],
+                                  window[static_cast<std::size_t>(3 - f)]};
+    {
+      NoGrad no_grad;
+      for (int64_t j = 0; j < f; ++j) {
+        const Tensor out = by_hand(net, context_of(frames));
+        const Tensor next = quantize_8bit(clamp(add(frames[1], mul(out, 2.0)), -1.0, 1.0));
+        frames = {frames[1], next.contiguous(kCl)};
+      }
+    }
+    const Tensor out = by_hand(net, context_of(frames));
+    return mse_loss(add(frames[1], mul(out, 2.0)), window[4].contiguous(kCl));
+  };
+  std::vector<bool> seen(3, false);
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    Generator g(seed), draw(seed);
+    // The loss draws f first: one uniform in [0, 1) scaled to {0, 1, 2}.
+    const auto f = static_cast<int64_t>(Tensor::rand({1}, draw, DType::F64).data<double>()[0] * 3);
+    seen[static_cast<std::size_t>(f)] = true;
+    const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g);
+    const Tensor want = manual(f);
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-6 * want.item<double>())
+        << "free run of " << f << " frames";
+    const Tensor weight = test::parameter(net, "conv_in.weight");
+    loss.backward();
+    const Tensor grad = weight.grad().clone();
+    for (const Tensor& p : net.parameters()) p.zero_grad();
+    want.backward();
+    EXPECT_LT(test::max_abs_diff(grad, weight.grad()), 1e-5) << "free run of " << f << " frames";
+    for (const Tensor& p : net.parameters()) p.zero_grad();
+  }
+  EXPECT_TRUE(seen[0] && seen[1] && seen[2]);
+  // A window one frame short of the free run, the context and a target is refused.
+  Generator g(0);
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, {window.begin(), window.end() - 1}, options, DType::F32, g);
+            }).find("free-run"),
+            std::string::npos);
+}
+
 TEST(DirectPrediction, RolloutOfOneTargetIsTheRegressionLossAndTrains) {
   Generator gen(4);
   const auto holder = direct_net(gen);

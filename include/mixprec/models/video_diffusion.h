@@ -33,6 +33,13 @@ struct VideoLossOptions {
   // costs the network nothing; and since the change also removes the context's noise, a stream
   // conditioned on a little noise cleans its own grain instead of accumulating it.
   bool residual = false;
+  // Direct predictors (video_rollout_loss): before the unrolled frames that carry the gradient,
+  // run the model freely, without a gradient, for f ~ U{0, ..., free_run_max} frames per batch
+  // (the pushforward trick). The graded frames then start from the model's own f-frame-old
+  // history, blur and drift included, and their targets stay the true frames: the model learns
+  // to pull a long rollout back to sharp data at the cost of f cheap forwards, where unrolling
+  // with the gradient costs a forward and a backward per frame and holds them all in memory.
+  int64_t free_run_max = 0;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -45,7 +52,8 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
                             const VideoLossOptions& options, DType input_dtype, Generator& gen);
 
 // The regression loss of a direct predictor (Prediction::Direct), unrolled through its own
-// outputs: `window` holds the K = Config::context_frames context frames, then N >= 1 targets
+// outputs: `window` holds options.free_run_max + K frames (K = Config::context_frames) and then
+// N >= 1 targets
 // ([B, 3, H, W] each, oldest first, in [-1, 1]). Each predicted frame (clamped, 8-bit by a
 // straight-through rounding when options.quantize_context) replaces the oldest context frame of
 // the next prediction, with its gradient: the loss sees what the model's own errors do one, two,
@@ -53,7 +61,9 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // that drifts), not only to be close one frame ahead. The context corruption (blur on the true
 // frames, noise of std sigma ~ U(0, max) per sample on every input, told to a noise-level
 // model) follows `options`; a residual model's change is added to the newest context frame
-// before any noise, as a stream adds it to the frame its viewer saw. Returns the f32 mean
+// before any noise, as a stream adds it to the frame its viewer saw. With a free run of f
+// frames the context starts f frames before the last K of the first free_run_max + K, and the f
+// frames between are the model's own (see VideoLossOptions::free_run_max). Returns the f32 mean
 // squared error of the N frames, averaged.
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen);
