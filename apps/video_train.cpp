@@ -58,7 +58,8 @@ Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule
 }  // namespace
 
 int run_video_train(Args args) {
-  std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v";
+  std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
+              loss_name = "mse";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
@@ -84,6 +85,9 @@ int run_video_train(Args args) {
   p.option("--unroll", &unroll,
            "direct models: frames predicted in a row per sample, each from the ones before, "
            "with the gradient through all of them");
+  p.option("--loss", &loss_name,
+           "direct models: mse | l1, the per-pixel error (l1's median keeps unsure edges sharp; "
+           "docs/VIDEO.md)");
   p.option("--free-run", &free_run,
            "direct models: before the unrolled frames, let the model run on its own outputs "
            "for 0..N frames (random per step, no gradient), so it learns to pull long rollouts "
@@ -142,6 +146,10 @@ int run_video_train(Args args) {
   if (unroll > 1 && !direct)
     throw UsageError{"video train: --unroll needs --prediction direct (a diffusion model's frames "
                      "are sampled without a gradient: use --self-context)"};
+  const models::RegressionLoss regression =
+      parse_usage("video train", [&] { return models::parse_regression_loss(loss_name); });
+  if (regression != models::RegressionLoss::Mse && !direct)
+    throw UsageError{"video train: --loss needs --prediction direct (diffusion trains on mse)"};
   if (free_run < 0 || (free_run > 0 && !direct))
     throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
   if (direct && self_context > 0)
@@ -192,6 +200,7 @@ int run_video_train(Args args) {
                                 {"self-context-steps", std::to_string(self_context_steps)},
                                 {"unroll", std::to_string(unroll)},
                                 {"free-run", std::to_string(free_run)},
+                                {"loss", loss_name},
                                 {"lr", exact_text(lr)},
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},
@@ -240,6 +249,7 @@ int run_video_train(Args args) {
     info.extra["self_context"] = std::to_string(self_context);
     info.extra["unroll"] = std::to_string(unroll);
     info.extra["free_run"] = std::to_string(free_run);
+    info.extra["regression_loss"] = loss_name;
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
@@ -268,7 +278,8 @@ int run_video_train(Args args) {
                                                    .context_blur_max = context_blur,
                                                    .quantize_context = true,
                                                    .residual = residual,
-                                                   .free_run_max = free_run};
+                                                   .free_run_max = free_run,
+                                                   .regression = regression};
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());

@@ -8,6 +8,7 @@
 #include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
+#include "mixprec/ops/reduce.h"
 
 namespace mixprec::models {
 
@@ -217,6 +218,24 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
   return mse_loss(out.to(DType::F32), target.contiguous(cl));
 }
 
+RegressionLoss parse_regression_loss(const std::string& name) {
+  if (name == "mse") return RegressionLoss::Mse;
+  if (name == "l1") return RegressionLoss::L1;
+  throw Error("[video] unknown regression loss '" + name + "', expected mse|l1");
+}
+
+namespace {
+
+// The mean over every element of the per-pixel error `kind` measures (f32).
+Tensor regression_loss(const Tensor& predicted, const Tensor& target, RegressionLoss kind) {
+  if (kind == RegressionLoss::Mse) return mse_loss(predicted, target);
+  constexpr double kEps = 1e-3;  // well under one 8-bit level (2 / 255)
+  const Tensor d = sub(predicted, target);
+  return sub(mean(sqrt(add(mul(d, d), Tensor::scalar(kEps * kEps)))), Tensor::scalar(kEps));
+}
+
+}  // namespace
+
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen) {
   const auto k = static_cast<std::size_t>(model.config().context_frames);
@@ -278,7 +297,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
     // beyond the range); the next context gets what a stream keeps.
     const Tensor raw = step();
-    const Tensor loss = mse_loss(raw, window[free_max + k + j].to(DType::F32).contiguous(cl));
+    const Tensor loss = regression_loss(
+        raw, window[free_max + k + j].to(DType::F32).contiguous(cl), options.regression);
     total = j == 0 ? loss : add(total, loss);
   }
   return mul(total, 1.0 / static_cast<double>(targets));

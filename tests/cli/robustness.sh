@@ -223,6 +223,12 @@ usage_exit_codes)
   run 2 "${tiny_video[@]}" --steps 1 --prediction direct --self-context 0.5 --out video
   expect_err "direct model trains on its own outputs with --unroll"
   run 2 "${tiny_video[@]}" --steps 1 --prediction direct --unroll 0 --out video
+  run 2 "${tiny_video[@]}" --steps 1 --free-run 2 --out video
+  expect_err "--free-run must be >= 0 and needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --prediction direct --loss l2 --out video
+  expect_err "unknown regression loss 'l2', expected mse|l1"
+  run 2 "${tiny_video[@]}" --steps 1 --loss l1 --out video
+  expect_err "--loss needs --prediction direct"
   run 2 video generate --precision fp8
   run 2 bench video --presets huge --frames 3
   run 2 bench train --modes fp8

@@ -2,6 +2,7 @@
 // regression loss unrolled through its own outputs (video_rollout_loss).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "gpt_test_util.h"
@@ -12,6 +13,7 @@
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
+#include "mixprec/ops/reduce.h"
 #include "mixprec/optim/sgd.h"
 #include "support/error_of.h"
 
@@ -195,6 +197,32 @@ TEST(DirectPrediction, FreeRunStartsTheGradedFrameFromTheModelsOwnHistory) {
               video_rollout_loss(net, {window.begin(), window.end() - 1}, options, DType::F32, g);
             }).find("free-run"),
             std::string::npos);
+}
+
+TEST(DirectPrediction, L1LossIsTheSmoothAbsoluteError) {
+  EXPECT_EQ(parse_regression_loss("mse"), RegressionLoss::Mse);
+  EXPECT_EQ(parse_regression_loss("l1"), RegressionLoss::L1);
+  EXPECT_NE(test_support::error_of([] { parse_regression_loss("l2"); }).find("mse|l1"),
+            std::string::npos);
+  Generator gen(6);
+  const auto holder = direct_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(3, gen);
+  Generator g(0);
+  const Tensor loss = video_rollout_loss(
+      net, window,
+      {.prediction = Prediction::Direct, .context_noise_max = 0, .regression = RegressionLoss::L1},
+      DType::F32, g);
+  // By hand, in f64: mean(sqrt(d^2 + 1e-6)) - 1e-3.
+  const Tensor out = by_hand(net, context_of({window[0], window[1]})).contiguous();
+  const Tensor target = window[2].contiguous();
+  double sum = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const double d = static_cast<double>(out.data<float>()[i]) - target.data<float>()[i];
+    sum += std::sqrt(d * d + 1e-6);
+  }
+  const double want = sum / static_cast<double>(out.numel()) - 1e-3;
+  EXPECT_NEAR(loss.item<double>(), want, 1e-5 * want);
 }
 
 TEST(DirectPrediction, RolloutOfOneTargetIsTheRegressionLossAndTrains) {

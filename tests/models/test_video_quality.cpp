@@ -135,8 +135,12 @@ TEST(VideoQualityMeter, ReportIsValidJsonEvenForOneFrame) {
     ASSERT_TRUE(v.is_object());
     EXPECT_EQ(json.find("nan"), std::string::npos);
     EXPECT_EQ(json.find("inf"), std::string::npos);
-    if (frames < 10) EXPECT_NE(json.find("\"psnr_first_10\": null"), std::string::npos);
-    if (frames == 1) EXPECT_NE(json.find("\"kid\": null"), std::string::npos);
+    if (frames < 10) {
+      EXPECT_NE(json.find("\"psnr_first_10\": null"), std::string::npos);
+    }
+    if (frames == 1) {
+      EXPECT_NE(json.find("\"kid\": null"), std::string::npos);
+    }
     EXPECT_FALSE(quality_report_text(r).empty());
   }
 }

@@ -9,6 +9,7 @@
 // learns to produce a clean next frame from imperfect previous ones instead of copying their
 // artefacts; a model with Config::context_noise_level is also told sigma.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "mixprec/core/random.h"
@@ -17,6 +18,15 @@
 #include "mixprec/models/unet_video.h"
 
 namespace mixprec::models {
+
+// What a direct predictor's rollout loss measures per pixel. Mse: the squared error, whose
+// optimum is the mean of the possible next frames: where the model is unsure where an edge goes
+// it draws a ramp, and a stream of such frames softens a little every frame. L1: the absolute
+// error (Charbonnier, sqrt(d^2 + 1e-6) - 1e-3, smooth where d = 0), whose optimum is the
+// per-pixel median: a pixel that is either shape or background gets one of the two values, so
+// an unsure edge stays an edge.
+enum class RegressionLoss { Mse, L1 };
+RegressionLoss parse_regression_loss(const std::string& name);  // "mse" | "l1"
 
 struct VideoLossOptions {
   Prediction prediction = Prediction::V;
@@ -40,6 +50,7 @@ struct VideoLossOptions {
   // to pull a long rollout back to sharp data at the cost of f cheap forwards, where unrolling
   // with the gradient costs a forward and a backward per frame and holds them all in memory.
   int64_t free_run_max = 0;
+  RegressionLoss regression = RegressionLoss::Mse;  // direct predictors only
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -64,7 +75,7 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // before any noise, as a stream adds it to the frame its viewer saw. With a free run of f
 // frames the context starts f frames before the last K of the first free_run_max + K, and the f
 // frames between are the model's own (see VideoLossOptions::free_run_max). Returns the f32 mean
-// squared error of the N frames, averaged.
+// error of the N frames (options.regression), averaged.
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen);
 
