@@ -165,9 +165,11 @@ std::vector<Tensor> LiveVideo::start_frames() const {
   return first;
 }
 
-void LiveVideo::restart_streams(const std::vector<Tensor>& first_frames) {
+void LiveVideo::restart_streams(const std::vector<Tensor>& first_frames,
+                                const std::vector<Tensor>& anchors) {
   stream_ = std::make_unique<models::BatchedVideoStream>(
-      *model_, models::NoiseSchedule::cosine(info_.schedule_steps), first_frames, stream_options());
+      *model_, models::NoiseSchedule::cosine(info_.schedule_steps), first_frames, stream_options(),
+      anchors);
 }
 
 models::StreamOptions LiveVideo::stream_options() const {
@@ -180,9 +182,12 @@ models::StreamOptions LiveVideo::stream_options() const {
 void LiveVideo::apply(const ControlChange& change) {
   const bool new_precision = change.precision && *change.precision != settings_.precision;
   // The streams carry on from their last frames on the model in its new precision.
-  std::vector<Tensor> recent;
+  std::vector<Tensor> recent, anchors;
   if (new_precision) {
-    for (int64_t i = 0; i < stream_->streams(); ++i) recent.push_back(stream_->recent_frames(i));
+    for (int64_t i = 0; i < stream_->streams(); ++i) {
+      recent.push_back(stream_->recent_frames(i));
+      if (const Tensor a = stream_->anchor(i); a.defined()) anchors.push_back(a);
+    }
     load_model(*change.precision);
   }
   {
@@ -197,7 +202,7 @@ void LiveVideo::apply(const ControlChange& change) {
   if (change.restart || change.start_video || change.seed)
     restart_streams(start_frames());
   else if (new_precision)
-    restart_streams(recent);
+    restart_streams(recent, anchors);
   else
     stream_->set_options(stream_options());
 }

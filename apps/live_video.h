@@ -93,7 +93,9 @@ class LiveVideo {
   void run();
   void apply(const ControlChange& change);        // generator thread, between frames
   void load_model(const std::string& precision);  // generator thread
-  void restart_streams(const std::vector<Tensor>& first_frames);
+  // anchors: an anchor model's, kept across a precision change; empty: the first frames'.
+  void restart_streams(const std::vector<Tensor>& first_frames,
+                       const std::vector<Tensor>& anchors = {});
   std::vector<Tensor> start_frames() const;
   models::StreamOptions stream_options() const;
   void record(double generate_ms, double serve_ms, bool late);

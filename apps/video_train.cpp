@@ -65,7 +65,8 @@ int run_video_train(Args args) {
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
-  bool resume = false, noise_level = false, residual = false, overwrite = false, override = false;
+  bool resume = false, noise_level = false, residual = false, overwrite = false, override = false,
+       anchor = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -110,6 +111,9 @@ int run_video_train(Args args) {
            "DDIM steps of the model's own predictions");
   p.flag("--residual", &residual,
          "denoise the change from the last context frame instead of the frame (docs/VIDEO.md)");
+  p.flag("--anchor", &anchor,
+         "direct models: the stream's first frame goes in front of every context (an appearance "
+         "anchor; --init from a model without one starts from its weights)");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -152,6 +156,8 @@ int run_video_train(Args args) {
     throw UsageError{"video train: --loss needs --prediction direct (diffusion trains on mse)"};
   if (free_run < 0 || (free_run > 0 && !direct))
     throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
+  if (anchor && !direct)
+    throw UsageError{"video train: --anchor needs --prediction direct"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -161,6 +167,7 @@ int run_video_train(Args args) {
       parse_usage("video train", [&] { return models::UNetVideoConfig::preset(preset); });
   config.context_frames = context_frames;
   config.context_noise_level = noise_level;
+  config.anchor_frame = anchor;
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
@@ -174,7 +181,13 @@ int run_video_train(Args args) {
                        " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
                        (from.residual ? ", residual" : "") +
                        ": pass the same --preset, --context-frames, --noise-level and --residual"};
-    model.load_state_dict(source->state_dict());
+    if (anchor && !from.config.anchor_frame)
+      models::load_adding_anchor(model, *source);
+    else if (anchor == from.config.anchor_frame)
+      model.load_state_dict(source->state_dict());
+    else
+      throw UsageError{"video train: --init " + init_from +
+                       " holds an anchor model: pass --anchor"};
   }
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
@@ -192,6 +205,7 @@ int run_video_train(Args args) {
                                 {"size", std::to_string(size)},
                                 {"context-frames", std::to_string(context_frames)},
                                 {"noise-level", noise_level ? "1" : "0"},
+                                {"anchor", anchor ? "1" : "0"},
                                 {"residual", residual ? "1" : "0"},
                                 {"context-noise", exact_text(context_noise)},
                                 {"context-blur", exact_text(context_blur)},
@@ -271,8 +285,14 @@ int run_video_train(Args args) {
                             ? std::llround(self_context * static_cast<double>(batch))
                             : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
-    const std::vector<Tensor> window =
-        videos.windows(batch, free_run + context_frames + (own > 0 ? 1 : 0) + unroll, gen);
+    const int64_t length = free_run + context_frames + (own > 0 ? 1 : 0) + unroll;
+    std::vector<Tensor> window = anchor ? videos.anchored_windows(batch, length, gen)
+                                        : videos.windows(batch, length, gen);
+    Tensor anchor_frames;
+    if (anchor) {
+      anchor_frames = window.front();
+      window.erase(window.begin());
+    }
     const models::VideoLossOptions loss_options = {.prediction = pred,
                                                    .context_noise_max = context_noise,
                                                    .context_blur_max = context_blur,
@@ -284,7 +304,8 @@ int run_video_train(Args args) {
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
       if (direct) {
-        loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen);
+        loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
+                                          anchor_frames);
       } else {
         Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
         if (own > 0)

@@ -188,6 +188,17 @@ std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DTy
 
 std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generator& gen,
                                           DType dtype, MemoryFormat format) const {
+  return draw_windows(batch, length, gen, dtype, format, false);
+}
+
+std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length, Generator& gen,
+                                                   DType dtype, MemoryFormat format) const {
+  return draw_windows(batch, length, gen, dtype, format, true);
+}
+
+std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Generator& gen,
+                                               DType dtype, MemoryFormat format,
+                                               bool anchored) const {
   MIXPREC_CHECK(batch >= 1, "[MovingShapes::windows] batch must be >= 1, got ", batch);
   MIXPREC_CHECK(length >= 2 && length <= config_.frames_per_video,
                 "[MovingShapes::windows] length must be in [2, frames_per_video = ",
@@ -204,20 +215,27 @@ std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generat
     video = draw_below(gen, config_.num_videos);
     t = (length - 1) + draw_below(gen, config_.frames_per_video - (length - 1));
   }
+  // times[b]: the frame times of pair b, oldest first, the anchor's in front.
+  std::vector<std::vector<int64_t>> times(static_cast<std::size_t>(batch));
+  for (std::size_t b = 0; b < picks.size(); ++b) {
+    if (anchored) times[b].push_back(draw_below(gen, config_.frames_per_video));
+    for (int64_t i = 0; i < length; ++i) times[b].push_back(picks[b].second - length + 1 + i);
+  }
+  const auto frame_count = static_cast<int64_t>(times[0].size());
   const int64_t h = config_.height, w = config_.width;
   // channels_last f32 is NHWC in memory: the renderer writes straight into it.
   std::vector<Tensor> frames;
   std::vector<float*> data;
-  for (int64_t i = 0; i < length; ++i) {
+  for (int64_t i = 0; i < frame_count; ++i) {
     frames.push_back(Tensor::empty({batch, 3, h, w}, DType::F32, MemoryFormat::ChannelsLast));
     data.push_back(frames.back().data<float>());
   }
   parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t b = lo; b < hi; ++b) {
-      const auto [video, t] = picks[static_cast<std::size_t>(b)];
-      const ShapeScene s = scene(video);
-      for (int64_t i = 0; i < length; ++i)
-        render_scene_hwc(s, t - length + 1 + i, data[static_cast<std::size_t>(i)] + b * h * w * 3);
+      const auto u = static_cast<std::size_t>(b);
+      const ShapeScene s = scene(picks[u].first);
+      for (std::size_t i = 0; i < times[u].size(); ++i)
+        render_scene_hwc(s, times[u][i], data[i] + b * h * w * 3);
     }
   });
   for (Tensor& f : frames) f = f.contiguous(format).to(dtype);

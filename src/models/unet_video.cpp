@@ -161,7 +161,7 @@ UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move
   time_fc2_ =
       register_module("time_fc2", std::make_shared<nn::Linear>(time_dim, time_dim, true, gen));
   conv_in_ = register_module("conv_in",
-                             std::make_shared<nn::Conv2d>((1 + c.context_frames) * c.frame_channels, base, 3,
+                             std::make_shared<nn::Conv2d>((1 + c.input_frames()) * c.frame_channels, base, 3,
                                                           Conv2dParams{.padding = 1}, true, gen));
   std::vector<int64_t> skip_channels = {base};
   int64_t ch = base;
@@ -226,11 +226,11 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
   const auto levels = static_cast<int64_t>(c.channel_mults.size());
   MIXPREC_CHECK(x_t.dim() == 4 && context.dim() == 4 && x_t.size(1) == c.frame_channels &&
                     context.size(0) == x_t.size(0) &&
-                    context.size(1) == c.context_frames * c.frame_channels &&
+                    context.size(1) == c.input_frames() * c.frame_channels &&
                     context.size(2) == x_t.size(2) && context.size(3) == x_t.size(3),
                 "[UNetVideo] expected x_t [B, ", c.frame_channels, ", H, W] and context [B, ",
-                c.context_frames * c.frame_channels, ", H, W] (", c.context_frames,
-                " frames), got ", shape_to_string(x_t.shape()), " and ",
+                c.input_frames() * c.frame_channels, ", H, W] (", c.context_frames,
+                " frames", c.anchor_frame ? " after the anchor" : "", "), got ", shape_to_string(x_t.shape()), " and ",
                 shape_to_string(context.shape()));
   const int64_t factor = int64_t{1} << (levels - 1);
   MIXPREC_CHECK(x_t.size(2) % factor == 0 && x_t.size(3) % factor == 0, "[UNetVideo] frame size ",
@@ -308,7 +308,7 @@ double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
     flop += 2.0 * static_cast<double>(2 * pixels * pixels * ch);  // scores and weighted sum
   };
   int64_t pixels = height * width, ch = base;
-  conv((1 + c.context_frames) * c.frame_channels, base, 3, pixels);
+  conv((1 + c.input_frames()) * c.frame_channels, base, 3, pixels);
   std::vector<int64_t> skip_channels = {base};
   for (int64_t l = 0; l < levels; ++l) {
     const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
@@ -361,6 +361,37 @@ Tensor timestep_embedding(const Tensor& timesteps, int64_t dim, DType dtype) {
     }
   }
   return out.to(dtype);
+}
+
+void load_adding_anchor(UNetVideo& model, const UNetVideo& source) {
+  UNetVideoConfig expected = source.config();
+  expected.anchor_frame = true;
+  const UNetVideoConfig& c = model.config();
+  MIXPREC_CHECK(!source.config().anchor_frame && c.anchor_frame && c.name == expected.name &&
+                    c.frame_channels == expected.frame_channels &&
+                    c.base_channels == expected.base_channels &&
+                    c.channel_mults == expected.channel_mults &&
+                    c.res_blocks == expected.res_blocks &&
+                    c.attention_levels == expected.attention_levels &&
+                    c.head_dim == expected.head_dim && c.groups == expected.groups &&
+                    c.context_frames == expected.context_frames &&
+                    c.context_noise_level == expected.context_noise_level,
+                "[load_adding_anchor] expected an anchor model of the source's configuration ('",
+                source.config().name, "', ", source.config().context_frames,
+                " context frames, no anchor) and the source without one");
+  nn::NamedTensors state = source.state_dict();
+  for (auto& [name, tensor] : state) {
+    if (name != "conv_in.weight") continue;
+    // [O, (1 + K) * C, 3, 3] -> [O, (2 + K) * C, 3, 3]: zeros for the anchor, which comes
+    // after the noisy frame and before the context frames.
+    const Tensor w = tensor.to(DType::F32).contiguous();
+    const int64_t fc = c.frame_channels;
+    const Tensor zeros = Tensor::zeros({w.size(0), fc, w.size(2), w.size(3)});
+    tensor = cat({w.narrow(1, 0, fc), zeros, w.narrow(1, fc, w.size(1) - fc)}, 1)
+                 .to(tensor.dtype())
+                 .contiguous();
+  }
+  model.load_state_dict(state);
 }
 
 }  // namespace mixprec::models

@@ -186,6 +186,8 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
   MIXPREC_CHECK(options.context_noise_max >= 0, "[video_diffusion_loss] negative context noise");
   MIXPREC_CHECK(options.prediction != Prediction::Direct,
                 "[video_diffusion_loss] a direct predictor trains with video_rollout_loss");
+  MIXPREC_CHECK(!model.config().anchor_frame,
+                "[video_diffusion_loss] anchor models are direct predictors (video_rollout_loss)");
   const int64_t batch = current.size(0);
   Tensor x_t, target, noisy_context, timesteps, sigma;
   {
@@ -236,11 +238,21 @@ Tensor regression_loss(const Tensor& predicted, const Tensor& target, Regression
 
 }  // namespace
 
+Tensor with_anchor(const Tensor& anchor, const Tensor& context) {
+  if (!anchor.defined()) return context;
+  return cat({anchor.to(context.dtype()), context}, 1).contiguous(MemoryFormat::ChannelsLast);
+}
+
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
-                          const VideoLossOptions& options, DType input_dtype, Generator& gen) {
+                          const VideoLossOptions& options, DType input_dtype, Generator& gen,
+                          const Tensor& anchor) {
   const auto k = static_cast<std::size_t>(model.config().context_frames);
   MIXPREC_CHECK(options.prediction == Prediction::Direct,
                 "[video_rollout_loss] is the loss of a direct predictor");
+  MIXPREC_CHECK(anchor.defined() == model.config().anchor_frame,
+                "[video_rollout_loss] ",
+                model.config().anchor_frame ? "an anchor model needs its anchor frame"
+                                            : "an anchor frame for a model without one");
   MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
@@ -257,9 +269,10 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                                                           static_cast<double>(free_max + 1)));
   const std::size_t first = free_max - free_run;  // the window index of the oldest context frame
   std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
-  Tensor sigma;
+  Tensor sigma, anchor_input;
   {
     NoGrad no_grad;
+    if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
     const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
     const Tensor clean =
         clean_context(context_of({begin, begin + static_cast<std::ptrdiff_t>(k)}), options, gen);
@@ -272,6 +285,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
+    input = with_anchor(anchor_input, input);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     const Tensor raw = frame_of(out, options.residual ? frames.back() : Tensor());
     Tensor next = clamp(raw, -1.0, 1.0);

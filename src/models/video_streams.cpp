@@ -10,7 +10,7 @@ namespace mixprec::models {
 
 BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
                                        const std::vector<Tensor>& first_frames,
-                                       StreamOptions options)
+                                       StreamOptions options, const std::vector<Tensor>& anchors)
     : model_(model),
       schedule_(std::move(schedule)),
       options_(options),
@@ -28,6 +28,24 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
     contexts.push_back(f.contiguous().reshape({1, k * f.size(1), f.size(2), f.size(3)}));
   }
   context_ = cat(contexts, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+  MIXPREC_CHECK(anchors.empty() || (model.config().anchor_frame &&
+                                    anchors.size() == first_frames.size()),
+                "[BatchedVideoStream] ", anchors.size(), " anchor frames for ",
+                first_frames.size(), " streams of a model ",
+                model.config().anchor_frame ? "with" : "without", " an anchor");
+  if (model.config().anchor_frame) {
+    std::vector<Tensor> own;
+    for (std::size_t i = 0; i < first_frames.size(); ++i) {
+      const Tensor a = anchors.empty() ? first_frames[i].narrow(0, 0, 1) : anchors[i];
+      const Tensor& f = first_frames[0];
+      MIXPREC_CHECK(a.dim() == 4 && a.size(0) == 1 && a.size(1) == f.size(1) &&
+                        a.size(2) == f.size(2) && a.size(3) == f.size(3),
+                    "[BatchedVideoStream] expected an anchor frame [1, ", f.size(1), ", ",
+                    f.size(2), ", ", f.size(3), "], got ", shape_to_string(a.shape()));
+      own.push_back(quantize_8bit(a));
+    }
+    anchors_ = cat(own, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+  }
 }
 
 void BatchedVideoStream::set_options(const StreamOptions& options) {
@@ -65,7 +83,8 @@ Tensor BatchedVideoStream::next() {
     return contexts.narrow(1, contexts.size(1) - c, c);
   };
   const Tensor& base = options_.prediction == Prediction::Direct ? context_ : batch_context;
-  Tensor frames = sample_next_frames(model_, schedule_, batch_context, sigma, cat(noise, 0),
+  Tensor frames = sample_next_frames(model_, schedule_, with_anchor(anchors_, batch_context),
+                                     sigma, cat(noise, 0),
                                      options_.steps, options_.prediction, model_dtype_,
                                      options_.residual ? newest_of(base) : Tensor());
   if (options_.still_threshold > 0)
@@ -77,6 +96,13 @@ Tensor BatchedVideoStream::next() {
                  : context_of({context_.narrow(1, c, context_.size(1) - c), newest});
   ++index_;
   return frames;
+}
+
+Tensor BatchedVideoStream::anchor(int64_t stream) const {
+  MIXPREC_CHECK(stream >= 0 && stream < streams(), "[BatchedVideoStream] no stream ", stream, " (",
+                streams(), " streams)");
+  if (!anchors_.defined()) return {};
+  return anchors_.narrow(0, stream, 1).to(DType::F32).contiguous();
 }
 
 Tensor BatchedVideoStream::recent_frames(int64_t stream) const {

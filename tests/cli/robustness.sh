@@ -229,6 +229,8 @@ usage_exit_codes)
   expect_err "unknown regression loss 'l2', expected mse|l1"
   run 2 "${tiny_video[@]}" --steps 1 --loss l1 --out video
   expect_err "--loss needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --anchor --out video
+  expect_err "--anchor needs --prediction direct"
   run 2 video generate --precision fp8
   run 2 bench video --presets huge --frames 3
   run 2 bench train --modes fp8

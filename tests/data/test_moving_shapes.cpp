@@ -271,6 +271,26 @@ TEST(MovingShapes, WindowsHoldConsecutiveFrames) {
   EXPECT_THAT(error_of([&] { ds.windows(1, 1, gen); }), HasSubstr("length must be in"));
 }
 
+TEST(MovingShapes, AnchoredWindowsAreTheWindowsAfterAFrameOfTheSameVideo) {
+  // One video, so every anchor must be one of its frames.
+  const MovingShapes ds({.height = 16, .width = 16, .num_videos = 1, .frames_per_video = 50}, 3);
+  Generator a(5), b(5);
+  const std::vector<Tensor> plain = ds.windows(4, 3, a);
+  const std::vector<Tensor> anchored = ds.anchored_windows(4, 3, b);
+  ASSERT_EQ(anchored.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(bit_identical(plain[i], anchored[i + 1]));
+  std::vector<int64_t> times;
+  for (int64_t row = 0; row < 4; ++row) {
+    int64_t found = -1;
+    for (int64_t t = 0; t < 50 && found < 0; ++t)
+      if (bit_identical(anchored[0][row].contiguous(), ds.frame(0, t))) found = t;
+    EXPECT_GE(found, 0) << "row " << row;
+    times.push_back(found);
+  }
+  // Anchors are drawn, not one fixed offset from the window.
+  EXPECT_FALSE(times[0] == times[1] && times[1] == times[2] && times[2] == times[3]);
+}
+
 TEST(MovingShapes, BatchDtypesAndLayouts) {
   const MovingShapes ds({.height = 16, .width = 16}, 2);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::F64}) {

@@ -300,6 +300,7 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   UNetVideoConfig c = test::tiny_unet();
   c.context_frames = 3;
   c.context_noise_level = true;
+  c.anchor_frame = true;
   UNetVideo net(c, gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_context.safetensors").string();
@@ -309,17 +310,20 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   EXPECT_TRUE(info.residual);
   EXPECT_EQ(info.config.context_frames, 3);
   EXPECT_TRUE(info.config.context_noise_level);
+  EXPECT_TRUE(info.config.anchor_frame);
   // A file from before these options (no unet.context_* keys): one frame, no level.
   UNetVideo old_style(test::tiny_unet(), gen);
   save_video_model(path, old_style, {.config = test::tiny_unet(), .extra = {}});
   io::SafetensorsMetadata meta = io::SafetensorsFile::open(path).metadata();
   meta.erase("unet.context_frames");
   meta.erase("unet.context_noise_level");
+  meta.erase("unet.anchor_frame");
   meta.erase("diffusion.residual");
   nn::save(old_style, path, meta);
   load_video_model(path, &info);
   EXPECT_EQ(info.config.context_frames, 1);
   EXPECT_FALSE(info.config.context_noise_level);
+  EXPECT_FALSE(info.config.anchor_frame);
   EXPECT_FALSE(info.residual);
   std::filesystem::remove(path);
 }

@@ -278,5 +278,90 @@ TEST(DirectPrediction, ResidualStreamAddsTheChangeToTheFrameItsViewerSawNotTheNo
   }
 }
 
+// An anchor model: the anchor goes between the noisy frame and the context, stays clean (no
+// context noise), and a stream's default anchor is its oldest first frame.
+std::unique_ptr<UNetVideo> anchor_net(Generator& gen) {
+  UNetVideoConfig c = test::tiny_unet(2, /*noise_level=*/true);
+  c.anchor_frame = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  nn::init::uniform_(test::parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
+  return net;
+}
+
+TEST(AnchorFrame, AddingTheAnchorToATrainedModelChangesNothingUntilItTrains) {
+  Generator gen(7);
+  const auto source = direct_net(gen, /*noise_level=*/true);
+  const auto anchored = anchor_net(gen);
+  load_adding_anchor(*anchored, *source);
+  EXPECT_EQ(anchored->config().input_frames(), 3);
+  const Tensor context = Tensor::uniform({2, 6, 8, 8}, -1, 1, gen);
+  const Tensor sigma = Tensor::full({2}, 0.03);
+  NoGrad no_grad;
+  const Tensor want = by_hand(*source, context, sigma);
+  for (int trial = 0; trial < 2; ++trial) {
+    const Tensor anchor = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
+    EXPECT_EQ(test::max_abs_diff(by_hand(*anchored, with_anchor(anchor, context), sigma), want), 0);
+  }
+  // Another configuration, or a source that has an anchor already, is refused.
+  EXPECT_NE(test_support::error_of([&] { load_adding_anchor(*anchored, *anchored); })
+                .find("[load_adding_anchor]"),
+            std::string::npos);
+  UNetVideo one_frame(test::tiny_unet(1), gen);
+  EXPECT_NE(test_support::error_of([&] { load_adding_anchor(*anchored, one_frame); })
+                .find("[load_adding_anchor]"),
+            std::string::npos);
+}
+
+TEST(AnchorFrame, RolloutAndStreamPutTheCleanAnchorInFrontOfTheContext) {
+  Generator gen(8);
+  const auto holder = anchor_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(3, gen);
+  const Tensor anchor = Tensor::uniform({2, 3, 8, 8}, -1, 1, gen);
+  const VideoLossOptions options = {.prediction = Prediction::Direct, .context_noise_max = 0};
+  Generator g(0);
+  const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g, anchor);
+  {
+    NoGrad no_grad;
+    const Tensor out =
+        by_hand(net, with_anchor(quantize_8bit(anchor), context_of({window[0], window[1]})));
+    const Tensor want = mse_loss(out, window[2].contiguous(kCl));
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-6 * want.item<double>());
+  }
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, window, options, DType::F32, g);
+            }).find("needs its anchor frame"),
+            std::string::npos);
+
+  // A stream with context noise: the anchor (its oldest first frame) is not noisy.
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  const StreamOptions stream_options = {.prediction = Prediction::Direct,
+                                        .seed = 4,
+                                        .context_noise = 0.05,
+                                        .residual = true};
+  VideoStream stream(net, NoiseSchedule::cosine(100), first, stream_options);
+  const Tensor got = stream.next();
+  Generator d;
+  d.set_state({4, 0});
+  (void)Tensor::randn({1, 3, 8, 8}, d);
+  const Tensor clean = context_of({first.narrow(0, 0, 1), first.narrow(0, 1, 1)});
+  const Tensor noisy = add(clean, mul(Tensor::randn(clean.shape(), d), 0.05));
+  NoGrad no_grad;
+  const Tensor out = by_hand(net, with_anchor(first.narrow(0, 0, 1), noisy), Tensor::full({1}, 0.05));
+  const Tensor want =
+      quantize_8bit(clamp(add(first.narrow(0, 1, 1), mul(out, 2.0)), -1.0, 1.0));
+  EXPECT_EQ(test::max_abs_diff(got, want), 0);
+  // A given anchor replaces the default one and is kept for a continuing stream.
+  const Tensor other = quantize_8bit(Tensor::uniform({1, 3, 8, 8}, -1, 1, gen));
+  BatchedVideoStream given(net, NoiseSchedule::cosine(100), {first}, stream_options, {other});
+  EXPECT_EQ(test::max_abs_diff(given.anchor(0), other), 0);
+  EXPECT_GT(test::max_abs_diff(given.next(), got), 0);
+  EXPECT_NE(test_support::error_of([&] {
+              BatchedVideoStream wrong(net, NoiseSchedule::cosine(100), {first, first},
+                                       stream_options, {other});
+            }).find("anchor frames for 2 streams"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::models

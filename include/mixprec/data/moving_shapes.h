@@ -72,11 +72,23 @@ class MovingShapes {
                               DType dtype = DType::F32,
                               MemoryFormat format = MemoryFormat::ChannelsLast) const;
 
+  // windows() with one more frame per pair in front: frame u of the same video, u drawn from
+  // [0, frames_per_video) after all of windows()'s draws (one word per pair, in order), so the
+  // windows are exactly windows()'s. The anchor of an anchor model's training sample: a real frame
+  // of the scene at any distance, as a stream's first frame is after any number of frames.
+  // Returns length + 1 tensors: the anchor frames, then the window.
+  std::vector<Tensor> anchored_windows(int64_t batch, int64_t length, Generator& gen,
+                                       DType dtype = DType::F32,
+                                       MemoryFormat format = MemoryFormat::ChannelsLast) const;
+
   // `frames` (>= 1) consecutive frames start, start + 1, ... of one video: [frames, 3, H, W]
   // f32, contiguous. The ground truth for drift evaluation.
   Tensor clip(int64_t video, int64_t start, int64_t frames) const;
 
  private:
+  std::vector<Tensor> draw_windows(int64_t batch, int64_t length, Generator& gen, DType dtype,
+                                   MemoryFormat format, bool anchored) const;
+
   MovingShapesConfig config_;
   uint64_t seed_;
 };

@@ -15,6 +15,11 @@
 // Context: K = Config::context_frames previous frames, oldest first. One frame shows where the
 // shapes are; two also show where they are going (the dataset's motion is constant velocity), so
 // a stream can follow the true trajectory instead of guessing a direction every frame.
+// Anchor frame (Config::anchor_frame): the stream's first, real frame goes in front of the
+// context, however old it gets. The moving-shapes background never moves and the shapes never
+// change colour, so the anchor shows what every still pixel and every shape should look like: a
+// stream that has drifted can be pulled back to it (StreamingT2V's appearance anchor, as one
+// more input frame).
 // Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
 // context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
 // embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
@@ -45,6 +50,9 @@ struct UNetVideoConfig {
   int64_t groups = 8;                              // GroupNorm groups
   int64_t context_frames = 1;                      // previous frames in the input, >= 1
   bool context_noise_level = false;                // the context's noise std is an input
+  bool anchor_frame = false;                       // the stream's first frame leads the context
+  // Frames in the context input: the anchor (if any), then the context frames.
+  int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
   // attention at 16x16; base 128; and an ~880M-parameter model of the seed documents' size.
@@ -60,8 +68,9 @@ class UNetVideo final : public nn::Module {
   explicit UNetVideo(UNetVideoConfig config, Generator& gen = default_generator());
   std::string_view type_name() const override { return "UNetVideo"; }
 
-  // x_t [B, 3, H, W] (H, W divisible by 2^(levels-1)), context [B, 3K, H, W] (K frames
-  // concatenated on channels, oldest first), timesteps [B] (any dtype, diffusion steps as
+  // x_t [B, 3, H, W] (H, W divisible by 2^(levels-1)), context [B, 3F, H, W] (F =
+  // Config::input_frames() frames concatenated on channels: the anchor if any, then the K
+  // context frames oldest first), timesteps [B] (any dtype, diffusion steps as
   // numbers), context_sigma [B] (the context's noise std; undefined means 0; ignored unless
   // Config::context_noise_level) -> the prediction [B, 3, H, W] in x_t's dtype and layout.
   Tensor forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps,
@@ -90,6 +99,12 @@ class UNetVideo final : public nn::Module {
   std::shared_ptr<ResBlock> mid1_, mid2_;
   std::shared_ptr<AttentionBlock> mid_attention_;
 };
+
+// Fine-tuning an anchor model from one without: `model` (Config::anchor_frame) takes every
+// weight of `source` (the same configuration without the anchor), and conv_in's weights for the
+// anchor's channels are zero, so it starts out computing exactly what `source` computes, whatever
+// the anchor. Throws mixprec::Error naming the difference if the configurations differ otherwise.
+void load_adding_anchor(UNetVideo& model, const UNetVideo& source);
 
 // [B] timesteps -> [B, dim] sinusoidal features (Transformer/DDPM style, f32 math, rounded once
 // into `dtype`): the first half sin(t * f_i), the second cos(t * f_i), f_i = 10000^(-i/(dim/2)).

@@ -76,8 +76,11 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // frames the context starts f frames before the last K of the first free_run_max + K, and the f
 // frames between are the model's own (see VideoLossOptions::free_run_max). Returns the f32 mean
 // error of the N frames (options.regression), averaged.
+// An anchor model (Config::anchor_frame) also takes `anchor` [B, 3, H, W]: a real frame of the
+// same video, as a stream's first frame is; it is rounded to 8 bits and never corrupted.
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
-                          const VideoLossOptions& options, DType input_dtype, Generator& gen);
+                          const VideoLossOptions& options, DType input_dtype, Generator& gen,
+                          const Tensor& anchor = {});
 
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
@@ -93,7 +96,8 @@ Tensor quantize_8bit(const Tensor& frames);
 Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
 
 // The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
-// on `context` [B, 3K, H, W] (and its noise std `context_sigma` [B], or undefined), the network
+// on `context` [B, 3F, H, W] (F = Config::input_frames(): with_anchor's result for an anchor
+// model) (and its noise std `context_sigma` [B], or undefined), the network
 // run on `input_dtype` inputs; a direct predictor runs once and ignores `noise` and `steps`. For
 // a residual model `last` [B, 3, H, W] is the frame the change is added to (a diffusion model's:
 // the newest frame of `context`, noise included; a direct model's: that frame before the noise);
@@ -102,7 +106,10 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
-
+// The network's context input: `anchor` [B, 3, H, W] (Config::anchor_frame) in front of
+// `context` [B, 3K, H, W], channels_last in context's dtype; `context` itself when `anchor` is
+// undefined.
+Tensor with_anchor(const Tensor& anchor, const Tensor& context);
 
 // frame, last [B, 3, H, W] -> frame, except that every pixel whose change from `last` is below
 // `threshold` in all channels takes last's value: in this dataset a still pixel does not change

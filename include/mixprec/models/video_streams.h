@@ -36,9 +36,12 @@ struct StreamOptions {
 class BatchedVideoStream {
  public:
   // first_frames: one [K, 3, H, W] per stream in [-1, 1], oldest first, K = the model's
-  // context_frames, all the same size.
+  // context_frames, all the same size. An anchor model (Config::anchor_frame) keeps one frame
+  // per stream in front of every context: anchors[i] [1, 3, H, W], or by default the stream's
+  // oldest first frame (8-bit, as in training).
   BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
-                     const std::vector<Tensor>& first_frames, StreamOptions options);
+                     const std::vector<Tensor>& first_frames, StreamOptions options,
+                     const std::vector<Tensor>& anchors = {});
 
   // The next frame of every stream, [N, 3, H, W] f32 in [-1, 1] (8-bit levels if quantize).
   Tensor next();
@@ -52,6 +55,9 @@ class BatchedVideoStream {
   // The last K frames of stream i, [K, 3, H, W] f32, oldest first: what a new stream needs to
   // continue this one (on a model converted to another precision, say).
   Tensor recent_frames(int64_t stream) const;
+  // Stream i's anchor frame [1, 3, H, W] f32 (an anchor model's; undefined otherwise): what a
+  // continuing stream passes on with recent_frames.
+  Tensor anchor(int64_t stream) const;
 
  private:
   UNetVideo& model_;
@@ -59,6 +65,7 @@ class BatchedVideoStream {
   StreamOptions options_;
   DType model_dtype_;
   Tensor context_;  // the last K frames of every stream [N, 3K, H, W], model dtype, channels_last
+  Tensor anchors_;  // an anchor model's anchor of every stream [N, 3, H, W], same; else undefined
   int64_t index_ = 0;
 };
 
