@@ -4,11 +4,11 @@
 #include <cstring>
 #include <string>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/linalg.h"
