@@ -76,10 +76,10 @@ def scan(root):
                 rel = os.path.relpath(path, root).replace(os.sep, "/")
                 own = layer_of(rel)
                 if own is None:  # a loose file directly in src/ or include/mixprec/
-                    unknown.add(f"{rel} (not inside a layer folder)")
+                    unknown.add(f"{rel}: not inside a layer folder")
                     continue
                 if own not in rank:
-                    unknown.add(f"{own} (from {rel})")
+                    unknown.add(f"{rel}: unknown layer '{own}'")
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for lineno, line in enumerate(f, 1):
@@ -98,10 +98,10 @@ def scan(root):
                             continue
                         if target is None:
                             if header.startswith("mixprec/"):
-                                unknown.add(f"none for \"{header}\" ({rel}:{lineno})")
+                                unknown.add(f"{rel}:{lineno}: \"{header}\" is not inside a layer folder")
                             continue
                         if target not in rank:
-                            unknown.add(f"{target} (included by {rel}:{lineno})")
+                            unknown.add(f"{rel}:{lineno}: \"{header}\" is in the unknown layer '{target}'")
                             continue
                         if rank[target] <= rank[own]:
                             continue
@@ -126,8 +126,8 @@ def main(argv):
     root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     violations, unknown, stale = scan(root)
     for line in unknown:
-        print(f"check_layers: unknown layer {line}: add it to LAYERS in tools/check_layers.py",
-              file=sys.stderr)
+        print(f"check_layers: {line}: every folder of include/mixprec/ and src/ must be a layer "
+              "named in LAYERS (tools/check_layers.py)", file=sys.stderr)
     for line in violations + stale:
         print(f"check_layers: {line}", file=sys.stderr)
     if violations or stale:
