@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +16,23 @@
 #include "support/tolerance.h"
 
 namespace mixprec::kernels {
+
+inline std::string mode_name(Bf16ConvCompute m) {
+  switch (m) {
+    case Bf16ConvCompute::Amx:
+      return "amx";
+    case Bf16ConvCompute::DotProduct:
+      return "dot";
+    case Bf16ConvCompute::WidenToF32:
+      return "widen";
+    default:
+      return "auto";
+  }
+}
+
+// Test names and failure messages print a bf16 mode's name, not "1-byte object <01>".
+inline void PrintTo(Bf16ConvCompute m, std::ostream* os) { *os << mode_name(m); }
+
 namespace {
 
 struct Case {
@@ -195,19 +213,6 @@ struct ScopedBf16Mode {
 
 constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Amx, Bf16ConvCompute::DotProduct,
                                           Bf16ConvCompute::WidenToF32};
-
-std::string mode_name(Bf16ConvCompute m) {
-  switch (m) {
-    case Bf16ConvCompute::Amx:
-      return "amx";
-    case Bf16ConvCompute::DotProduct:
-      return "dot";
-    case Bf16ConvCompute::WidenToF32:
-      return "widen";
-    default:
-      return "auto";
-  }
-}
 
 // The bf16 tests once per kernel level and bf16 compute mode. A mode whose own path cannot run
 // at the level on this machine is skipped, naming what is missing (below avx512bf16 only
