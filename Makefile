@@ -17,14 +17,15 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps bench-deps build test test-asan fuzz demo bench bench-quick bench-unet-peer format \
+.PHONY: all deps bench-deps build check-layers test test-asan fuzz demo bench bench-quick bench-unet-peer format \
   clean help
 
 all: build
 
 help:
 	@echo "make demo        build, then run the main job (mixprec info, ...)"
-	@echo "make test        build, then run every test (CTest)"
+	@echo "make test        check the layer order, build, then run every test (CTest)"
+	@echo "make check-layers  only the layer check (tools/check_layers.py)"
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
 	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
@@ -40,7 +41,11 @@ $(BUILD)/build.ninja: | deps
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+# The layer check runs first (a fraction of a second): a lower layer never includes a higher one.
+check-layers:
+	python3 tools/check_layers.py
+
+test: check-layers build
 	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 

@@ -21,7 +21,7 @@
 #include "child_process.h"
 #include "cli_args.h"
 #include "commands.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/data/moving_shapes.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "commands.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/io/jpeg.h"
 #include "mixprec/io/json.h"

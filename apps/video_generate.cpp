@@ -12,7 +12,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/image.h"

@@ -9,7 +9,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/data/moving_shapes.h"

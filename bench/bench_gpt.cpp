@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/peak.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/gpt.h"
 #include "mixprec/models/text_dataset.h"
 

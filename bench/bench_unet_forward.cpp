@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/kernels/peak.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/init.h"

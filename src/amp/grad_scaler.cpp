@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 
 namespace mixprec::amp {

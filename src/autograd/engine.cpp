@@ -5,10 +5,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::autograd {
 namespace {

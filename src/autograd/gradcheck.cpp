@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "mixprec/autograd/engine.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::autograd {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <atomic>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/elementwise.h"
+#include "mixprec/mode/grad_mode.h"
 #include "node_internal.h"
 
 namespace mixprec::autograd {

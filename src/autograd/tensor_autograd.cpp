@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "mixprec/autograd/engine.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/reduce.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec {
 namespace autograd {

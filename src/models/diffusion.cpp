@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/arith.h"
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::models {

@@ -1,7 +1,7 @@
 #include "mixprec/models/gpt_train.h"
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/nn/precision.h"

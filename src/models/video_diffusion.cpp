@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"

@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "mixprec/core/error.h"
-#include "mixprec/nn/serialize.h"
+#include "mixprec/io/module_file.h"
 
 namespace mixprec::models {
 namespace {
@@ -56,7 +56,7 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["diffusion.prediction"] = prediction_name(info.prediction);
   m["diffusion.steps"] = std::to_string(info.schedule_steps);
   m["diffusion.residual"] = info.residual ? "1" : "0";
-  nn::save(model, path, m);
+  io::save_module(model, path, m);
 }
 
 std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelInfo* info) {
@@ -96,7 +96,7 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
     if (key != "format" && key.rfind("unet.", 0) != 0 && key.rfind("diffusion.", 0) != 0)
       result.extra[key] = value;
   auto model = std::make_unique<UNetVideo>(c);
-  nn::load(*model, path);
+  io::load_module(*model, path);
   if (info != nullptr) *info = std::move(result);
   return model;
 }

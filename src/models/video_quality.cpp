@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/io/json.h"

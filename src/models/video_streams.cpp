@@ -1,6 +1,6 @@
 #include "mixprec/models/video_streams.h"
 
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/ops/arith.h"

@@ -1,9 +1,9 @@
 #include "mixprec/nn/checkpoint.h"
 
-#include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/engine.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::nn {
 namespace {

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/kernels/optim.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::nn {
 

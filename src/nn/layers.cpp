@@ -5,7 +5,10 @@
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
+#include "mixprec/ops/attention.h"
+#include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
 #include "packed_weight_cache.h"
 
@@ -67,14 +70,6 @@ Tensor Sequential::forward(const Tensor& x) {
   for (auto& layer : layers_) h = layer->forward(h);
   return h;
 }
-
-}  // namespace mixprec::nn
-
-#include "mixprec/ops/activation.h"
-#include "mixprec/ops/attention.h"
-#include "mixprec/ops/functional.h"
-
-namespace mixprec::nn {
 
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor GELU::forward(const Tensor& x) {

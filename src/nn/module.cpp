@@ -3,8 +3,8 @@
 #include <map>
 #include <sstream>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::nn {
 

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 
 namespace mixprec::nn::detail {
 

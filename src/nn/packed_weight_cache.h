@@ -18,9 +18,9 @@
 #include <memory>
 #include <mutex>
 
-#include "mixprec/amp/autocast_policy.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/mode/autocast_policy.h"
 
 namespace mixprec::nn::detail {
 

@@ -3,9 +3,9 @@
 // incoming gradient, rounded once into the input's dtype.
 #include "mixprec/ops/activation.h"
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/elementwise.h"
+#include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
 
 namespace mixprec {

@@ -1,9 +1,9 @@
 // Elementwise op front-ends: validate, run the kernel with autograd off, record the node.
 #include "mixprec/ops/arith.h"
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/elementwise.h"
+#include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
 
 namespace mixprec {

@@ -9,11 +9,11 @@
 #include <cmath>
 #include <vector>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/attention.h"
 #include "mixprec/kernels/gemm.h"
+#include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
 
 namespace mixprec {

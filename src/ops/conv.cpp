@@ -9,12 +9,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
 #include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/transpose.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/reduce.h"
 #include "op_util.h"

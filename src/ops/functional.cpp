@@ -3,12 +3,12 @@
 
 #include <cmath>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/kernels/embedding.h"
 #include "mixprec/kernels/reduce.h"
 #include "mixprec/kernels/softmax.h"
+#include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
 
 namespace mixprec {

@@ -1,9 +1,9 @@
 #include "mixprec/ops/linalg.h"
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/transpose.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/reduce.h"
 #include "op_util.h"
 

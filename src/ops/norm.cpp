@@ -7,9 +7,9 @@
 
 #include <algorithm>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/norm_backward.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/functional.h"
 #include "op_util.h"
 

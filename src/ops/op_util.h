@@ -2,10 +2,10 @@
 // Shared pieces of the op front-ends.
 #include <vector>
 
-#include "mixprec/amp/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/reduce.h"
+#include "mixprec/mode/autocast.h"
 
 namespace mixprec::ops_detail {
 

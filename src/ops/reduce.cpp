@@ -1,8 +1,8 @@
 #include "mixprec/ops/reduce.h"
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/kernels/elementwise.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "op_util.h"
 

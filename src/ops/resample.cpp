@@ -2,9 +2,9 @@
 // f32 (f64 for f64) over NCHW copies, then rounded once into x's dtype and layout.
 #include <cmath>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/conv.h"
 #include "op_util.h"
 

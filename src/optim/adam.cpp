@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::optim::detail {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <set>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::optim {
 namespace {

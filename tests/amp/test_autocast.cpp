@@ -4,9 +4,9 @@
 #include <set>
 #include <string>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/random.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/checkpoint.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"

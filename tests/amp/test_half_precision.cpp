@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/allocator.h"
+#include "mixprec/mode/autocast.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/layers.h"
 
 namespace mixprec::amp {

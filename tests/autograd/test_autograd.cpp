@@ -5,12 +5,12 @@
 #include <string>
 
 #include "mixprec/autograd/engine.h"
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/autograd/gradcheck.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/attention.h"

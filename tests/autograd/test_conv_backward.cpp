@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/random.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/reduce.h"

@@ -230,53 +230,65 @@ TEST_P(GemmTest, PrepackedSubBlocksMatchSlicedProducts) {
   }
 }
 
-// bf16 x bf16 with K a multiple of 32 runs on AMX tiles where the machine has them; the same
-// cases with AMX off run the vdpbf16ps micro-kernel. Partial 16-row tiles, partial panels,
-// every epilogue input, both output dtypes, a strided A and a prepacked sub-block.
-TEST_P(GemmTest, Bf16AmxAndDotProductPathsMatchReference) {
-  struct Restore {
-    ~Restore() { set_gemm_amx(true); }
-  } restore;
-  for (bool amx : {true, false}) {
-    SCOPED_TRACE(amx ? "amx on" : "amx off");
-    set_gemm_amx(amx);
-    uint32_t seed = 500;
-    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 32},
-                                  {15, 33, 64},
-                                  {16, 32, 96},
-                                  {17, 31, 32},
-                                  {33, 65, 160},
-                                  {100, 70, 2048}}) {
-      check_case({m, n, k, DType::BF16, DType::BF16, DType::BF16}, seed++);
-      Case fused{m, n, k, DType::BF16, DType::BF16, DType::F32};
-      fused.ep.alpha = 0.5f;
-      fused.ep.beta = 0.25f;
-      fused.ep.activation = Activation::GeluTanh;
-      fused.with_bias = fused.with_residual = true;
-      check_case(fused, seed++);
-      Case relu{m, n, k, DType::BF16, DType::BF16, DType::BF16};
-      relu.ep.activation = Activation::ReLU;
-      relu.with_bias = true;
-      check_case(relu, seed++);
-    }
-    // A with a row stride wider than K, times rows [32, 96) of a packed B.
-    std::mt19937 rng(11);
-    const int64_t m = 37, k = 130, n = 90;
-    Buffer a(DType::BF16, m * k, rng), b(DType::BF16, k * n, rng);
-    const PackedMatrix packed =
-        pack_b(MatrixView::row_major(b.data(), DType::BF16, k, n, n), DType::BF16);
-    std::vector<float> got(static_cast<std::size_t>(m * n)), want(got.size());
-    const MatrixView a_cols =
-        MatrixView::row_major(static_cast<char*>(a.data()) + 32 * 2, DType::BF16, m, 64, k);
-    gemm_prepacked(a_cols, packed, MutableMatrixView::row_major(got.data(), DType::F32, m, n, n),
-                   {}, {32, 96, 0, -1});
-    gemm_reference(
-        a_cols,
-        MatrixView::row_major(static_cast<char*>(b.data()) + 32 * n * 2, DType::BF16, 64, n, n),
-        MutableMatrixView::row_major(want.data(), DType::F32, m, n, n));
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4 * 64) << "element " << i;
+// bf16 x bf16 with K a multiple of 32: partial 16-row tiles, partial panels, every epilogue
+// input, both output dtypes, a strided A and a prepacked sub-block. These run on AMX tiles where
+// the machine has them (at the avx512bf16 level), otherwise on the level's own bf16 kernel.
+void check_bf16_k32_cases() {
+  uint32_t seed = 500;
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 32},
+                                {15, 33, 64},
+                                {16, 32, 96},
+                                {17, 31, 32},
+                                {33, 65, 160},
+                                {100, 70, 2048}}) {
+    check_case({m, n, k, DType::BF16, DType::BF16, DType::BF16}, seed++);
+    Case fused{m, n, k, DType::BF16, DType::BF16, DType::F32};
+    fused.ep.alpha = 0.5f;
+    fused.ep.beta = 0.25f;
+    fused.ep.activation = Activation::GeluTanh;
+    fused.with_bias = fused.with_residual = true;
+    check_case(fused, seed++);
+    Case relu{m, n, k, DType::BF16, DType::BF16, DType::BF16};
+    relu.ep.activation = Activation::ReLU;
+    relu.with_bias = true;
+    check_case(relu, seed++);
   }
+  // A with a row stride wider than K, times rows [32, 96) of a packed B.
+  std::mt19937 rng(11);
+  const int64_t m = 37, k = 130, n = 90;
+  Buffer a(DType::BF16, m * k, rng), b(DType::BF16, k * n, rng);
+  const PackedMatrix packed =
+      pack_b(MatrixView::row_major(b.data(), DType::BF16, k, n, n), DType::BF16);
+  std::vector<float> got(static_cast<std::size_t>(m * n)), want(got.size());
+  const MatrixView a_cols =
+      MatrixView::row_major(static_cast<char*>(a.data()) + 32 * 2, DType::BF16, m, 64, k);
+  gemm_prepacked(a_cols, packed, MutableMatrixView::row_major(got.data(), DType::F32, m, n, n), {},
+                 {32, 96, 0, -1});
+  gemm_reference(
+      a_cols,
+      MatrixView::row_major(static_cast<char*>(b.data()) + 32 * n * 2, DType::BF16, 64, n, n),
+      MutableMatrixView::row_major(want.data(), DType::F32, m, n, n));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4 * 64) << "element " << i;
+}
+
+// Turns AMX on or off for one test, and back on (the default) after it.
+struct ScopedGemmAmx {
+  explicit ScopedGemmAmx(bool enabled) { set_gemm_amx(enabled); }
+  ~ScopedGemmAmx() { set_gemm_amx(true); }
+};
+
+TEST_P(GemmTest, Bf16AmxPathMatchesReference) {
+  if (const std::string why = test_support::amx_missing(isa()); !why.empty()) GTEST_SKIP() << why;
+  const ScopedGemmAmx amx(true);
+  if (!gemm_amx_enabled()) GTEST_SKIP() << "the OS refused this process the AMX tile state";
+  check_bf16_k32_cases();
+}
+
+// The same cases with AMX off: vdpbf16ps at the avx512bf16 level, each lower level's own path.
+TEST_P(GemmTest, Bf16WithAmxOffMatchesReference) {
+  const ScopedGemmAmx amx(false);
+  check_bf16_k32_cases();
 }
 
 TEST_P(GemmTest, BatchedMatchesOneByOne) {

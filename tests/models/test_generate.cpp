@@ -5,7 +5,7 @@
 #include <set>
 
 #include "gpt_test_util.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/gpt_generate.h"
 

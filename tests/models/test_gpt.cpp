@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gpt_test_util.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/autograd/gradcheck.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/gpt.h"

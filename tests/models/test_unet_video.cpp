@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "gpt_test_util.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/nn/init.h"

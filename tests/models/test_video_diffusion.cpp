@@ -5,12 +5,12 @@
 
 #include "gpt_test_util.h"
 #include "video_test_util.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
-#include "mixprec/nn/serialize.h"
+#include "mixprec/io/module_file.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/optim/sgd.h"
 #include "support/error_of.h"
@@ -319,7 +319,7 @@ TEST(VideoModelFile, ContextOptionsRoundTripAndDefaultWhenAbsent) {
   meta.erase("unet.context_noise_level");
   meta.erase("unet.anchor_frame");
   meta.erase("diffusion.residual");
-  nn::save(old_style, path, meta);
+  io::save_module(old_style, path, meta);
   load_video_model(path, &info);
   EXPECT_EQ(info.config.context_frames, 1);
   EXPECT_FALSE(info.config.context_noise_level);
@@ -333,7 +333,7 @@ TEST(VideoModelFile, APlainWeightsFileIsRejectedClearly) {
   UNetVideo net(test::tiny_unet(), gen);
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_video_plain.safetensors").string();
-  nn::save(net, path);
+  io::save_module(net, path);
   EXPECT_NE(test_support::error_of([&] { load_video_model(path, nullptr); }).find("format"),
             std::string::npos);
   std::filesystem::remove(path);

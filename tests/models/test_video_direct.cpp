@@ -7,7 +7,7 @@
 
 #include "gpt_test_util.h"
 #include "video_test_util.h"
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_streams.h"
 #include "mixprec/nn/init.h"

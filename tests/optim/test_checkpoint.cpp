@@ -14,9 +14,9 @@
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/core/random.h"
 #include "mixprec/io/checkpoint.h"
+#include "mixprec/io/module_file.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/nn/layers.h"
-#include "mixprec/nn/serialize.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/sgd.h"
@@ -153,7 +153,7 @@ TEST(Checkpoint, BadCheckpointsAreClearErrors) {
             }).find("the state is for a AdamW optimizer, not SGD"),
             std::string::npos);
 
-  nn::save(*a.model, plain.path);
+  io::save_module(*a.model, plain.path);
   EXPECT_NE(error_of([&] {
               load_checkpoint(plain.path, *b.model, *b.opt);
             }).find("metadata 'format' is missing (not a mixprec checkpoint?)"),

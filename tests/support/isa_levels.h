@@ -43,6 +43,27 @@ inline std::string isa_test_name(const ::testing::TestParamInfo<IsaLevel>& info)
   return std::string(isa_name(info.param));
 }
 
+// Why a path that needs kernel level `needed` cannot run in a test at level `running`, or ""
+// when it can. For tests of one specific path, which GTEST_SKIP() with the reason rather than
+// pass by running some other path (DESIGN.md section 8).
+inline std::string level_missing(const std::string& path, IsaLevel needed, IsaLevel running) {
+  if (running >= needed) return "";
+  return path + " needs kernel level " + std::string(isa_name(needed)) + "; this run is at " +
+         std::string(isa_name(running));
+}
+
+// Why the AMX-BF16 kernels (GEMM, bf16 convolution) cannot run at level `running` on this
+// machine, or "": they need the avx512bf16 level and a CPU and OS with AMX-BF16 tiles.
+inline std::string amx_missing(IsaLevel running) {
+  if (std::string why = level_missing("AMX-BF16", IsaLevel::Avx512Bf16, running); !why.empty())
+    return why;
+  const CpuFeatures& f = cpu_features();
+  if (!(f.amx_tile && f.amx_bf16))
+    return "this CPU (" + f.model + ") has no AMX-BF16 tiles: the AMX path is not run";
+  if (!f.os_amx) return "the OS does not enable the AMX tile state: the AMX path is not run";
+  return "";
+}
+
 }  // namespace mixprec::test_support
 
 #define MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Suite)                                     \

@@ -1,6 +1,9 @@
 #pragma once
-// DType, its traits table and its promotion table: the one place that knows about element
-// types (DESIGN.md section 8: one table, not scattered switches).
+// DType, its traits table and its promotion table: the one place that defines element types
+// and their properties (name, size, precision, promotion), as tables rather than scattered
+// switches (DESIGN.md section 9). It is not the only code that switches on DType: the SIMD
+// headers' load_n/store_n/round_to, some kernels' dispatch and a few format readers do, where
+// typed code begins; visit_dtype below is the helper to prefer for new code.
 #include <array>
 #include <cstddef>
 #include <cstdint>

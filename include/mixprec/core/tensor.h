@@ -207,7 +207,7 @@ class Tensor {
 
   // ---- autograd (implemented by the autograd layer, src/autograd/tensor_autograd.cpp) ----
   // As in PyTorch: a leaf that requires grad accumulates .grad() on backward(); ops on it
-  // record a graph while grad mode is on (see autograd/grad_mode.h).
+  // record a graph while grad mode is on (see mode/grad_mode.h).
   bool requires_grad() const;
   const Tensor& requires_grad_(bool on = true) const;  // leaves only
   Tensor grad() const;     // undefined until a backward reaches this tensor

@@ -105,9 +105,6 @@ class PackedMatrix {
 
  private:
   friend PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
-  // Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
-  // make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
-  PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
                              const GemmEpilogue&, const PackedRange&);

@@ -34,21 +34,13 @@ void tile_bf16(int64_t k, const void* a_panel, const void* b_panel, int nr_eff,
   __m512 acc[MR][kNv];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_setzero_ps();
-  const int64_t pairs = k / 2;
+  // An odd k's last pair holds one k: both packers zero its partner, so it runs as any pair.
+  const int64_t pairs = (k + 1) / 2;
   for (int64_t p = 0; p < pairs; ++p) {
     __m512bh bv[kNv];
     for (int j = 0; j < kNv; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + (p * kNr + j * 16) * 2);
     for (int i = 0; i < MR; ++i) {
       const __m512bh av = broadcast_pair(a + (p * kMr + i) * 2);
-      for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
-    }
-  }
-  if (k & 1) {  // the last pair holds one k: both packers zero its partner
-    __m512bh bv[kNv];
-    for (int j = 0; j < kNv; ++j)
-      bv[j] = (__m512bh)_mm512_loadu_si512(b + (pairs * kNr + j * 16) * 2);
-    for (int i = 0; i < MR; ++i) {
-      const __m512bh av = broadcast_pair(a + (pairs * kMr + i) * 2);
       for (int j = 0; j < kNv; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
     }
   }

@@ -1,23 +1,27 @@
 #pragma once
 // The SIMD interface every CPU kernel template is written against, at width 1: the scalar
 // level. simd_avx2.h and simd_avx512.h provide the same names at widths 8 and 16.
+// clang-format off: the table below is aligned by hand
 //
 //   F                 a vector of kWidth f32 lanes
 //   zero, set1, load, store  (kWidth contiguous f32); prefetch(p) a hint (no-op in scalar)
 //   load_n(p, t, n)   n <= kWidth elements of dtype t (f32/f16/bf16), widened exactly; lanes
 //                     past n are zero
 //   store_n(p, t, v, n) n lanes rounded to dtype t (round to nearest even, as core/float16.h)
+//   round_to(t, v)    v rounded to dtype t and widened back: store_n then load_n, in registers
 //   add sub mul div max min fmadd(a, b, c) = a * b + c
 //   select_negative(x, a, b) = x < 0 ? a : b, per lane
-//   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero;  scale2(x, n) =
-//   x * 2^n for integral n abs sqrt          (sqrt correctly rounded on every level) select_less(a,
-//   b, t, f) = a < b ? t : f, per lane (false when either is NaN) select_nan(x, t, f) = x is NaN ?
-//   t : f, per lane fill_tail(v, n, c) lanes n and above replaced by c (a tail vector's neutral
-//   element) reduce_add(v)     sum of the lanes (order depends on the width); reduce_max(v) their
-//   max,
+//   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero
+//   scale2(x, n)      x * 2^n for integral n
+//   abs sqrt          (sqrt correctly rounded on every level)
+//   select_less(a, b, t, f) = a < b ? t : f, per lane (false when either is NaN)
+//   select_nan(x, t, f) = x is NaN ? t : f, per lane
+//   fill_tail(v, n, c) lanes n and above replaced by c (a tail vector's neutral element)
+//   reduce_add(v)     sum of the lanes (order depends on the width); reduce_max(v) their max,
 //                     NaN if any lane is NaN
 //   get_exponent(x)   floor(log2 |x|) and get_mantissa(x) = |x| / 2^floor(log2 |x|) in [1, 2),
 //                     exact for finite nonzero x (subnormals included); other lanes unspecified
+// clang-format on
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,6 @@
 #pragma once
 // Autocast (PyTorch's torch.autocast for CPU): inside an amp::Autocast region every op front-end
-// casts its inputs as the policy table (amp/autocast_policy.h) says, so a model written in f32
+// casts its inputs as the policy table (mode/autocast_policy.h) says, so a model written in f32
 // runs its matrix products in bf16/f16 and its sensitive ops in f32 without a change to its
 // code. Outside a region nothing is cast, ever.
 //
@@ -22,6 +22,10 @@
 // or the cast was made without gradient history (under NoGrad) and is now needed with it.
 // Views of a weight and other non-leaf tensors are cast at each use and never cached, so the
 // cache cannot grow with repeated forwards.
+//
+// Autocast is a thread-local mode like grad mode, so it lives in the mode layer, below
+// autograd and ops, which both consult it (docs/ARCHITECTURE.md); its namespace stays amp::, as
+// users spell it. GradScaler and PrecisionConfig, which build on optim, are in amp/.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -29,9 +33,9 @@
 #include <tuple>
 #include <type_traits>
 
-#include "mixprec/amp/autocast_policy.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/mode/autocast_policy.h"
 
 namespace mixprec::amp {
 

@@ -1,9 +1,9 @@
-#include "mixprec/amp/autocast.h"
+#include "mixprec/mode/autocast.h"
 
 #include <unordered_map>
 
-#include "mixprec/autograd/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::amp {
 namespace {

@@ -1,6 +1,7 @@
 #pragma once
 // Whether ops record an autograd graph, per thread, as RAII guards (PyTorch's torch.no_grad,
-// torch.enable_grad, torch.inference_mode).
+// torch.enable_grad, torch.inference_mode). Part of the mode layer (docs/ARCHITECTURE.md):
+// ops read it to decide whether to record, autograd to build and run graphs.
 namespace mixprec {
 
 bool grad_enabled();

@@ -1,4 +1,4 @@
-#include "mixprec/autograd/grad_mode.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec {
 namespace {
