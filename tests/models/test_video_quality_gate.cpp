@@ -15,10 +15,10 @@ namespace mixprec::models {
 namespace {
 
 // The shipped model does not stay alive yet (issue #12 is open: its shapes dissolve within
-// ~50 frames, docs/PERFORMANCE.md); until one does, this gate holds it to what it measures, with
-// a margin for other kernel levels, so a regression in the model, the sampler or the stream
-// fails here. Measured 2026-11-25 (AMD EPYC, avx512bf16): PSNR over frames 1-10 23.0 and 23.9
-// dB; KID of frames 0-100 about 1.2e-3 to 1.6e-3.
+// ~50 frames, docs/perf-log/2026-11-25-session-4.md); until one does, this gate holds it to
+// what it measures, with a margin for other kernel levels, so a regression in the model, the
+// sampler or the stream fails here. Measured 2026-11-25 (AMD EPYC, avx512bf16): PSNR over
+// frames 1-10 23.0 and 23.9 dB; KID of frames 0-100 about 1.2e-3 to 1.6e-3.
 constexpr double kMinPsnrFirst10 = 21.5;  // dB
 constexpr double kMaxKidFirstWindow = 4e-3;
 
