@@ -36,5 +36,6 @@ int run_train_gpt(Args args);
 int run_stream(Args args);  // produce | peaks
 int run_stream_produce(Args args);
 int run_stream_peaks(Args args);
+int run_stream_run(Args args);
 
 }  // namespace mixprec::app

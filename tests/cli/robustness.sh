@@ -232,6 +232,8 @@ usage_exit_codes)
   run 2 "${tiny_video[@]}" --steps 1 --anchor --out video
   expect_err "--anchor needs --prediction direct"
   run 2 video generate --precision fp8
+  run 2 stream run --input nothing.h5 --output out.cxi --overload spill
+  expect_err "unknown overload policy 'spill', expected block|drop"
   run 2 bench video --presets huge --frames 3
   run 2 bench train --modes fp8
   [[ ! -e gpt && ! -e video ]] || fail "a usage mistake created an output directory"
