@@ -48,8 +48,9 @@ int run_stream_run(Args args) {
   p.option("--match-radius", &match_radius, "scoring: a found peak matches a true one within this (px)");
   p.option("--min-truth-snr", &min_truth_snr, "scoring: weaker true peaks are neither required nor false");
   p.epilog(
-      "The CXI file has one row per processed frame, in order; with --overload drop, dropped "
-      "frames have no row (the summary counts them).\n"
+      "The CXI file has one row per processed frame, in order, and its input frame number in "
+      "/entry_1/result_1/frameIndex; with --overload drop, dropped frames have no row (the "
+      "summary counts them).\n"
       "Exit status: 0 written, 1 unreadable input or failed write, 2 usage mistake, 128 + N "
       "stopped by signal N (what was processed is written).");
   if (!p.parse(args)) return 0;
@@ -117,7 +118,7 @@ int run_stream_run(Args args) {
   int64_t peaks_found = 0;
   std::atomic<int64_t> written{0};
   auto sink = [&](const pipeline::DetectorFrame& frame, const std::vector<stream::Peak>& peaks) {
-    writer.append(peaks);
+    writer.append(peaks, frame.id);
     peaks_found += static_cast<int64_t>(peaks.size());
     if (truth)
       score += stream::match_peaks(peaks, (*truth)[static_cast<std::size_t>(frame.id % file_frames)],

@@ -26,9 +26,10 @@ struct CxiWriter::Impl {
   CxiLayout layout;
   CxiWriterOptions options;
   io::AtomicFile temp;
-  hdf5::Handle file, counts;
+  hdf5::Handle file, counts, frame_indices;
   hdf5::Handle columns[kColumns];
   std::vector<int32_t> pending_counts;              // (buffered frames)
+  std::vector<int64_t> pending_indices;             // (buffered frames)
   std::vector<float> pending[kColumns];             // (buffered frames, max_peaks)
   int64_t frames = 0, peaks = 0, truncated = 0;
   bool closed = false;
@@ -40,9 +41,12 @@ struct CxiWriter::Impl {
     const auto rows = static_cast<hsize_t>(pending_counts.size());
     if (rows == 0) return;
     hdf5::append_rows(counts.get(), H5T_NATIVE_INT32, rows, pending_counts.data(), kOp, path);
+    hdf5::append_rows(frame_indices.get(), H5T_NATIVE_INT64, rows, pending_indices.data(), kOp,
+                      path);
     for (int c = 0; c < kColumns; ++c)
       hdf5::append_rows(columns[c].get(), H5T_NATIVE_FLOAT, rows, pending[c].data(), kOp, path);
     pending_counts.clear();
+    pending_indices.clear();
     for (auto& column : pending) column.clear();
   }
 };
@@ -63,6 +67,8 @@ CxiWriter::CxiWriter(std::string path, CxiLayout layout, CxiWriterOptions option
   const std::string result = kResult;
   m.counts = hdf5::create_extendible(m.file.get(), result + "/nPeaks", H5T_STD_I32LE, {0}, {chunk},
                                      options.deflate, kOp, m.path);
+  m.frame_indices = hdf5::create_extendible(m.file.get(), result + "/frameIndex", H5T_STD_I64LE,
+                                            {0}, {chunk}, options.deflate, kOp, m.path);
   for (int c = 0; c < kColumns; ++c)
     m.columns[c] = hdf5::create_extendible(m.file.get(), result + "/" + kColumnNames[c],
                                            H5T_IEEE_F32LE, {0, width}, {chunk, width},
@@ -71,9 +77,10 @@ CxiWriter::CxiWriter(std::string path, CxiLayout layout, CxiWriterOptions option
 
 CxiWriter::~CxiWriter() = default;  // Impl's members close the handles; AtomicFile discards
 
-void CxiWriter::append(std::span<const Peak> peaks) {
+void CxiWriter::append(std::span<const Peak> peaks, int64_t frame_index) {
   Impl& m = *impl_;
   MIXPREC_CHECK(!m.closed, "[cxi] ", m.path, ": append after close");
+  MIXPREC_CHECK(frame_index >= -1, "[cxi] ", m.path, ": negative frame index ", frame_index);
   const auto width = static_cast<std::size_t>(m.options.max_peaks);
   // Which peaks fit: all, or the strongest `width` in their found order.
   std::vector<std::size_t> keep(peaks.size());
@@ -100,6 +107,7 @@ void CxiWriter::append(std::span<const Peak> peaks) {
     m.pending[kSnr][row + k] = p.snr;
   }
   m.pending_counts.push_back(static_cast<int32_t>(keep.size()));
+  m.pending_indices.push_back(frame_index >= 0 ? frame_index : m.frames);
   ++m.frames;
   m.peaks += static_cast<int64_t>(keep.size());
   if (static_cast<int64_t>(m.pending_counts.size()) >= m.options.chunk_frames) m.flush();
@@ -122,6 +130,7 @@ void CxiWriter::close() {
     hdf5::write_int_attribute(group.get(), "panel_cols", m.layout.cols, kOp, m.path);
   }
   m.counts.reset();
+  m.frame_indices.reset();
   for (auto& c : m.columns) c.reset();
   if (!m.file.close()) hdf5::fail(kOp, m.path, "cannot close (flush) the HDF5 file");
   m.temp.commit();

@@ -42,6 +42,9 @@ def main(cxi_path, frames_path):
             check(d.dtype == np.float32 and d.shape == (n_frames, 2048), f"{name} float32 [N, 2048], got {d.dtype} {d.shape}")
             columns[name] = d[()]
         counts = n_peaks[()]
+        index = result["frameIndex"]
+        check(index.dtype == np.int64 and index.shape == (n_frames,) and (index[()] == np.arange(n_frames)).all(),
+              f"frameIndex int64 [N] = 0..N-1, got {index.dtype} {index.shape}")
         check(result.attrs["panels"] == panels and result.attrs["panel_rows"] == rows, "layout attributes")
         truth = frames["/entry_1/ground_truth"]
         t_frame, t_panel = truth["frame"][()], truth["panel"][()]

@@ -83,6 +83,26 @@ TEST(CxiWriter, DefaultWidthIs2048AndLongRunsGrowInChunks) {
   for (int i = 0; i < 130; ++i) EXPECT_EQ(n.values[static_cast<std::size_t>(i)], i % 3);
 }
 
+TEST(CxiWriter, EachRowNamesItsInputFrame) {
+  test::TempDir dir("cxi_index");
+  const std::string path = dir.file("dropped.cxi");
+  CxiWriter writer(path, {1, 10, 10}, {.chunk_frames = 2});
+  writer.append(std::vector<Peak>{}, 0);
+  writer.append(std::vector<Peak>{}, 3);  // frames 1 and 2 were dropped
+  writer.append(std::vector<Peak>{}, 7);
+  writer.close();
+  const test::RawDataset index = read_raw(path, "/entry_1/result_1/frameIndex");
+  EXPECT_EQ(index.type_class, H5T_INTEGER);
+  EXPECT_EQ(index.type_size, 8u);
+  EXPECT_EQ(index.values, (std::vector<double>{0, 3, 7}));
+  // Without an index a row is its own frame (the file read in order, nothing dropped).
+  const std::string plain = dir.file("plain.cxi");
+  CxiWriter in_order(plain, {1, 10, 10});
+  for (int i = 0; i < 3; ++i) in_order.append(std::vector<Peak>{});
+  in_order.close();
+  EXPECT_EQ(read_raw(plain, "/entry_1/result_1/frameIndex").values, (std::vector<double>{0, 1, 2}));
+}
+
 TEST(CxiWriter, NothingAppearsWithoutClose) {
   test::TempDir dir("cxi_abandon");
   const std::string path = dir.file("abandoned.cxi");

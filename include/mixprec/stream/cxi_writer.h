@@ -10,6 +10,9 @@
 //   /entry_1/result_1/peakNPixels         float32 [N, 2048]
 //   /entry_1/result_1/peakMaximumValue    float32 [N, 2048]
 //   /entry_1/result_1/peakSNR             float32 [N, 2048]
+//   /entry_1/result_1/frameIndex          int64   [N]   the input frame of each row (rows are
+//                                                       the input frames in order unless a
+//                                                       pipeline dropped some)
 // CrystFEL reads nPeaks as a 1-D integer array and the first nPeaks entries of each 2-D row
 // (any width; 2048 is Cheetah's and psocake's, kept so other tools find what they expect);
 // unused entries are 0.
@@ -50,8 +53,9 @@ class CxiWriter {
   CxiWriter(const CxiWriter&) = delete;
   CxiWriter& operator=(const CxiWriter&) = delete;
 
-  // The peaks of the next frame (panel coordinates, as the finders give them).
-  void append(std::span<const Peak> peaks);
+  // The peaks of the next frame (panel coordinates, as the finders give them); `frame_index`
+  // is the input frame they belong to (-1: the row number, as when no frame is dropped).
+  void append(std::span<const Peak> peaks, int64_t frame_index = -1);
   // Writes what is buffered, closes and renames the file into place.
   void close();
 
