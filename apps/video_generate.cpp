@@ -78,7 +78,8 @@ int run_video_generate(Args args) {
   bool realtime = false, json = false;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
-              "sampled by DDIM conditioned on the previous one (the first on a dataset frame).");
+              "sampled by DDIM conditioned on the previous ones (a direct model: one forward\n"
+              "each), the first on a dataset video's frames.");
   p.option("--checkpoint", &checkpoint, "model file written by 'mixprec video train'");
   p.option("--frames", &frames, "frames to generate");
   p.option("--steps", &steps, "DDIM steps per frame (1, 2, 4, 8, 25, 50, ...)");
