@@ -182,9 +182,9 @@ int run_stream_run(Args args) {
       static_cast<long long>(writer.truncated_frames()), scoring.c_str(),
       json_number(summary.seconds, 4).c_str(), json_number(fps, 4).c_str(),
       json_number(fps * pixels / 1e6, 4).c_str(),
-      json_number(summary.latency_percentile(50), 4).c_str(),
-      json_number(summary.latency_percentile(99), 4).c_str(),
-      json_number(summary.latency_percentile(100), 4).c_str(), num_threads(),
+      json_number(summary.latency_ms.percentile(50), 4).c_str(),
+      json_number(summary.latency_ms.percentile(99), 4).c_str(),
+      json_number(summary.latency_ms.max(), 4).c_str(), num_threads(),
       StopOnSignal::requested() ? "true" : "false");
   return StopOnSignal::requested() ? StopOnSignal::exit_status() : 0;
 }

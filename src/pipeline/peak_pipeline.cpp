@@ -22,14 +22,24 @@ const char* overload_policy_name(OverloadPolicy policy) {
   return policy == OverloadPolicy::Block ? "block" : "drop";
 }
 
-double PipelineSummary::latency_percentile(double p) const {
-  if (latency_ms.empty()) return 0;
-  std::vector<double> sorted = latency_ms;
-  std::sort(sorted.begin(), sorted.end());
-  // Nearest rank: the smallest value with at least p% of the values at or below it.
-  const double rank = std::ceil(std::clamp(p, 0.0, 100.0) / 100 * static_cast<double>(sorted.size()));
-  const auto index = static_cast<std::size_t>(std::max(1.0, rank)) - 1;
-  return sorted[std::min(index, sorted.size() - 1)];
+void LatencyHistogram::add(double ms) {
+  const double bin = ms > kMin ? std::ceil(std::log(ms / kMin) / std::log(kGrowth)) : 0.0;
+  ++bins_[static_cast<std::size_t>(std::clamp(bin, 0.0, double(kBins - 1)))];
+  ++count_;
+  max_ = std::max(max_, ms);
+}
+
+double LatencyHistogram::percentile(double p) const {
+  if (count_ == 0) return 0;
+  // Nearest rank: the smallest value with at least p% of the samples at or below it.
+  const auto rank = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(std::clamp(p, 0.0, 100.0) / 100 * double(count_))));
+  int64_t seen = 0;
+  for (int b = 0; b < kBins; ++b) {
+    seen += bins_[static_cast<std::size_t>(b)];
+    if (seen >= rank) return std::min(max_, kMin * std::pow(kGrowth, b));
+  }
+  return max_;
 }
 
 PeakPipeline::PeakPipeline(Source source, Finder finder, Sink sink, PipelineOptions options)
@@ -122,7 +132,7 @@ PipelineSummary PeakPipeline::run() {
   try {
     while (std::optional<Result> result = results.pop()) {
       sink_(result->frame, result->peaks);
-      summary.latency_ms.push_back(
+      summary.latency_ms.add(
           std::chrono::duration<double, std::milli>(clock::now() - result->frame.received).count());
       processed_.fetch_add(1);
     }

@@ -58,6 +58,24 @@ TEST(BoundedQueue, APushWaitsForRoom) {
   EXPECT_EQ(*q.pop(), 2);
 }
 
+TEST(LatencyHistogram, PercentilesWithinFivePercentInFixedMemory) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.percentile(50), 0);
+  for (int i = 1; i <= 1000; ++i) h.add(i * 0.1);  // 0.1 .. 100 ms
+  EXPECT_EQ(h.count(), 1000);
+  EXPECT_DOUBLE_EQ(h.max(), 100.0);
+  for (const double p : {1.0, 50.0, 99.0}) {
+    const double exact = p * 0.1 * 10;  // the nearest-rank value: rank 10 p, value rank * 0.1
+    EXPECT_GE(h.percentile(p), exact * 0.999) << p;
+    EXPECT_LE(h.percentile(p), exact * 1.05) << p;
+  }
+  EXPECT_DOUBLE_EQ(h.percentile(100), 100.0);
+  h.add(0);      // below the first bin
+  h.add(1e9);    // beyond the last
+  EXPECT_EQ(h.count(), 1002);
+  EXPECT_DOUBLE_EQ(h.max(), 1e9);
+}
+
 // A source of `n` frames (ids 0..n-1) and a finder that reports one peak at x = id per frame.
 PeakPipeline::Source frames_source(int64_t n) {
   auto next = std::make_shared<int64_t>(0);
@@ -97,8 +115,9 @@ TEST(PeakPipeline, EveryFrameReachesTheSinkInOrderInBatchesNoLargerThanAsked) {
   EXPECT_EQ(s.counters.dropped, 0);
   EXPECT_EQ(s.counters.in_flight(), 0);
   EXPECT_GE(s.counters.batches, 100 / 8);
-  EXPECT_EQ(s.latency_ms.size(), 100u);
-  EXPECT_LE(s.latency_percentile(50), s.latency_percentile(99));
+  EXPECT_EQ(s.latency_ms.count(), 100);
+  EXPECT_LE(s.latency_ms.percentile(50), s.latency_ms.percentile(99));
+  EXPECT_LE(s.latency_ms.percentile(99), s.latency_ms.max());
 }
 
 // A finder slower than the source: Block makes the reader wait and loses nothing; Drop keeps the

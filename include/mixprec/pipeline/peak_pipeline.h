@@ -49,12 +49,30 @@ struct PipelineCounters {
   int64_t in_flight() const { return received - processed - dropped; }
 };
 
+// Latencies in logarithmic bins (5% wide, 1 us to 1000 s): percentiles within 5% in a fixed
+// 4 KiB, however long the run.
+class LatencyHistogram {
+ public:
+  void add(double ms);
+  int64_t count() const { return count_; }
+  double max() const { return max_; }
+  // The upper edge of the bin holding the p-th percentile (nearest rank), p in [0, 100]; 0
+  // without samples.
+  double percentile(double p) const;
+
+ private:
+  static constexpr double kMin = 1e-3, kGrowth = 1.05;
+  static constexpr int kBins = 520;  // kMin * kGrowth^520 > 1e6 ms
+  std::vector<int64_t> bins_ = std::vector<int64_t>(kBins, 0);
+  int64_t count_ = 0;
+  double max_ = 0;
+};
+
 struct PipelineSummary {
   PipelineCounters counters;
   double seconds = 0;
   double mean_batch = 0;
-  std::vector<double> latency_ms;  // one per processed frame, in processing order
-  double latency_percentile(double p) const;  // p in [0, 100]; 0 without frames
+  LatencyHistogram latency_ms;  // one sample per processed frame
 };
 
 class PeakPipeline {
