@@ -1,6 +1,7 @@
 #pragma once
 // The SIMD interface (see simd_scalar.h) at 8 f32 lanes, AVX2 + FMA + F16C. Include only from
-// *_avx2.cpp translation units; internal linkage for the reason given in simd_avx512.h.
+// AVX2 translation units (*_avx2.cpp, isa/avx2.cpp); internal linkage for the reason given in
+// simd_avx512.h.
 #include <immintrin.h>
 
 #include <cstdint>
