@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -176,34 +175,6 @@ Allocation& thread_patches() {
   return patches;
 }
 
-// Rows [r0, r0 + rows) of the patch matrix of group `grp`: row = output pixel (n, oy, ox),
-// columns (ky, kx, c) for c in the group's channels; zeros where the window leaves the image.
-void gather_patches(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp,
-                    int64_t r0, int64_t rows, char* dst) {
-  const std::size_t es = xs.element_size();
-  const int64_t k = g.kh * g.kw * g.cg;
-  const char* xp = static_cast<const char*>(xs.data_ptr());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pix = r0 + r, n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
-    char* row = dst + static_cast<std::size_t>(r * k) * es;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
-        char* cell = row + static_cast<std::size_t>((ky * g.kw + kx) * g.cg) * es;
-        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
-          std::memset(cell, 0, static_cast<std::size_t>(g.cg) * es);
-        } else {
-          const int64_t offset =
-              n * xs.stride(0) + iy * xs.stride(2) + ix * xs.stride(3) + grp * g.cg;
-          std::memcpy(cell, xp + static_cast<std::size_t>(offset) * es,
-                      static_cast<std::size_t>(g.cg) * es);
-        }
-      }
-    }
-  }
-}
-
 std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
 
 // Auto's choice where AMX does not take a bf16 convolution: vdpbf16ps, or widening to f32 for
@@ -321,7 +292,7 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
       patches.reserve(static_cast<std::size_t>(kTileRows * k) * xs.element_size());
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-        gather_patches(xs, opt, g, grp, r0, rows, static_cast<char*>(patches.data()));
+        gather_patch_rows(xs, opt, g, grp, r0, r0 + rows, patches.data());
         gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), b,
                        out_rows(r0, rows), epilogue_at(r0));
       }

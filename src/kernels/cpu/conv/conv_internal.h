@@ -8,16 +8,12 @@
 #include "../gemm/gemm_internal.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/conv.h"
+#include "mixprec/kernels/conv_patches.h"
 #include "mixprec/kernels/gemm.h"
 
 namespace mixprec::kernels::conv_detail {
 
-struct Geometry {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight
-  int64_t oh, ow;          // output
-  int64_t groups, cg, og;  // channels per group in and out
-};
+using Geometry = ConvGeometry;  // kernels/conv_patches.h
 
 // The fused epilogue of one group, turned into a tile's by tile_epilogue.
 struct GroupOutput {
