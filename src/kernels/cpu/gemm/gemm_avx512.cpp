@@ -9,13 +9,6 @@ namespace {
 
 constexpr int kMr = 14;
 constexpr int kNv = 2;
-template <int M>
-struct Tile {
-  static void run(int64_t k, const void* a, const void* b, int nr_eff, const TileEpilogue& ep) {
-    tile_f32<simd::Avx512, M, kNv, kMr>(k, a, b, nr_eff, ep);
-  }
-};
-constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
 
 // A rows (f32, f16 or bf16, k contiguous) into [k][kMr] f32 micro-panels: widen 16 values of
 // each row, then transpose them into place (gemm_pack_avx512.h).
@@ -37,12 +30,7 @@ void pack_a(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* o
 }  // namespace
 
 const Ukernel& ukernel_avx512() {
-  static constexpr Ukernel kernel{kMr,
-                                  kNv * simd::Avx512::kWidth,
-                                  DType::F32,
-                                  kTiles.data(),
-                                  pack_b_f32<simd::Avx512, kNv * simd::Avx512::kWidth>,
-                                  pack_a};
+  static constexpr Ukernel kernel = f32_ukernel<simd::Avx512, kMr, kNv>(&pack_a);
   return kernel;
 }
 

@@ -1,29 +1,12 @@
-// The scalar-level GEMM micro-kernel: the same template as the SIMD levels at width 1.
+// The scalar-level GEMM micro-kernel: the same template as the SIMD levels at width 1, a
+// 4 x 8 tile.
 #include "gemm_tile.h"
 #include "../simd/simd_scalar.h"
 
 namespace mixprec::kernels::gemm_detail {
-namespace {
-
-constexpr int kMr = 4;
-constexpr int kNr = 8;
-template <int M>
-struct Tile {
-  static void run(int64_t k, const void* a, const void* b, int nr_eff, const TileEpilogue& ep) {
-    tile_f32<simd::Scalar, M, kNr, kMr>(k, a, b, nr_eff, ep);
-  }
-};
-constexpr auto kTiles = tile_table<Tile>(std::make_index_sequence<kMr>{});
-
-}  // namespace
 
 const Ukernel& ukernel_scalar() {
-  static constexpr Ukernel kernel{kMr,
-                                  kNr,
-                                  DType::F32,
-                                  kTiles.data(),
-                                  pack_b_f32<simd::Scalar, kNr>,
-                                  pack_a_f32<simd::Scalar, kMr>};
+  static constexpr Ukernel kernel = f32_ukernel<simd::Scalar, 4, 8>();
   return kernel;
 }
 

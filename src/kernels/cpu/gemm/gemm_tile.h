@@ -136,5 +136,28 @@ constexpr std::array<TileFn*, sizeof...(M)> tile_table(std::index_sequence<M...>
   return {&Tile<static_cast<int>(M) + 1>::run...};
 }
 
+// The f32 micro-kernel of level S: tiles of 1..MR rows and NV vectors of S (NV * S::kWidth
+// columns), packing B with pack_b_f32 and A with pack_a (by default pack_a_f32).
+template <class S, int MR, int NV>
+struct F32Tiles {
+  template <int M>
+  struct Tile {
+    static void run(int64_t k, const void* a, const void* b, int nr_eff, const TileEpilogue& ep) {
+      tile_f32<S, M, NV, MR>(k, a, b, nr_eff, ep);
+    }
+  };
+  static constexpr auto kTable = tile_table<Tile>(std::make_index_sequence<MR>{});
+};
+
+template <class S, int MR, int NV>
+constexpr Ukernel f32_ukernel(PackAFn* pack_a = &pack_a_f32<S, MR>) {
+  return {MR,
+          NV * S::kWidth,
+          DType::F32,
+          F32Tiles<S, MR, NV>::kTable.data(),
+          &pack_b_f32<S, NV * S::kWidth>,
+          pack_a};
+}
+
 }  // namespace
 }  // namespace mixprec::kernels::gemm_detail
