@@ -1,7 +1,7 @@
-# ISA variants of a kernel live in their own translation units, named by level: a family's
-# <name>_avx2.cpp, or a level's own unit, src/kernels/cpu/isa/avx2.cpp (likewise avx512,
-# avx512bf16, amx). Only those units get the level's instruction-set flags, so the rest of the
-# library runs on any x86-64.
+# ISA variants of a kernel live in their own translation units, named by level: <name>_avx2.cpp
+# (likewise avx512, avx512bf16, amx), or a unit named after the level alone (avx2.cpp). That
+# holds for the units cmake/kernel_levels.cmake generates too. Only those units get the
+# level's instruction-set flags, so the rest of the library runs on any x86-64.
 set(MIXPREC_FLAGS_AVX2 -mavx2 -mfma -mf16c)
 # GCC 12's AVX-512 intrinsic headers trip -W(maybe-)uninitialized inside themselves (GCC bug
 # 105593, fixed in GCC 13); the warning says nothing about our code there.

@@ -1,7 +1,7 @@
 #pragma once
 // The SIMD interface (see simd_scalar.h) at 8 f32 lanes, AVX2 + FMA + F16C. Include only from
-// AVX2 translation units (*_avx2.cpp, isa/avx2.cpp); internal linkage for the reason given in
-// simd_avx512.h.
+// *_avx2.cpp translation units (the generated kernel_levels/ ones included); internal linkage
+// for the reason given in simd_avx512.h.
 #include <immintrin.h>
 
 #include <cstdint>

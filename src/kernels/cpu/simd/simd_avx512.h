@@ -1,6 +1,6 @@
 #pragma once
 // The SIMD interface (see simd_scalar.h) at 16 f32 lanes. Include only from AVX-512
-// translation units (*_avx512*.cpp, *_amx.cpp, isa/avx512.cpp). Everything here lives in an anonymous namespace on purpose: these
+// translation units (*_avx512*.cpp, *_amx.cpp, the generated kernel_levels/*_avx512.cpp). Everything here lives in an anonymous namespace on purpose: these
 // functions are compiled with AVX-512 enabled, and internal linkage keeps the linker from
 // ever picking one of them for code that must run on a CPU without AVX-512.
 #include <immintrin.h>
