@@ -52,7 +52,7 @@ struct Buffer {
 
 // The streaming probe: 64-byte lines loaded and written with non-temporal stores, so the
 // destination is not read first (no write-allocate). Only intrinsics in here: a function built
-// for another ISA must not instantiate anything inline (see src/kernels/cpu/convert_kernels.h).
+// for another ISA must not instantiate anything inline (see src/kernels/cpu/convert/convert_kernels.h).
 __attribute__((target("avx2"))) void stream_lines(unsigned char* dst, const unsigned char* src,
                                                   std::size_t lines) {
   for (std::size_t i = 0; i < lines; ++i) {

@@ -11,6 +11,7 @@
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/kernels/conv_patches.h"
 #include "mixprec/kernels/convert.h"
 #include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/transpose.h"
@@ -41,11 +42,7 @@ MemoryFormat output_format(const Tensor& x) {
              : MemoryFormat::Contiguous;
 }
 
-struct Geometry {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, groups, cg, og;
-  int64_t k() const { return kh * kw * cg; }
-  int64_t m() const { return n * oh * ow; }
-};
+using Geometry = kernels::ConvGeometry;
 
 // The backward's GEMMs run on the operands in their own dtypes (bf16 stays bf16: vdpbf16ps),
 // accumulate in f32 (f64 for f64) and round once into each gradient:
@@ -59,43 +56,6 @@ struct Geometry {
 
 // Bytes of x's patches (Cols) gathered per chunk: a few MiB, well inside the L3.
 constexpr std::size_t kColsChunkBytes = std::size_t{3} << 20;
-
-// The patch rows of output pixels [p0, p1) for group `grp`, in (ky, kx, c) order, zeros
-// outside the image; x is NHWC with `elem`-byte elements, rows is [p1 - p0, KH * KW * Cg].
-void gather_rows(const char* x, std::size_t elem, const Geometry& g, const Conv2dParams& p,
-                 int64_t grp, int64_t p0, int64_t p1, char* rows) {
-  const int64_t k = g.k();
-  const std::size_t run = static_cast<std::size_t>(g.cg) * elem;
-  const bool whole_rows = g.groups == 1 && p.dilation == 1;  // a kernel row is one run of x
-  parallel_for(p0, p1, 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t pix = lo; pix < hi; ++pix) {
-      const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
-      char* row = rows + static_cast<std::size_t>((pix - p0) * k) * elem;
-      for (int64_t ky = 0; ky < g.kh; ++ky) {
-        const int64_t iy = oy * p.stride - p.padding + ky * p.dilation;
-        const int64_t ix0 = ox * p.stride - p.padding;
-        if (whole_rows && iy >= 0 && iy < g.h && ix0 >= 0 && ix0 + g.kw <= g.w) {
-          // All KW cells of this kernel row are one run of x: KW * C contiguous elements.
-          std::memcpy(row + static_cast<std::size_t>(ky * g.kw * g.cg) * elem,
-                      x + static_cast<std::size_t>(((n * g.h + iy) * g.w + ix0) * g.c) * elem,
-                      run * static_cast<std::size_t>(g.kw));
-          continue;
-        }
-        for (int64_t kx = 0; kx < g.kw; ++kx) {
-          const int64_t ix = ox * p.stride - p.padding + kx * p.dilation;
-          char* cell = row + static_cast<std::size_t>((ky * g.kw + kx) * g.cg) * elem;
-          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w)
-            std::memset(cell, 0, run);
-          else
-            std::memcpy(
-                cell,
-                x + static_cast<std::size_t>(((n * g.h + iy) * g.w + ix) * g.c + grp * g.cg) * elem,
-                run);
-        }
-      }
-    }
-  });
-}
 
 // Adds f32/f64 patch rows of pixels [p0, p1) back into dX (NHWC, same type): col2im.
 template <typename T>
@@ -195,6 +155,7 @@ struct Conv2dBackward final : autograd::Node {
     if (want_dx) dx = input_gradient<T>(dy, ww, acc);
     if (want_dw || want_db) {
       const Tensor xs = xw.contiguous(MemoryFormat::ChannelsLast);  // NHWC
+      const kernels::Conv2dOptions ko = kernel_options(p);  // for the patch walker
       const std::size_t x_elem = xs.element_size(), dy_elem = dy.element_size();
       const bool pointwise =
           g.kh == 1 && g.kw == 1 && p.stride == 1 && p.padding == 0 && g.oh == g.h && g.ow == g.w;
@@ -231,7 +192,11 @@ struct Conv2dBackward final : autograd::Node {
                 x_p + static_cast<std::size_t>(p0 * g.c + grp * g.cg) * x_elem, xs.dtype(), rows, k,
                 g.c);
           } else {
-            gather_rows(x_p, x_elem, g, p, grp, p0, p1, static_cast<char*>(cols.data_ptr()));
+            char* cols_p = static_cast<char*>(cols.data_ptr());
+            parallel_for(p0, p1, 64, [&](int64_t lo, int64_t hi) {
+              kernels::gather_patch_rows(xs, ko, g, grp, lo, hi,
+                                         cols_p + static_cast<std::size_t>((lo - p0) * k) * x_elem);
+            });
             b = MatrixView::row_major(cols.data_ptr(), xs.dtype(), rows, k, k);
           }
           kernels::GemmEpilogue ep;

@@ -390,7 +390,7 @@ MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ConvertFastPath);
 // What the hardware does, checked directly, so that a CPU that differs from the documented rules
 // is noticed here rather than as a kernel mismatch. The raw loops are compiled for their ISA
 // with target attributes; they only move bits, nothing else (no library or gtest code may be
-// instantiated inside them: see the ODR note in src/kernels/cpu/convert_kernels.h).
+// instantiated inside them: see the ODR note in src/kernels/cpu/convert/convert_kernels.h).
 
 __attribute__((target("avx2,f16c"))) void raw_vcvtps2ph_ymm(const uint32_t* in, uint16_t* out,
                                                             std::size_t n) {  // n % 8 == 0

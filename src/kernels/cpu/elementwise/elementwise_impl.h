@@ -1,0 +1,418 @@
+#pragma once
+// The elementwise kernels, written once against the SIMD interface (simd_scalar.h) and
+// instantiated per level by elementwise_<level>.cpp, plus what every non-GEMM kernel family
+// shares (reductions, softmax, norms and losses include this):
+//   ScalarF64    the f64 path: the same templates at width 1 on doubles
+//   Math<S>      the transcendental functions: simd_math.h for f32 lanes, the C library for f64
+//   activate     the fused activations of bias_activation and group_norm
+//   load_lanes / store_lanes   up to kWidth elements at any stride
+// Internal linkage throughout (see simd_avx512.h for why).
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "elementwise_kernels.h"
+#include "mixprec/core/float16.h"
+#include "mixprec/kernels/convert.h"
+#include "../simd/simd_math.h"
+#include "../simd/simd_math_grad.h"
+
+namespace mixprec::kernels::elementwise_detail {
+namespace {
+
+// The SIMD interface at width 1 on doubles: f64 tensors (gradient checks) compute in f64.
+// Loads widen any float dtype exactly; stores round once, to 16-bit formats through the
+// conversion kernel, which rounds from f64 directly (no double rounding through f32). It has
+// the members the kernel templates call; the transcendental functions go through Math<S>,
+// which sends f64 to the C library, so simd_math.h's needs (exponent tricks) are not here.
+struct ScalarF64 {
+  using F = double;
+  static constexpr int kWidth = 1;
+
+  static F zero() { return 0.0; }
+  static F set1(double x) { return x; }
+  static F load(const double* p) { return *p; }
+  static void store(double* p, F v) { *p = v; }
+  static F load_n(const void* p, DType t, int n) {
+    if (n <= 0) return 0.0;
+    switch (t) {
+      case DType::F64:
+        return *static_cast<const double*>(p);
+      case DType::F32:
+        return *static_cast<const float*>(p);
+      case DType::F16:
+        return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
+      case DType::BF16:
+        return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
+      default:
+        return 0.0;
+    }
+  }
+  static void store_n(void* p, DType t, F v, int n) {
+    if (n <= 0) return;
+    switch (t) {
+      case DType::F64:
+        *static_cast<double*>(p) = v;
+        break;
+      case DType::F32:
+        *static_cast<float*>(p) = static_cast<float>(v);
+        break;
+      default:
+        convert(&v, DType::F64, p, t, 1);
+        break;
+    }
+  }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F div(F a, F b) { return a / b; }
+  static F max(F a, F b) { return a > b ? a : b; }  // NaN in either: b, as x86 maxps
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
+  static F abs(F x) { return std::fabs(x); }
+  static F sqrt(F x) { return std::sqrt(x); }
+  static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
+  static F fill_tail(F v, int n, double fill) { return n >= 1 ? v : fill; }
+  static double reduce_add(F v) { return v; }
+  static double reduce_max(F v) { return v; }
+};
+
+template <class S>
+inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
+// What one lane holds, and the dtype of scratch arrays of lanes.
+template <class S>
+using lane_t = std::conditional_t<kIsF64<S>, double, float>;
+template <class S>
+inline constexpr DType kLaneDType = kIsF64<S> ? DType::F64 : DType::F32;
+
+template <class S>
+struct Math {
+  using F = typename S::F;
+  static F exp(F x) {
+    if constexpr (kIsF64<S>)
+      return std::exp(x);
+    else
+      return simd::exp_full<S>(x);
+  }
+  static F log(F x) {
+    if constexpr (kIsF64<S>)
+      return std::log(x);
+    else
+      return simd::log<S>(x);
+  }
+  static F tanh(F x) {
+    if constexpr (kIsF64<S>)
+      return std::tanh(x);
+    else
+      return simd::tanh<S>(x);
+  }
+  static F sigmoid(F x) {
+    if constexpr (kIsF64<S>)
+      return 1.0 / (1.0 + std::exp(-x));
+    else
+      return simd::sigmoid<S>(x);
+  }
+  static F silu(F x) {
+    if constexpr (kIsF64<S>)
+      return x / (1.0 + std::exp(-x));
+    else
+      return simd::silu<S>(x);
+  }
+  static F gelu_tanh(F x) {
+    if constexpr (kIsF64<S>)
+      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    else
+      return simd::gelu_tanh<S>(x);
+  }
+  static F gelu_erf(F x) {  // erfc keeps the tail for negative x
+    if constexpr (kIsF64<S>)
+      return 0.5 * x * std::erfc(-x * 0.70710678118654752);
+    else
+      return simd::gelu_erf<S>(x);
+  }
+  static F pow(F a, F b) {  // lane by lane: no vector pow, and the same result on every level
+    if constexpr (kIsF64<S>) {
+      return std::pow(a, b);
+    } else {
+      alignas(64) float x[S::kWidth], y[S::kWidth];
+      S::store(x, a);
+      S::store(y, b);
+      // The builtin calls libm's powf directly: no inline std:: wrapper gets compiled with
+      // this level's instruction set (see simd_avx512.h on why that matters).
+      for (int i = 0; i < S::kWidth; ++i) x[i] = __builtin_powf(x[i], y[i]);
+      return S::load(x);
+    }
+  }
+};
+
+template <class S, Activation A>
+typename S::F activate(typename S::F v) {
+  using M = Math<S>;
+  if constexpr (A == Activation::None)
+    return v;
+  else if constexpr (A == Activation::ReLU)
+    return S::max(S::zero(), v);  // NaN passes
+  else if constexpr (A == Activation::GeluTanh)
+    return M::gelu_tanh(v);
+  else if constexpr (A == Activation::GeluErf)
+    return M::gelu_erf(v);
+  else
+    return M::silu(v);
+}
+
+// Calls f(std::integral_constant<Activation, act>) with the activation as a compile-time
+// value, so that loops are instantiated per activation instead of switching per vector.
+template <class Fn>
+void with_activation(Activation act, Fn&& f) {
+  switch (act) {
+    case Activation::None:
+      return f(std::integral_constant<Activation, Activation::None>{});
+    case Activation::ReLU:
+      return f(std::integral_constant<Activation, Activation::ReLU>{});
+    case Activation::GeluTanh:
+      return f(std::integral_constant<Activation, Activation::GeluTanh>{});
+    case Activation::GeluErf:
+      return f(std::integral_constant<Activation, Activation::GeluErf>{});
+    case Activation::SiLU:
+      return f(std::integral_constant<Activation, Activation::SiLU>{});
+  }
+}
+
+// Strided lanes are gathered (scattered) as raw bytes through a buffer, so the conversion is
+// the one of load_n (store_n). Kept out of line: the contiguous path stays small and inlined.
+template <class S>
+typename S::F gather_lanes(const char* p, DType t, int64_t stride, int m) {
+  const auto elem = static_cast<int64_t>(dtype_size(t));
+  alignas(64) unsigned char buf[S::kWidth * 8];
+  for (int j = 0; j < m; ++j)
+    std::memcpy(buf + j * elem, p + j * stride * elem, static_cast<std::size_t>(elem));
+  return S::load_n(buf, t, m);
+}
+
+template <class S>
+void scatter_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
+  const auto elem = static_cast<int64_t>(dtype_size(t));
+  alignas(64) unsigned char buf[S::kWidth * 8];
+  S::store_n(buf, t, v, m);
+  for (int j = 0; j < m; ++j)
+    std::memcpy(p + j * stride * elem, buf + j * elem, static_cast<std::size_t>(elem));
+}
+
+// Up to kWidth elements starting at p, `stride` elements apart (0 broadcasts one element).
+// Forced inline: GCC otherwise keeps these as calls (load_n's dtype switch looks big), which
+// costs more than the work of a vector.
+template <class S>
+[[gnu::always_inline]] inline typename S::F load_lanes(const char* p, DType t, int64_t stride,
+                                                       int m) {
+  return S::kWidth == 1 || stride == 1 ? S::load_n(p, t, m) : gather_lanes<S>(p, t, stride, m);
+}
+
+template <class S>
+[[gnu::always_inline]] inline void store_lanes(char* p, DType t, int64_t stride, typename S::F v,
+                                               int m) {
+  if (S::kWidth == 1 || stride == 1)
+    S::store_n(p, t, v, m);
+  else
+    scatter_lanes<S>(p, t, stride, v, m);
+}
+
+// One input of a run: a stride-0 input is loaded once, outside the loop.
+template <class S>
+struct Input {
+  const char* data;
+  DType dtype;
+  int64_t stride;
+  int64_t elem;
+  typename S::F broadcast;
+
+  Input(const Run& r, int k)
+      : data(r.data[k]),
+        dtype(r.dtype[k]),
+        stride(r.stride[k]),
+        elem(static_cast<int64_t>(dtype_size(r.dtype[k]))),
+        broadcast(r.stride[k] == 0 ? load_lanes<S>(r.data[k], r.dtype[k], 0, S::kWidth)
+                                   : S::zero()) {}
+  typename S::F at(int64_t i, int m) const {
+    return stride == 0 ? broadcast : load_lanes<S>(data + i * stride * elem, dtype, stride, m);
+  }
+};
+
+// out[i] = f(in1[i], ..., inK[i]) over a run, K = sizeof...(k).
+template <class S, int... k, class Fn>
+void map_run(const Run& r, std::integer_sequence<int, k...>, Fn f) {
+  constexpr int W = S::kWidth;
+  const Input<S> in[] = {Input<S>(r, k)...};
+  const auto out_elem = static_cast<int64_t>(dtype_size(r.dtype[0]));
+  for (int64_t i = 0; i < r.n; i += W) {
+    const int m = r.n - i < W ? static_cast<int>(r.n - i) : W;
+    store_lanes<S>(r.data[0] + i * r.stride[0] * out_elem, r.dtype[0], r.stride[0],
+                   f(in[k - 1].at(i, m)...), m);
+  }
+}
+
+using One = std::integer_sequence<int, 1>;     // reads operand 1
+using Two = std::integer_sequence<int, 1, 2>;  // reads operands 1 and 2
+
+template <class S, UnaryOp Op>
+typename S::F unary_fn(typename S::F x) {
+  using M = Math<S>;
+  if constexpr (Op == UnaryOp::Neg)
+    return S::mul(S::set1(-1.0f), x);  // -0 for +0, NaN kept
+  else if constexpr (Op == UnaryOp::Abs)
+    return S::abs(x);
+  else if constexpr (Op == UnaryOp::Square)
+    return S::mul(x, x);
+  else if constexpr (Op == UnaryOp::Reciprocal)
+    return S::div(S::set1(1.0f), x);
+  else if constexpr (Op == UnaryOp::Exp)
+    return M::exp(x);
+  else if constexpr (Op == UnaryOp::Log)
+    return M::log(x);
+  else if constexpr (Op == UnaryOp::Sqrt)
+    return S::sqrt(x);
+  else if constexpr (Op == UnaryOp::Rsqrt)
+    return S::div(S::set1(1.0f), S::sqrt(x));
+  else if constexpr (Op == UnaryOp::Relu)
+    return S::max(S::zero(), x);
+  else if constexpr (Op == UnaryOp::Sigmoid)
+    return M::sigmoid(x);
+  else if constexpr (Op == UnaryOp::Tanh)
+    return M::tanh(x);
+  else if constexpr (Op == UnaryOp::Silu)
+    return M::silu(x);
+  else if constexpr (Op == UnaryOp::GeluTanh)
+    return M::gelu_tanh(x);
+  else {
+    static_assert(Op == UnaryOp::GeluErf && kNumUnaryOps == 14, "a new UnaryOp needs a case here");
+    return M::gelu_erf(x);
+  }
+}
+
+// The derivative of an activation (simd_math_grad.h; f64 from the C library, as defined).
+template <class S, UnaryOp Op>
+typename S::F unary_grad_fn(typename S::F x) {
+  if constexpr (kIsF64<S>) {
+    constexpr double kC = 0.79788456080286535588, kA = 0.044715;
+    if constexpr (Op == UnaryOp::Sigmoid) {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s * (1.0 - s);
+    } else if constexpr (Op == UnaryOp::Tanh) {
+      const double t = std::tanh(x);
+      return 1.0 - t * t;
+    } else if constexpr (Op == UnaryOp::Silu) {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return s * (1.0 + x * (1.0 - s));
+    } else if constexpr (Op == UnaryOp::GeluTanh) {
+      const double t = std::tanh(kC * (x + kA * x * x * x));
+      return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kC * (1.0 + 3.0 * kA * x * x);
+    } else {
+      static_assert(Op == UnaryOp::GeluErf);
+      return 0.5 * std::erfc(-x * 0.70710678118654752) +
+             x * std::exp(-0.5 * x * x) * 0.39894228040143268;
+    }
+  } else {
+    if constexpr (Op == UnaryOp::Sigmoid)
+      return simd::sigmoid_grad<S>(x);
+    else if constexpr (Op == UnaryOp::Tanh)
+      return simd::tanh_grad<S>(x);
+    else if constexpr (Op == UnaryOp::Silu)
+      return simd::silu_grad<S>(x);
+    else if constexpr (Op == UnaryOp::GeluTanh)
+      return simd::gelu_tanh_grad<S>(x);
+    else {
+      static_assert(Op == UnaryOp::GeluErf);
+      return simd::gelu_erf_grad<S>(x);
+    }
+  }
+}
+
+template <class S, UnaryOp Op>
+void run_unary_grad(const Run& r) {
+  using F = typename S::F;
+  map_run<S>(r, Two{}, [](F x, F g) { return S::mul(g, unary_grad_fn<S, Op>(x)); });
+}
+
+template <class S, BinaryOp Op>
+typename S::F binary_fn(typename S::F a, typename S::F b) {
+  if constexpr (Op == BinaryOp::Add)
+    return S::add(a, b);
+  else if constexpr (Op == BinaryOp::Sub)
+    return S::sub(a, b);
+  else if constexpr (Op == BinaryOp::Mul)
+    return S::mul(a, b);
+  else if constexpr (Op == BinaryOp::Div)
+    return S::div(a, b);
+  else if constexpr (Op == BinaryOp::Pow)
+    return Math<S>::pow(a, b);
+  // x86 max/min return b when either is NaN; the select brings back a NaN in a.
+  else if constexpr (Op == BinaryOp::Max)
+    return S::select_nan(a, a, S::max(a, b));
+  else {
+    static_assert(Op == BinaryOp::Min && kNumBinaryOps == 7, "a new BinaryOp needs a case here");
+    return S::select_nan(a, a, S::min(a, b));
+  }
+}
+
+template <class S, std::size_t... I>
+void run_unary(UnaryOp op, const Run& r, std::index_sequence<I...>) {
+  using F = typename S::F;
+  (void)((static_cast<std::size_t>(op) == I &&
+          (map_run<S>(r, One{}, [](F x) { return unary_fn<S, static_cast<UnaryOp>(I)>(x); }),
+           true)) ||
+         ...);
+}
+
+template <class S, std::size_t... I>
+void run_binary(BinaryOp op, const Run& r, std::index_sequence<I...>) {
+  using F = typename S::F;
+  (void)((static_cast<std::size_t>(op) == I &&
+          (map_run<S>(r, Two{},
+                      [](F a, F b) { return binary_fn<S, static_cast<BinaryOp>(I)>(a, b); }),
+           true)) ||
+         ...);
+}
+
+template <class S>
+void run(const MapOp& op, const Run& r) {
+  using F = typename S::F;
+  switch (op.kind) {
+    case MapKind::Unary:
+      return run_unary<S>(op.unary, r, std::make_index_sequence<kNumUnaryOps>{});
+    case MapKind::Binary:
+      return run_binary<S>(op.binary, r, std::make_index_sequence<kNumBinaryOps>{});
+    case MapKind::Clamp: {
+      const F lo = S::set1(static_cast<lane_t<S>>(op.p0)),
+              hi = S::set1(static_cast<lane_t<S>>(op.p1));
+      return map_run<S>(r, One{}, [=](F x) { return S::min(hi, S::max(lo, x)); });  // NaN passes
+    }
+    case MapKind::Axpby: {
+      const F alpha = S::set1(static_cast<lane_t<S>>(op.p0)),
+              beta = S::set1(static_cast<lane_t<S>>(op.p1));
+      return map_run<S>(r, Two{}, [=](F x, F y) { return S::fmadd(alpha, x, S::mul(beta, y)); });
+    }
+    case MapKind::UnaryGrad:
+      switch (op.unary) {
+        case UnaryOp::Sigmoid:
+          return run_unary_grad<S, UnaryOp::Sigmoid>(r);
+        case UnaryOp::Tanh:
+          return run_unary_grad<S, UnaryOp::Tanh>(r);
+        case UnaryOp::Silu:
+          return run_unary_grad<S, UnaryOp::Silu>(r);
+        case UnaryOp::GeluTanh:
+          return run_unary_grad<S, UnaryOp::GeluTanh>(r);
+        case UnaryOp::GeluErf:
+          return run_unary_grad<S, UnaryOp::GeluErf>(r);
+        default:
+          return;  // the front end accepts only the ops above
+      }
+    case MapKind::BiasActivation:
+      return with_activation(op.activation, [&](auto act) {
+        map_run<S>(r, Two{},
+                   [](F x, F b) { return activate<S, decltype(act)::value>(S::add(x, b)); });
+      });
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::kernels::elementwise_detail

@@ -1,0 +1,125 @@
+#pragma once
+// The SIMD interface (see simd_scalar.h) at 16 f32 lanes. Include only from AVX-512
+// translation units (*_avx512*.cpp, *_amx.cpp, the generated kernel_levels/*_avx512.cpp). Everything here lives in an anonymous namespace on purpose: these
+// functions are compiled with AVX-512 enabled, and internal linkage keeps the linker from
+// ever picking one of them for code that must run on a CPU without AVX-512.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels::simd {
+namespace {
+
+struct Avx512 {
+  using F = __m512;
+  static constexpr int kWidth = 16;
+
+  static __mmask16 mask(int n) {
+    return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u);
+  }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+
+  static F widen_bf16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // f32 -> bf16 round to nearest even in integer arithmetic: bit-exact with
+  // fp16_bits::f32_to_bf16, subnormals kept (vcvtneps2bf16 would flush them).
+  static __m256i narrow_bf16(F v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    const __mmask16 nan = _mm512_cmp_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000), _MM_CMPINT_NLE);
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+  }
+
+  static F load_n(const void* p, DType t, int n) {
+    const __mmask16 m = mask(n);
+    switch (t) {
+      case DType::F32:
+        return _mm512_maskz_loadu_ps(m, p);
+      case DType::F16:
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+      case DType::BF16:
+        return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
+      default:
+        return zero();
+    }
+  }
+  // v rounded to dtype t and widened back: what store_n then load_n would give, in registers.
+  static F round_to(DType t, F v) {
+    switch (t) {
+      case DType::F16:
+        return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      case DType::BF16:
+        return widen_bf16(narrow_bf16(v));
+      default:
+        return v;
+    }
+  }
+  static void store_n(void* p, DType t, F v, int n) {
+    const __mmask16 m = mask(n);
+    switch (t) {
+      case DType::F32:
+        _mm512_mask_storeu_ps(p, m, v);
+        break;
+      case DType::F16:
+        _mm256_mask_storeu_epi16(p, m,
+                                 _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        break;
+      case DType::BF16:
+        _mm256_mask_storeu_epi16(p, m, narrow_bf16(v));
+        break;
+      default:
+        break;
+    }
+  }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F select_negative(F x, F if_negative, F otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero(), _CMP_LT_OQ), otherwise, if_negative);
+  }
+  static F round_int(F x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static F trunc_int(F x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  }
+  static F abs(F x) { return _mm512_abs_ps(x); }
+  static F sqrt(F x) { return _mm512_sqrt_ps(x); }
+  static F select_less(F a, F b, F if_less, F otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), otherwise, if_less);
+  }
+  static F select_nan(F x, F if_nan, F otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), otherwise, if_nan);
+  }
+  static F fill_tail(F v, int n, float fill) {
+    return _mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), v);
+  }
+  static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
+  static float reduce_max(F v) {
+    if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0) return __builtin_nanf("");
+    return _mm512_reduce_max_ps(v);
+  }
+  static F get_exponent(F x) { return _mm512_getexp_ps(x); }
+  static F get_mantissa(F x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero); }
+  // vscalefps: x * 2^n rounded once, in one instruction (for integral n in the normal exponent
+  // range the same result as multiplying by the power of two).
+  static F scale2(F x, F n) { return _mm512_scalef_ps(x, n); }
+};
+
+}  // namespace
+}  // namespace mixprec::kernels::simd
