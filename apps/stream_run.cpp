@@ -91,7 +91,7 @@ int run_stream_run(Args args) {
                std::string(stream::sample_type_name(reader.sample_type())).c_str(),
                static_cast<long long>(repeat), finder_name.c_str(),
                static_cast<long long>(max_batch), max_delay_ms, static_cast<long long>(queue_frames),
-               overload.c_str(), rate > 0 ? (", " + std::to_string(rate) + " frames/s in").c_str() : "");
+               overload.c_str(), rate > 0 ? (", " + io::json_number(rate) + " frames/s in").c_str() : "");
 
   using clock = std::chrono::steady_clock;
   const Shape frame_shape = {reader.panels(), reader.rows(), reader.cols()};
@@ -156,7 +156,14 @@ int run_stream_run(Args args) {
   progress.join();
   writer.close();
   const pipeline::PipelineCounters& c = summary.counters;
-  bar.finish(std::to_string(c.processed) + " frames | " + std::to_string(peaks_found) + " peaks");
+  const std::string done_metrics =
+      std::to_string(c.processed) + " frames | " + std::to_string(peaks_found) + " peaks";
+  if (StopOnSignal::requested()) {
+    bar.update(c.processed + c.dropped);
+    bar.stop(done_metrics + " | stopped");  // at the frames it reached, not the total
+  } else {
+    bar.finish(done_metrics);
+  }
 
   using io::json_number;
   const double pixels = static_cast<double>(reader.frame_elements());
