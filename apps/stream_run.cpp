@@ -116,14 +116,12 @@ int run_stream_run(Args args) {
   };
   stream::MatchCounts score;
   int64_t peaks_found = 0;
-  std::atomic<int64_t> written{0};
   auto sink = [&](const pipeline::DetectorFrame& frame, const std::vector<stream::Peak>& peaks) {
     writer.append(peaks, frame.id);
     peaks_found += static_cast<int64_t>(peaks.size());
     if (truth)
       score += stream::match_peaks(peaks, (*truth)[static_cast<std::size_t>(frame.id % file_frames)],
                                    match_radius, min_truth_snr);
-    written.fetch_add(1);
   };
 
   const StopOnSignal stop;
