@@ -66,7 +66,7 @@ int run_video_train(Args args) {
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
   bool resume = false, noise_level = false, residual = false, overwrite = false, override = false,
-       anchor = false;
+       anchor = false, motion = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -114,6 +114,10 @@ int run_video_train(Args args) {
   p.flag("--anchor", &anchor,
          "direct models: the stream's first frame goes in front of every context (an appearance "
          "anchor; --init from a model without one starts from its weights)");
+  p.flag("--motion", &motion,
+         "direct residual models: also predict a flow and warp the last frame by it before "
+         "adding the change, so shapes move instead of being redrawn (docs/VIDEO.md; --init from "
+         "a model without it starts from its weights)");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -158,6 +162,8 @@ int run_video_train(Args args) {
     throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
   if (anchor && !direct)
     throw UsageError{"video train: --anchor needs --prediction direct"};
+  if (motion && !(direct && residual))
+    throw UsageError{"video train: --motion needs --prediction direct and --residual"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -168,6 +174,7 @@ int run_video_train(Args args) {
   config.context_frames = context_frames;
   config.context_noise_level = noise_level;
   config.anchor_frame = anchor;
+  config.motion = motion;
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
@@ -181,13 +188,14 @@ int run_video_train(Args args) {
                        " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
                        (from.residual ? ", residual" : "") +
                        ": pass the same --preset, --context-frames, --noise-level and --residual"};
-    if (anchor && !from.config.anchor_frame)
-      models::load_adding_anchor(model, *source);
-    else if (anchor == from.config.anchor_frame)
+    if ((from.config.anchor_frame && !anchor) || (from.config.motion && !motion))
+      throw UsageError{"video train: --init " + init_from + " holds a model with " +
+                       (from.config.anchor_frame && !anchor ? "an anchor: pass --anchor"
+                                                            : "motion: pass --motion")};
+    if (anchor == from.config.anchor_frame && motion == from.config.motion)
       model.load_state_dict(source->state_dict());
     else
-      throw UsageError{"video train: --init " + init_from +
-                       " holds an anchor model: pass --anchor"};
+      models::load_extending(model, *source);
   }
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
@@ -206,6 +214,7 @@ int run_video_train(Args args) {
                                 {"context-frames", std::to_string(context_frames)},
                                 {"noise-level", noise_level ? "1" : "0"},
                                 {"anchor", anchor ? "1" : "0"},
+                                {"motion", motion ? "1" : "0"},
                                 {"residual", residual ? "1" : "0"},
                                 {"context-noise", exact_text(context_noise)},
                                 {"context-blur", exact_text(context_blur)},

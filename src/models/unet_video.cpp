@@ -215,7 +215,7 @@ UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move
       "norm_out", std::make_shared<nn::GroupNorm>(c.groups, ch, 1e-5, Activation::SiLU));
   conv_out_ = register_module(
       "conv_out",
-      std::make_shared<nn::Conv2d>(ch, c.frame_channels, 3, Conv2dParams{.padding = 1}, true, gen));
+      std::make_shared<nn::Conv2d>(ch, c.output_channels(), 3, Conv2dParams{.padding = 1}, true, gen));
   nn::init::uniform_(conv_out_->weight(), -1e-3, 1e-3, gen);
   to(MemoryFormat::ChannelsLast);
 }
@@ -340,7 +340,7 @@ double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
       conv(ch, ch, 3, pixels);
     }
   }
-  conv(ch, c.frame_channels, 3, pixels);
+  conv(ch, c.output_channels(), 3, pixels);
   return flop * 1e-9;
 }
 
@@ -363,11 +363,16 @@ Tensor timestep_embedding(const Tensor& timesteps, int64_t dim, DType dtype) {
   return out.to(dtype);
 }
 
-void load_adding_anchor(UNetVideo& model, const UNetVideo& source) {
-  UNetVideoConfig expected = source.config();
-  expected.anchor_frame = true;
+void load_extending(UNetVideo& model, const UNetVideo& source) {
   const UNetVideoConfig& c = model.config();
-  MIXPREC_CHECK(!source.config().anchor_frame && c.anchor_frame && c.name == expected.name &&
+  const UNetVideoConfig& from = source.config();
+  const bool adds_anchor = c.anchor_frame && !from.anchor_frame;
+  const bool adds_motion = c.motion && !from.motion;
+  UNetVideoConfig expected = from;
+  expected.anchor_frame = c.anchor_frame;
+  expected.motion = c.motion;
+  MIXPREC_CHECK((adds_anchor || adds_motion) && c.anchor_frame >= from.anchor_frame &&
+                    c.motion >= from.motion && c.name == expected.name &&
                     c.frame_channels == expected.frame_channels &&
                     c.base_channels == expected.base_channels &&
                     c.channel_mults == expected.channel_mults &&
@@ -376,20 +381,29 @@ void load_adding_anchor(UNetVideo& model, const UNetVideo& source) {
                     c.head_dim == expected.head_dim && c.groups == expected.groups &&
                     c.context_frames == expected.context_frames &&
                     c.context_noise_level == expected.context_noise_level,
-                "[load_adding_anchor] expected an anchor model of the source's configuration ('",
-                source.config().name, "', ", source.config().context_frames,
-                " context frames, no anchor) and the source without one");
+                "[load_extending] expected a model of the source's configuration ('", from.name,
+                "', ", from.context_frames,
+                " context frames) that adds an anchor frame or a motion output to it");
+  const int64_t fc = c.frame_channels;
+  // Zero rows (dim 0) or columns (dim 1) of `count` inserted at `at` into a weight.
+  auto insert_zeros = [](const Tensor& t, int64_t dim, int64_t at, int64_t count) {
+    const Tensor w = t.to(DType::F32).contiguous();
+    Shape zero_shape = w.shape();
+    zero_shape[static_cast<std::size_t>(dim)] = count;
+    return cat({w.narrow(dim, 0, at), Tensor::zeros(zero_shape),
+                w.narrow(dim, at, w.size(dim) - at)},
+               dim)
+        .to(t.dtype())
+        .contiguous();
+  };
   nn::NamedTensors state = source.state_dict();
   for (auto& [name, tensor] : state) {
-    if (name != "conv_in.weight") continue;
-    // [O, (1 + K) * C, 3, 3] -> [O, (2 + K) * C, 3, 3]: zeros for the anchor, which comes
-    // after the noisy frame and before the context frames.
-    const Tensor w = tensor.to(DType::F32).contiguous();
-    const int64_t fc = c.frame_channels;
-    const Tensor zeros = Tensor::zeros({w.size(0), fc, w.size(2), w.size(3)});
-    tensor = cat({w.narrow(1, 0, fc), zeros, w.narrow(1, fc, w.size(1) - fc)}, 1)
-                 .to(tensor.dtype())
-                 .contiguous();
+    // conv_in [O, (1 + K) * C, 3, 3] -> [O, (2 + K) * C, 3, 3]: the anchor comes after the
+    // noisy frame and before the context frames.
+    if (adds_anchor && name == "conv_in.weight") tensor = insert_zeros(tensor, 1, fc, fc);
+    // conv_out [C, ch, 3, 3] and [C] -> [C + 2, ...]: the flow comes after the frame.
+    if (adds_motion && (name == "conv_out.weight" || name == "conv_out.bias"))
+      tensor = insert_zeros(tensor, 0, fc, 2);
   }
   model.load_state_dict(state);
 }

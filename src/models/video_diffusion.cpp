@@ -7,6 +7,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"
+#include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/reduce.h"
 
@@ -124,9 +125,15 @@ Tensor direct_forward(UNetVideo& model, const Tensor& context, const Tensor& con
       .to(DType::F32);
 }
 
-// The frame a prediction stands for: the change added to `last` (residual), else itself.
+// The frame a prediction stands for: for a residual model the change added to `last`, which a
+// motion model (two more channels: the flow) first warps; else the prediction itself.
 Tensor frame_of(const Tensor& prediction, const Tensor& last) {
-  return last.defined() ? add(last.to(DType::F32), mul(prediction, 2.0)) : prediction;
+  if (!last.defined()) return prediction;
+  const int64_t channels = last.size(1);
+  if (prediction.size(1) == channels)
+    return add(last.to(DType::F32), mul(prediction, 2.0));
+  return add(warp(last.to(DType::F32), prediction.narrow(1, channels, 2)),
+             mul(prediction.narrow(1, 0, channels), 2.0));
 }
 
 // The context as the model is to see it before any noise: 8-bit if asked, then blurred by a
@@ -186,6 +193,8 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
   MIXPREC_CHECK(options.context_noise_max >= 0, "[video_diffusion_loss] negative context noise");
   MIXPREC_CHECK(options.prediction != Prediction::Direct,
                 "[video_diffusion_loss] a direct predictor trains with video_rollout_loss");
+  MIXPREC_CHECK(!model.config().motion,
+                "[video_diffusion_loss] motion models are direct predictors (video_rollout_loss)");
   MIXPREC_CHECK(!model.config().anchor_frame,
                 "[video_diffusion_loss] anchor models are direct predictors (video_rollout_loss)");
   const int64_t batch = current.size(0);
@@ -253,6 +262,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                 "[video_rollout_loss] ",
                 model.config().anchor_frame ? "an anchor model needs its anchor frame"
                                             : "an anchor frame for a model without one");
+  MIXPREC_CHECK(!model.config().motion || options.residual,
+                "[video_rollout_loss] a motion model predicts the change from its warped last "
+                "frame: it needs residual");
   MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,

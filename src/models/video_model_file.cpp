@@ -53,6 +53,7 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["unet.context_frames"] = std::to_string(c.context_frames);
   m["unet.context_noise_level"] = c.context_noise_level ? "1" : "0";
   m["unet.anchor_frame"] = c.anchor_frame ? "1" : "0";
+  m["unet.motion"] = c.motion ? "1" : "0";
   m["diffusion.prediction"] = prediction_name(info.prediction);
   m["diffusion.steps"] = std::to_string(info.schedule_steps);
   m["diffusion.residual"] = info.residual ? "1" : "0";
@@ -79,7 +80,8 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
   c.attention_levels = to_list(path, "unet.attention_levels", get("unet.attention_levels"));
   c.head_dim = to_int(path, "unet.head_dim", get("unet.head_dim"));
   c.groups = to_int(path, "unet.groups", get("unet.groups"));
-  // Absent in files from before these options: one context frame, no noise level, no anchor.
+  // Absent in files from before these options: one context frame, no noise level, no anchor,
+  // no motion.
   if (m.count("unet.context_frames"))
     c.context_frames = to_int(path, "unet.context_frames", get("unet.context_frames"));
   if (m.count("unet.context_noise_level"))
@@ -87,6 +89,7 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
         to_int(path, "unet.context_noise_level", get("unet.context_noise_level")) != 0;
   if (m.count("unet.anchor_frame"))
     c.anchor_frame = to_int(path, "unet.anchor_frame", get("unet.anchor_frame")) != 0;
+  if (m.count("unet.motion")) c.motion = to_int(path, "unet.motion", get("unet.motion")) != 0;
   result.prediction = parse_prediction(get("diffusion.prediction"));
   result.schedule_steps = to_int(path, "diffusion.steps", get("diffusion.steps"));
   // Absent in files from before residual models: the frame itself.

@@ -160,3 +160,54 @@ Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
 }
 
 }  // namespace mixprec
+
+namespace mixprec {
+namespace {
+
+// The adjoint of warp: both halves come from kernels::warp2d_backward in the accumulation dtype.
+struct WarpBackward final : autograd::Node {
+  Tensor x, flow;  // flow in the accumulation dtype
+  DType flow_dtype = DType::F32;
+  std::string_view name() const override { return "WarpBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    const DType acc = flow.dtype();
+    Tensor dx = Tensor::zeros(x.shape(), acc);
+    Tensor dflow = Tensor::empty(flow.shape(), acc);
+    kernels::warp2d_backward(grads[0].to(acc), x, flow, dx, dflow);
+    Tensor dx_out = Tensor::empty_like(x, MemoryFormat::Preserve);
+    dx_out.copy_(dx);
+    return {dx_out, dflow.to(flow_dtype)};
+  }
+  void release_saved() override { x = flow = Tensor(); }
+};
+
+}  // namespace
+
+Tensor warp(const Tensor& x_in, const Tensor& flow_in) {
+  const auto [x, flow] = amp::autocast_args(amp::AutocastOp::Warp, x_in, flow_in);
+  ops_detail::check_float("warp", x);
+  ops_detail::check_float("warp", flow);
+  const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const Tensor flow_acc = flow.to(acc);
+  Tensor sampled = Tensor::empty(x.shape(), acc, format_of(x));
+  {
+    NoGrad no_grad;
+    kernels::warp2d(x, flow_acc, sampled);
+  }
+  Tensor out = sampled;
+  if (x.dtype() != acc) {
+    out = Tensor::empty_like(x, MemoryFormat::Preserve);
+    out.copy_(sampled);
+  }
+  if (autograd::needs_grad({&x, &flow})) {
+    auto node = std::make_shared<WarpBackward>();
+    node->x = x.detach();
+    node->flow = flow_acc.detach();
+    node->flow_dtype = flow.dtype();
+    autograd::record(node, {&x, &flow}, {&out});
+  }
+  return out;
+}
+
+}  // namespace mixprec

@@ -114,6 +114,11 @@ const std::vector<OpCase>& registry() {
        {{{2, 1, 3, 3}}},
        [](auto& x) { return upsample(x[0], 2, UpsampleMode::Bilinear); },
        4},
+      // Flows up to 1.4 pixels cross pixel borders and, at the frame's edges, the clamp.
+      {"warp",
+       {{{2, 3, 4, 5}}, {{2, 2, 4, 5}, -1.4, 1.4}},
+       [](auto& x) { return warp(x[0], x[1]); },
+       4},
       {"avg_pool2d", {{{1, 3, 4, 6}}}, [](auto& x) { return avg_pool2d(x[0], 2); }, 4},
       {"max_pool2d", {{{1, 3, 4, 6}}}, [](auto& x) { return max_pool2d(x[0], 2); }},
       {"attention",

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
@@ -79,6 +80,74 @@ TEST(Resample, UpsampleTwoTimesMatchesPyTorchRules) {
     EXPECT_DOUBLE_EQ(bil.value({0, 0, 0, j}), row0[j]);
     EXPECT_DOUBLE_EQ(bil.value({0, 0, 1, j}), row1[j]);
   }
+}
+
+// Every element of t in row-major order, as f64.
+std::vector<double> values(const Tensor& t) {
+  const Tensor d = t.to(DType::F64).contiguous();
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+// Warp: a zero flow is the identity bit for bit (bf16 x in, its exact f32 values out); an integer
+// flow is a shift with the edge pixel replicated; a half-pixel flow the mean of two neighbours.
+TEST(Warp, ZeroIntegerAndHalfPixelFlows) {
+  Generator gen(3);
+  const Tensor x = Tensor::rand({2, 3, 5, 6}, gen).to(DType::BF16).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor out = Tensor::empty({2, 3, 5, 6});
+  warp2d(x, Tensor::zeros({2, 2, 5, 6}), out);
+  EXPECT_EQ(values(out), values(x));
+
+  Tensor shift = Tensor::zeros({2, 2, 5, 6});
+  shift.narrow(1, 0, 1).fill_(2.0);   // read two pixels to the right
+  shift.narrow(1, 1, 1).fill_(-1.0);  // and one up
+  warp2d(x, shift, out);
+  for (int64_t y = 0; y < 5; ++y)
+    for (int64_t c = 0; c < 6; ++c)
+      EXPECT_EQ(out.value({1, 2, y, c}), x.value({1, 2, std::max<int64_t>(y - 1, 0), std::min<int64_t>(c + 2, 5)}))
+          << y << "," << c;
+
+  Tensor half = Tensor::zeros({2, 2, 5, 6});
+  half.narrow(1, 0, 1).fill_(0.5);
+  warp2d(x, half, out);
+  EXPECT_FLOAT_EQ(out.value({0, 1, 2, 3}), 0.5 * (x.value({0, 1, 2, 3}) + x.value({0, 1, 2, 4})));
+  EXPECT_EQ(out.value({0, 1, 2, 5}), x.value({0, 1, 2, 5}));  // clamped at the right edge
+}
+
+// The adjoint identity <warp(x), g> = <x, warp^T(g)>, in f64, and a NaN flow samples a pixel of
+// the frame (no out-of-bounds read) with a zero flow gradient.
+TEST(Warp, BackwardIsTheAdjointAndNaNIsSafe) {
+  Generator gen(5);
+  const Tensor x = Tensor::randn({2, 3, 4, 7}, gen, DType::F64);
+  Tensor flow = Tensor::randn({2, 2, 4, 7}, gen, DType::F64).contiguous();
+  for (int64_t i = 0; i < flow.numel(); ++i) flow.data<double>()[i] *= 1.5;  // past the edges too
+  const Tensor g = Tensor::randn({2, 3, 4, 7}, gen, DType::F64);
+  const Tensor out = Tensor::empty({2, 3, 4, 7}, DType::F64);
+  warp2d(x, flow, out);
+  const Tensor dx = Tensor::zeros({2, 3, 4, 7}, DType::F64);
+  const Tensor dflow = Tensor::empty({2, 2, 4, 7}, DType::F64);
+  warp2d_backward(g, x, flow, dx, dflow);
+  double lhs = 0, rhs = 0;
+  const auto o = values(out), gv = values(g), xv = values(x), dxv = values(dx);
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    lhs += o[i] * gv[i];
+    rhs += xv[i] * dxv[i];
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-12 * (1 + std::abs(lhs)));
+
+  Tensor bad = Tensor::zeros({1, 2, 3, 3});
+  bad.set({0, 0, 1, 1}, NAN);
+  bad.set({0, 1, 2, 2}, INFINITY);
+  const Tensor img = Tensor::arange(9).view({1, 1, 3, 3}).to(DType::F32);
+  const Tensor sampled = Tensor::empty({1, 1, 3, 3});
+  warp2d(img, bad, sampled);
+  EXPECT_EQ(sampled.value({0, 0, 1, 1}), 3.0);  // a NaN position across reads column 0
+  EXPECT_EQ(sampled.value({0, 0, 2, 2}), 8.0);  // an infinite one down clamps to the last row
+  const Tensor d_img = Tensor::zeros({1, 1, 3, 3});
+  const Tensor d_bad = Tensor::empty({1, 2, 3, 3});
+  warp2d_backward(Tensor::ones({1, 1, 3, 3}), img, bad, d_img, d_bad);
+  EXPECT_EQ(d_bad.value({0, 0, 1, 1}), 0.0);
+  EXPECT_EQ(d_bad.value({0, 1, 2, 2}), 0.0);
+  EXPECT_THROW(warp2d(img, Tensor::zeros({1, 1, 3, 3}), sampled), Error);  // flow needs 2 channels
 }
 
 TEST(Resample, ClearErrors) {

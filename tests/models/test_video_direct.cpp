@@ -292,7 +292,7 @@ TEST(AnchorFrame, AddingTheAnchorToATrainedModelChangesNothingUntilItTrains) {
   Generator gen(7);
   const auto source = direct_net(gen, /*noise_level=*/true);
   const auto anchored = anchor_net(gen);
-  load_adding_anchor(*anchored, *source);
+  load_extending(*anchored, *source);
   EXPECT_EQ(anchored->config().input_frames(), 3);
   const Tensor context = Tensor::uniform({2, 6, 8, 8}, -1, 1, gen);
   const Tensor sigma = Tensor::full({2}, 0.03);
@@ -303,12 +303,12 @@ TEST(AnchorFrame, AddingTheAnchorToATrainedModelChangesNothingUntilItTrains) {
     EXPECT_EQ(test::max_abs_diff(by_hand(*anchored, with_anchor(anchor, context), sigma), want), 0);
   }
   // Another configuration, or a source that has an anchor already, is refused.
-  EXPECT_NE(test_support::error_of([&] { load_adding_anchor(*anchored, *anchored); })
-                .find("[load_adding_anchor]"),
+  EXPECT_NE(test_support::error_of([&] { load_extending(*anchored, *anchored); })
+                .find("[load_extending]"),
             std::string::npos);
   UNetVideo one_frame(test::tiny_unet(1), gen);
-  EXPECT_NE(test_support::error_of([&] { load_adding_anchor(*anchored, one_frame); })
-                .find("[load_adding_anchor]"),
+  EXPECT_NE(test_support::error_of([&] { load_extending(*anchored, one_frame); })
+                .find("[load_extending]"),
             std::string::npos);
 }
 
@@ -361,6 +361,74 @@ TEST(AnchorFrame, RolloutAndStreamPutTheCleanAnchorInFrontOfTheContext) {
                                        stream_options, {other});
             }).find("anchor frames for 2 streams"),
             std::string::npos);
+}
+
+// A motion model: conv_out also makes a flow, and the frame is the last one warped by it plus the
+// change. Extending a trained model with it changes nothing until it trains.
+TEST(Motion, ExtendingAModelWithMotionChangesNothingUntilItTrains) {
+  Generator gen(9);
+  const auto source = direct_net(gen);
+  UNetVideoConfig c = source->config();
+  c.motion = true;
+  UNetVideo moving(c, gen);
+  load_extending(moving, *source);
+  EXPECT_EQ(moving.config().output_channels(), 5);
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  const Tensor context = Tensor::uniform({2, 6, 8, 8}, -1, 1, gen).contiguous(kCl);
+  const Tensor last = context.narrow(1, 3, 3);
+  const Tensor noise = Tensor::zeros({2, 3, 8, 8});
+  const Tensor want =
+      sample_next_frames(*source, schedule, context, {}, noise, 1, Prediction::Direct, DType::F32, last);
+  const Tensor got =
+      sample_next_frames(moving, schedule, context, {}, noise, 1, Prediction::Direct, DType::F32, last);
+  EXPECT_EQ(test::max_abs_diff(got, want), 0);
+  // Extending a motion model again, or to another configuration, is refused.
+  EXPECT_NE(test_support::error_of([&] { load_extending(moving, moving); }).find("[load_extending]"),
+            std::string::npos);
+  UNetVideo one_frame(test::tiny_unet(1), gen);
+  EXPECT_NE(test_support::error_of([&] { load_extending(moving, one_frame); }).find("[load_extending]"),
+            std::string::npos);
+}
+
+TEST(Motion, TheFlowMovesTheLastFrameAndLearnsFromTheRolloutLoss) {
+  Generator gen(10);
+  UNetVideoConfig c = test::tiny_unet(2);
+  c.motion = true;
+  UNetVideo net(c, gen);
+  // No change, and a flow of one pixel across everywhere: each pixel reads its right neighbour.
+  NoGrad no_grad;
+  test::parameter(net, "conv_out.weight").fill_(0.0);
+  Tensor bias = test::parameter(net, "conv_out.bias");
+  bias.fill_(0.0);
+  bias.set({3}, 1.0);
+  const Tensor context = Tensor::uniform({1, 6, 8, 8}, -1, 1, gen).contiguous(kCl);
+  const Tensor last = context.narrow(1, 3, 3);
+  const Tensor next = sample_next_frames(net, NoiseSchedule::cosine(100), context, {},
+                                         Tensor::zeros({1, 3, 8, 8}), 1, Prediction::Direct,
+                                         DType::F32, last);
+  for (int64_t y = 0; y < 8; ++y)
+    for (int64_t x = 0; x < 8; ++x)
+      ASSERT_EQ(next.value({0, 1, y, x}), last.value({0, 1, y, std::min<int64_t>(x + 1, 7)}));
+}
+
+TEST(Motion, RolloutGradientReachesTheFlowAndNeedsAResidualModel) {
+  Generator gen(11);
+  UNetVideoConfig c = test::tiny_unet(2);
+  c.motion = true;
+  UNetVideo net(c, gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const std::vector<Tensor> window = window_of(4, gen);
+  VideoLossOptions options = {.prediction = Prediction::Direct, .context_noise_max = 0};
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, window, options, DType::F32, gen);
+            }).find("needs residual"),
+            std::string::npos);
+  options.residual = true;
+  const Tensor loss = video_rollout_loss(net, window, options, DType::F32, gen);
+  loss.backward();
+  // The flow's rows of conv_out (after the three of the change) receive a gradient.
+  const Tensor grad = test::parameter(net, "conv_out.weight").grad().to(DType::F32);
+  EXPECT_GT(test::max_abs_diff(grad.narrow(0, 3, 2), Tensor::zeros({2, grad.size(1), 3, 3})), 0);
 }
 
 }  // namespace

@@ -30,4 +30,18 @@ enum class UpsampleMode : uint8_t { Nearest, Bilinear };
 // in / out)) or bilinear with align_corners = false (half-pixel centres). 2x is the common case.
 void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode);
 
+// Backward warping (motion compensation): out(n, c, y, x) = x(n, c) sampled bilinearly at
+// (x + flow(n, 0, y, x), y + flow(n, 1, y, x)), flow in pixels (channel 0 across, 1 down),
+// sample positions clamped into the frame (edge pixels replicated). x [N, C, H, W] f32/bf16/f16/
+// f64, flow [N, 2, H, W] and out [N, C, H, W] in x's accumulation dtype (f64 for f64 x, else
+// f32); any layout. A zero flow reproduces x exactly.
+void warp2d(const Tensor& x, const Tensor& flow, const Tensor& out);
+
+// The adjoints of warp2d for `grad` [N, C, H, W]: dx (x's shape) receives, added to what it holds,
+// each output gradient spread over its four bilinear neighbours; dflow [N, 2, H, W] is set to the
+// derivative through the sample position (0 where the position was clamped). grad, dx and dflow
+// in the accumulation dtype.
+void warp2d_backward(const Tensor& grad, const Tensor& x, const Tensor& flow, const Tensor& dx,
+                     const Tensor& dflow);
+
 }  // namespace mixprec::kernels

@@ -44,6 +44,7 @@ enum class AutocastOp : uint8_t {
   Sum,
   Mean,
   UpsampleBilinear,
+  Warp,
   // Promote
   Add,
   Sub,
@@ -94,6 +95,7 @@ inline constexpr std::array kAutocastPolicy = {
     AutocastRow{AutocastOp::Sum, "sum", CastPolicy::F32},
     AutocastRow{AutocastOp::Mean, "mean", CastPolicy::F32},
     AutocastRow{AutocastOp::UpsampleBilinear, "upsample_bilinear", CastPolicy::F32},
+    AutocastRow{AutocastOp::Warp, "warp", CastPolicy::F32},
     AutocastRow{AutocastOp::Add, "add", CastPolicy::Promote},
     AutocastRow{AutocastOp::Sub, "sub", CastPolicy::Promote},
     AutocastRow{AutocastOp::Mul, "mul", CastPolicy::Promote},

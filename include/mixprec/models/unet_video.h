@@ -20,6 +20,11 @@
 // change colour, so the anchor shows what every still pixel and every shape should look like: a
 // stream that has drifted can be pulled back to it (StreamingT2V's appearance anchor, as one
 // more input frame).
+// Motion (Config::motion, direct predictors): the network also outputs a flow, two channels of
+// pixel offsets, and the next frame is the newest context frame warped by it (ops warp: each
+// pixel reads where its content was) plus the predicted change. Moving a shape is then a smooth,
+// nearly constant field over it instead of a new drawing of its edges every frame: an unsure
+// model moves the shape a little wrongly instead of fading it into the background.
 // Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
 // context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
 // embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
@@ -51,8 +56,11 @@ struct UNetVideoConfig {
   int64_t context_frames = 1;                      // previous frames in the input, >= 1
   bool context_noise_level = false;                // the context's noise std is an input
   bool anchor_frame = false;                       // the stream's first frame leads the context
+  bool motion = false;                             // two more outputs: a flow (see motion_flow)
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
+  // Channels of the prediction: the frame's, then the flow's two for a motion model.
+  int64_t output_channels() const { return frame_channels + (motion ? 2 : 0); }
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
   // attention at 16x16; base 128; and an ~880M-parameter model of the seed documents' size.
@@ -72,7 +80,8 @@ class UNetVideo final : public nn::Module {
   // Config::input_frames() frames concatenated on channels: the anchor if any, then the K
   // context frames oldest first), timesteps [B] (any dtype, diffusion steps as
   // numbers), context_sigma [B] (the context's noise std; undefined means 0; ignored unless
-  // Config::context_noise_level) -> the prediction [B, 3, H, W] in x_t's dtype and layout.
+  // Config::context_noise_level) -> the prediction [B, Config::output_channels(), H, W] in x_t's
+  // dtype and layout.
   Tensor forward(const Tensor& x_t, const Tensor& context, const Tensor& timesteps,
                  const Tensor& context_sigma = {});
 
@@ -100,11 +109,13 @@ class UNetVideo final : public nn::Module {
   std::shared_ptr<AttentionBlock> mid_attention_;
 };
 
-// Fine-tuning an anchor model from one without: `model` (Config::anchor_frame) takes every
-// weight of `source` (the same configuration without the anchor), and conv_in's weights for the
-// anchor's channels are zero, so it starts out computing exactly what `source` computes, whatever
-// the anchor. Throws mixprec::Error naming the difference if the configurations differ otherwise.
-void load_adding_anchor(UNetVideo& model, const UNetVideo& source);
+// Fine-tuning a model with an anchor frame or a motion output from one without: `model` takes
+// every weight of `source` (the same configuration, without the anchor and/or the motion
+// `model` adds); conv_in's weights for the anchor's channels are zero, and so are conv_out's
+// weights and biases for the flow, so it starts out computing exactly what `source` computes
+// (whatever the anchor; with a zero flow). Throws mixprec::Error if the configurations differ
+// otherwise.
+void load_extending(UNetVideo& model, const UNetVideo& source);
 
 // [B] timesteps -> [B, dim] sinusoidal features (Transformer/DDPM style, f32 math, rounded once
 // into `dtype`): the first half sin(t * f_i), the second cos(t * f_i), f_i = 10000^(-i/(dim/2)).

@@ -34,4 +34,10 @@ Tensor upsample(const Tensor& x, int64_t scale, kernels::UpsampleMode mode);
 Tensor avg_pool2d(const Tensor& x, int64_t kernel);
 Tensor max_pool2d(const Tensor& x, int64_t kernel);
 
+// Motion compensation: x [N, C, H, W] sampled bilinearly at each pixel's position plus
+// flow [N, 2, H, W] (pixels; channel 0 across, 1 down), positions clamped into the frame
+// (kernels::warp2d). Computed in f32 (f64 for f64 x), returned in x's dtype and layout.
+// Differentiable in x and in flow (the derivative through the sample position).
+Tensor warp(const Tensor& x, const Tensor& flow);
+
 }  // namespace mixprec
