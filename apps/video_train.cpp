@@ -61,6 +61,7 @@ int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
               loss_name = "mse";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
+  double change_penalty = 0.0;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
@@ -118,6 +119,10 @@ int run_video_train(Args args) {
          "direct residual models: also predict a flow and warp the last frame by it before "
          "adding the change, so shapes move instead of being redrawn (docs/VIDEO.md; --init from "
          "a model without it starts from its weights)");
+  p.option("--change-penalty", &change_penalty,
+           "motion models: weight of the mean absolute change added after the warp, so shapes "
+           "move with the flow instead of fading (0: off; below 1 so uncovered background can "
+           "still be painted)");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -164,6 +169,8 @@ int run_video_train(Args args) {
     throw UsageError{"video train: --anchor needs --prediction direct"};
   if (motion && !(direct && residual))
     throw UsageError{"video train: --motion needs --prediction direct and --residual"};
+  if (change_penalty < 0 || (change_penalty > 0 && !motion))
+    throw UsageError{"video train: --change-penalty must be >= 0 and needs --motion"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -215,6 +222,7 @@ int run_video_train(Args args) {
                                 {"noise-level", noise_level ? "1" : "0"},
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
+                                {"change-penalty", exact_text(change_penalty)},
                                 {"residual", residual ? "1" : "0"},
                                 {"context-noise", exact_text(context_noise)},
                                 {"context-blur", exact_text(context_blur)},
@@ -308,7 +316,8 @@ int run_video_train(Args args) {
                                                    .quantize_context = true,
                                                    .residual = residual,
                                                    .free_run_max = free_run,
-                                                   .regression = regression};
+                                                   .regression = regression,
+                                                   .change_penalty = change_penalty};
     Tensor loss;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());

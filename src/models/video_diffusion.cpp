@@ -237,12 +237,16 @@ RegressionLoss parse_regression_loss(const std::string& name) {
 
 namespace {
 
+// The mean smooth absolute value sqrt(d^2 + eps^2) - eps of every element of d (f32).
+Tensor mean_abs(const Tensor& d) {
+  constexpr double kEps = 1e-3;  // well under one 8-bit level (2 / 255)
+  return sub(mean(sqrt(add(mul(d, d), Tensor::scalar(kEps * kEps)))), Tensor::scalar(kEps));
+}
+
 // The mean over every element of the per-pixel error `kind` measures (f32).
 Tensor regression_loss(const Tensor& predicted, const Tensor& target, RegressionLoss kind) {
   if (kind == RegressionLoss::Mse) return mse_loss(predicted, target);
-  constexpr double kEps = 1e-3;  // well under one 8-bit level (2 / 255)
-  const Tensor d = sub(predicted, target);
-  return sub(mean(sqrt(add(mul(d, d), Tensor::scalar(kEps * kEps)))), Tensor::scalar(kEps));
+  return mean_abs(sub(predicted, target));
 }
 
 }  // namespace
@@ -265,6 +269,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   MIXPREC_CHECK(!model.config().motion || options.residual,
                 "[video_rollout_loss] a motion model predicts the change from its warped last "
                 "frame: it needs residual");
+  MIXPREC_CHECK(options.change_penalty >= 0 && (options.change_penalty == 0 || model.config().motion),
+                "[video_rollout_loss] a change penalty is for motion models, and >= 0");
   MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
@@ -293,13 +299,16 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     sigma = context_noise_std(batch, options, gen);
   }
   // One frame of the rollout from `frames`: what the stream shows (clamped, 8-bit by a
-  // straight-through rounding) becomes the newest context frame; returns the unclamped frame.
+  // straight-through rounding) becomes the newest context frame; returns the unclamped frame
+  // (and leaves a motion model's change in `change` when it is penalized).
+  Tensor change;
   auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
     input = with_anchor(anchor_input, input);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     const Tensor raw = frame_of(out, options.residual ? frames.back() : Tensor());
+    if (options.change_penalty > 0) change = out.narrow(1, 0, channels);
     Tensor next = clamp(raw, -1.0, 1.0);
     if (options.quantize_context) {
       Tensor rounding;
@@ -323,8 +332,10 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
     // beyond the range); the next context gets what a stream keeps.
     const Tensor raw = step();
-    const Tensor loss = regression_loss(
-        raw, window[free_max + k + j].to(DType::F32).contiguous(cl), options.regression);
+    Tensor loss = regression_loss(raw, window[free_max + k + j].to(DType::F32).contiguous(cl),
+                                  options.regression);
+    if (options.change_penalty > 0)
+      loss = add(loss, mul(mean_abs(mul(change, 2.0)), options.change_penalty));
     total = j == 0 ? loss : add(total, loss);
   }
   return mul(total, 1.0 / static_cast<double>(targets));

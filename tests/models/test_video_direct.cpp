@@ -390,7 +390,7 @@ TEST(Motion, ExtendingAModelWithMotionChangesNothingUntilItTrains) {
             std::string::npos);
 }
 
-TEST(Motion, TheFlowMovesTheLastFrameAndLearnsFromTheRolloutLoss) {
+TEST(Motion, AFlowOfOnePixelReadsTheRightNeighbour) {
   Generator gen(10);
   UNetVideoConfig c = test::tiny_unet(2);
   c.motion = true;
@@ -429,6 +429,38 @@ TEST(Motion, RolloutGradientReachesTheFlowAndNeedsAResidualModel) {
   // The flow's rows of conv_out (after the three of the change) receive a gradient.
   const Tensor grad = test::parameter(net, "conv_out.weight").grad().to(DType::F32);
   EXPECT_GT(test::max_abs_diff(grad.narrow(0, 3, 2), Tensor::zeros({2, grad.size(1), 3, 3})), 0);
+}
+
+// The change penalty adds lambda times the mean smooth absolute change to the frame loss; it is
+// refused for a model without motion.
+TEST(Motion, ChangePenaltyAddsTheMeanAbsoluteChange) {
+  Generator gen(12);
+  UNetVideoConfig c = test::tiny_unet(2);
+  c.motion = true;
+  UNetVideo net(c, gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const std::vector<Tensor> window = window_of(3, gen);
+  VideoLossOptions options = {.prediction = Prediction::Direct,
+                              .context_noise_max = 0,
+                              .residual = true};
+  Generator g0(0), g1(0);
+  const double plain = video_rollout_loss(net, window, options, DType::F32, g0).item<double>();
+  options.change_penalty = 0.5;
+  const double penalized = video_rollout_loss(net, window, options, DType::F32, g1).item<double>();
+  NoGrad no_grad;
+  const Tensor change = by_hand(net, context_of({window[0], window[1]})).narrow(1, 0, 3).contiguous();
+  double sum = 0;
+  const Tensor d = mul(change, 2.0).to(DType::F64).contiguous();
+  for (int64_t i = 0; i < d.numel(); ++i) {
+    const double v = d.data<double>()[i];
+    sum += std::sqrt(v * v + 1e-6) - 1e-3;
+  }
+  EXPECT_NEAR(penalized - plain, 0.5 * sum / static_cast<double>(d.numel()), 1e-6);
+  const auto plain_net = direct_net(gen);
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(*plain_net, window, options, DType::F32, gen);
+            }).find("change penalty"),
+            std::string::npos);
 }
 
 }  // namespace

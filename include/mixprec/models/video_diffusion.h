@@ -51,6 +51,13 @@ struct VideoLossOptions {
   // with the gradient costs a forward and a backward per frame and holds them all in memory.
   int64_t free_run_max = 0;
   RegressionLoss regression = RegressionLoss::Mse;  // direct predictors only
+  // Motion models (Config::motion): lambda times the mean absolute change the network adds after
+  // warping (Charbonnier, as RegressionLoss::L1), per graded frame. Under positional
+  // uncertainty a per-pixel loss is lowest for a shape eroded (l1) or blurred (mse) where it
+  // may be; through the change channel that costs lambda per pixel and through the flow, which
+  // moves a shape whole, nothing: with lambda < 1 the change still paints what no flow can
+  // bring (background a shape uncovers), and shapes move rather than fade.
+  double change_penalty = 0;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -75,7 +82,7 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // before any noise, as a stream adds it to the frame its viewer saw. With a free run of f
 // frames the context starts f frames before the last K of the first free_run_max + K, and the f
 // frames between are the model's own (see VideoLossOptions::free_run_max). Returns the f32 mean
-// error of the N frames (options.regression), averaged.
+// error of the N frames (options.regression), averaged, plus options.change_penalty's term.
 // An anchor model (Config::anchor_frame) also takes `anchor` [B, 3, H, W]: a real frame of the
 // same video, as a stream's first frame is; it is rounded to 8 bits and never corrupted.
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
