@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
-  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py
+  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
