@@ -27,7 +27,7 @@ help:
 	@echo "make test        check the layer order, build, then run every test (CTest)"
 	@echo "make check-layers  only the layer check (tools/check_layers.py)"
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
-	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
+	@echo "make fuzz        the safetensors and ZeroMQ frame header parsers under libFuzzer (FUZZ_SECONDS=60 each)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
 	@echo "make format      clang-format every source file"
@@ -61,7 +61,8 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
 	  -E 'GPTParity'
 
-# The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
+# The parsers of untrusted input (safetensors, ZeroMQ frame headers) under libFuzzer (clang,
+# ASan + UBSan), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@tools/install_deps.sh $(FUZZ_DEPS)
