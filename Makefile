@@ -8,7 +8,8 @@ CMAKE_ARGS ?=
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
   libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev
-FUZZ_DEPS = clang libclang-rt-14-dev
+# libomp-dev: the HDF5 frame reader's fuzz target links the OpenMP thread helper under clang.
+FUZZ_DEPS = clang libclang-rt-14-dev libomp-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
 BROWSER_DEPS = chromium
@@ -27,7 +28,7 @@ help:
 	@echo "make test        check the layer order, build, then run every test (CTest)"
 	@echo "make check-layers  only the layer check (tools/check_layers.py)"
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
-	@echo "make fuzz        the safetensors and ZeroMQ frame header parsers under libFuzzer (FUZZ_SECONDS=60 each)"
+	@echo "make fuzz        the safetensors, ZeroMQ frame header and HDF5 frame readers under libFuzzer (FUZZ_SECONDS=60 each)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
 	@echo "make format      clang-format every source file"
@@ -61,8 +62,8 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
 	  -E 'GPTParity'
 
-# The parsers of untrusted input (safetensors, ZeroMQ frame headers) under libFuzzer (clang,
-# ASan + UBSan), FUZZ_SECONDS each.
+# The parsers of untrusted input (safetensors, ZeroMQ frame headers, HDF5 frame files) under
+# libFuzzer (clang, ASan + UBSan), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@tools/install_deps.sh $(FUZZ_DEPS)
