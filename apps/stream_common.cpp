@@ -7,14 +7,16 @@ namespace mixprec::app {
 DetectorSetup detector_setup(const stream::Hdf5FrameReader& reader) {
   DetectorSetup setup;
   const std::optional<stream::DetectorGeometry> stored = reader.geometry();
-  setup.geometry = stored ? *stored
-                          : stream::panel_centred_geometry(reader.panels(), reader.rows(), reader.cols());
+  setup.geometry =
+      stored ? *stored
+             : stream::panel_centred_geometry(reader.panels(), reader.rows(), reader.cols());
   setup.bad_pixels = reader.bad_pixel_mask();
   setup.truth = reader.ground_truth();
   return setup;
 }
 
-std::string scoring_json(bool has_truth, const stream::MatchCounts& score, const ScoringOptions& options) {
+std::string scoring_json(bool has_truth, const stream::MatchCounts& score,
+                         const ScoringOptions& options) {
   using io::json_number;
   if (!has_truth) return "\"ground_truth\": false, \"f1\": null";
   return "\"ground_truth\": true, \"f1\": " + json_number(score.f1(), 5) +

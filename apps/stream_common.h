@@ -23,12 +23,13 @@ struct DetectorSetup {
 DetectorSetup detector_setup(const stream::Hdf5FrameReader& reader);
 
 struct ScoringOptions {
-  double match_radius = 1.5;   // px: a found peak matches a true one within this
-  double min_truth_snr = 8;    // weaker true peaks are neither required nor counted false
+  double match_radius = 1.5;  // px: a found peak matches a true one within this
+  double min_truth_snr = 8;   // weaker true peaks are neither required nor counted false
 };
 
 // The scoring fields of a summary, without braces: "\"ground_truth\": false, \"f1\": null"
 // without truth, else F1, precision, recall, the counts, the mean error and the settings.
-std::string scoring_json(bool has_truth, const stream::MatchCounts& score, const ScoringOptions& options);
+std::string scoring_json(bool has_truth, const stream::MatchCounts& score,
+                         const ScoringOptions& options);
 
 }  // namespace mixprec::app

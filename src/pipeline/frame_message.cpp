@@ -1,8 +1,8 @@
 #include "mixprec/pipeline/frame_message.h"
 
 #include <cstring>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "mixprec/core/error.h"
 
@@ -18,14 +18,14 @@ struct WireType {
   uint64_t bytes;
 };
 constexpr std::array<WireType, 9> kWireTypes{{{stream::SampleType::U8, 1},
-                                             {stream::SampleType::I8, 1},
-                                             {stream::SampleType::U16, 2},
-                                             {stream::SampleType::I16, 2},
-                                             {stream::SampleType::U32, 4},
-                                             {stream::SampleType::I32, 4},
-                                             {stream::SampleType::I64, 8},
-                                             {stream::SampleType::F32, 4},
-                                             {stream::SampleType::F64, 8}}};
+                                              {stream::SampleType::I8, 1},
+                                              {stream::SampleType::U16, 2},
+                                              {stream::SampleType::I16, 2},
+                                              {stream::SampleType::U32, 4},
+                                              {stream::SampleType::I32, 4},
+                                              {stream::SampleType::I64, 8},
+                                              {stream::SampleType::F32, 4},
+                                              {stream::SampleType::F64, 8}}};
 // The largest panel side: 2^20 px is far beyond any detector; it keeps the product in range.
 constexpr uint32_t kMaxSide = 1u << 20;
 
@@ -47,7 +47,8 @@ template <typename T>
 T get(const std::byte* at) {
   using U = std::make_unsigned_t<T>;
   U u = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) u |= static_cast<U>(std::to_integer<U>(at[i]) << (8 * i));
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    u |= static_cast<U>(std::to_integer<U>(at[i]) << (8 * i));
   return static_cast<T>(u);
 }
 
@@ -58,7 +59,8 @@ T get(const std::byte* at) {
 FrameHeader frame_header(int64_t index, stream::SampleType type, int64_t panels, int64_t rows,
                          int64_t cols, int64_t sent_ns) {
   MIXPREC_CHECK(index >= 0 && panels >= 1 && rows >= 1 && cols >= 1 && panels <= kMaxSide &&
-                    rows <= kMaxSide && cols <= kMaxSide && panels * rows * cols <= kMaxFrameElements,
+                    rows <= kMaxSide && cols <= kMaxSide &&
+                    panels * rows * cols <= kMaxFrameElements,
                 "[frame message] frame ", index, " of shape [", panels, ", ", rows, ", ", cols,
                 "] cannot be sent (index >= 0, sides in [1, 2^20], at most 2^28 samples)");
   FrameHeader h;
@@ -107,19 +109,24 @@ FrameHeader parse_frame_header(std::span<const std::byte> bytes) {
   const std::byte* b = bytes.data();
   if (std::memcmp(b, kMagic.data(), kMagic.size()) != 0) bad("header does not start with \"MPXF\"");
   if (const auto version = get<uint16_t>(b + 4); version != kFrameMessageVersion)
-    bad("version " + std::to_string(version) + ", expected " + std::to_string(kFrameMessageVersion));
+    bad("version " + std::to_string(version) + ", expected " +
+        std::to_string(kFrameMessageVersion));
   FrameHeader h;
   const auto kind = get<uint8_t>(b + 6);
-  if (kind != static_cast<uint8_t>(MessageKind::Frame) && kind != static_cast<uint8_t>(MessageKind::End))
+  if (kind != static_cast<uint8_t>(MessageKind::Frame) &&
+      kind != static_cast<uint8_t>(MessageKind::End))
     bad("kind " + std::to_string(kind) + ", expected 1 (frame) or 2 (end of stream)");
   h.kind = static_cast<MessageKind>(kind);
   const auto code = get<uint8_t>(b + 7);
   h.index = get<int64_t>(b + 8);
-  const auto panels = get<uint32_t>(b + 16), rows = get<uint32_t>(b + 20), cols = get<uint32_t>(b + 24);
+  const auto panels = get<uint32_t>(b + 16), rows = get<uint32_t>(b + 20),
+             cols = get<uint32_t>(b + 24);
   if (get<uint32_t>(b + 28) != 0) bad("reserved field is not 0");
   h.data_bytes = get<uint64_t>(b + 32);
   h.sent_ns = get<int64_t>(b + 40);
-  if (h.index < 0) bad((h.kind == MessageKind::Frame ? "frame index " : "frames sent ") + std::to_string(h.index) + " < 0");
+  if (h.index < 0)
+    bad((h.kind == MessageKind::Frame ? "frame index " : "frames sent ") + std::to_string(h.index) +
+        " < 0");
   if (h.kind == MessageKind::End) {
     if (code != 0 || panels != 0 || rows != 0 || cols != 0 || h.data_bytes != 0)
       bad("end-of-stream header with a sample type, shape or data size (all must be 0)");
@@ -149,7 +156,8 @@ FrameHeader parse_frame_header(std::span<const std::byte> bytes) {
 void check_message_parts(const FrameHeader& h, std::span<const std::size_t> part_bytes) {
   if (h.kind == MessageKind::End) {
     if (!part_bytes.empty())
-      bad("end-of-stream message has " + std::to_string(part_bytes.size()) + " parts after the header, expected none");
+      bad("end-of-stream message has " + std::to_string(part_bytes.size()) +
+          " parts after the header, expected none");
     return;
   }
   if (part_bytes.size() != 1)

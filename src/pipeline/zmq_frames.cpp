@@ -46,8 +46,8 @@ struct ZmqFrameSender::Impl {
       if (!socket.wait(ZMQ_POLLOUT, kSliceMs)) continue;
       const int flags = ZMQ_DONTWAIT | (with_data ? ZMQ_SNDMORE : 0);
       if (zmq_send(socket.get(), header.data(), header.size(), flags) >= 0) break;
-      MIXPREC_CHECK(zmq_errno() == EAGAIN || zmq_errno() == EINTR, "[zmq] send failed: ",
-                    zmq::last_error());
+      MIXPREC_CHECK(zmq_errno() == EAGAIN || zmq_errno() == EINTR,
+                    "[zmq] send failed: ", zmq::last_error());
     }
     if (with_data) {
       while (zmq_send(socket.get(), data.data(), data.size(), 0) < 0)
@@ -103,8 +103,9 @@ ZmqFrameReceiver::ZmqFrameReceiver(const std::string& endpoint, ZmqOptions optio
   // A peer sending a part larger than the largest possible frame is cut off by ZeroMQ itself
   // before it is buffered (the header check would refuse it anyway).
   const int64_t max_part = kMaxFrameElements * 8;
-  MIXPREC_CHECK(zmq_setsockopt(impl_->socket.get(), ZMQ_MAXMSGSIZE, &max_part, sizeof max_part) == 0,
-                "[zmq] cannot limit the message size: ", zmq::last_error());
+  MIXPREC_CHECK(
+      zmq_setsockopt(impl_->socket.get(), ZMQ_MAXMSGSIZE, &max_part, sizeof max_part) == 0,
+      "[zmq] cannot limit the message size: ", zmq::last_error());
   attach(impl_->socket, endpoint, options);
 }
 

@@ -35,8 +35,8 @@ void Socket::bind(const std::string& endpoint) {
 }
 
 void Socket::connect(const std::string& endpoint) {
-  MIXPREC_CHECK(zmq_connect(socket_, endpoint.c_str()) == 0, "[zmq] cannot connect to '",
-                endpoint, "': ", last_error());
+  MIXPREC_CHECK(zmq_connect(socket_, endpoint.c_str()) == 0, "[zmq] cannot connect to '", endpoint,
+                "': ", last_error());
 }
 
 std::string Socket::last_endpoint() const {

@@ -19,8 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const FrameHeader h = parse_frame_header(bytes);
     if (size != kFrameHeaderBytes || h.index < 0) std::abort();
     if (h.kind == MessageKind::Frame) {
-      if (h.panels < 1 || h.rows < 1 || h.cols < 1 || h.elements() > kMaxFrameElements) std::abort();
-      if (h.data_bytes == 0 || h.data_bytes % static_cast<uint64_t>(h.elements()) != 0) std::abort();
+      if (h.panels < 1 || h.rows < 1 || h.cols < 1 || h.elements() > kMaxFrameElements)
+        std::abort();
+      if (h.data_bytes == 0 || h.data_bytes % static_cast<uint64_t>(h.elements()) != 0)
+        std::abort();
     } else if (h.kind == MessageKind::End) {
       if (h.panels != 0 || h.rows != 0 || h.cols != 0 || h.data_bytes != 0) std::abort();
     } else {

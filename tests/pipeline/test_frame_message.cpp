@@ -35,7 +35,8 @@ std::string refusal(const std::vector<std::byte>& bytes) {
 }
 
 TEST(FrameMessage, HeaderRoundTripsEveryField) {
-  const FrameHeader h = frame_header(123456789012, SampleType::U16, 16, 352, 384, 1700000000123456789);
+  const FrameHeader h =
+      frame_header(123456789012, SampleType::U16, 16, 352, 384, 1700000000123456789);
   EXPECT_EQ(h.data_bytes, 16u * 352 * 384 * 2);
   const std::vector<std::byte> bytes = encoded(h);
   ASSERT_EQ(bytes.size(), kFrameHeaderBytes);
@@ -50,8 +51,9 @@ TEST(FrameMessage, HeaderRoundTripsEveryField) {
   EXPECT_EQ(back.data_bytes, h.data_bytes);
   EXPECT_EQ(back.sent_ns, 1700000000123456789);
 
-  for (SampleType t : {SampleType::U8, SampleType::I8, SampleType::U16, SampleType::I16, SampleType::U32,
-                       SampleType::I32, SampleType::I64, SampleType::F32, SampleType::F64})
+  for (SampleType t :
+       {SampleType::U8, SampleType::I8, SampleType::U16, SampleType::I16, SampleType::U32,
+        SampleType::I32, SampleType::I64, SampleType::F32, SampleType::F64})
     EXPECT_EQ(parse_frame_header(encoded(frame_header(1, t, 1, 2, 3))).sample_type, t);
 
   const FrameHeader end = parse_frame_header(encoded(end_header(40, 5)));
@@ -62,7 +64,8 @@ TEST(FrameMessage, HeaderRoundTripsEveryField) {
 
 TEST(FrameMessage, TheLayoutIsTheDocumentedOne) {
   // Offsets of docs/STREAM.md, checked byte by byte, so the format cannot drift unnoticed.
-  const std::vector<std::byte> b = encoded(frame_header(0x0102030405060708, SampleType::F32, 2, 3, 5, 9));
+  const std::vector<std::byte> b =
+      encoded(frame_header(0x0102030405060708, SampleType::F32, 2, 3, 5, 9));
   auto u8 = [&](std::size_t i) { return std::to_integer<unsigned>(b[i]); };
   EXPECT_EQ(u8(4), 1u);  // version, little-endian
   EXPECT_EQ(u8(5), 0u);
@@ -96,11 +99,16 @@ TEST(FrameMessage, MalformedHeadersAreRefusedNamingTheField) {
   EXPECT_NE(with([](auto& b) { poke<uint16_t>(b, 4, 2); }).find("version 2"), std::string::npos);
   EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 6, 0); }).find("kind 0"), std::string::npos);
   EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 6, 3); }).find("kind 3"), std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 7, 9); }).find("sample type code 9"), std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 7, 255); }).find("sample type code 255"), std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<int64_t>(b, 8, -1); }).find("frame index -1"), std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<uint32_t>(b, 16, 0); }).find("shape [0, 352, 384]"), std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<uint32_t>(b, 20, 0xffffffffu); }).find("each side"), std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 7, 9); }).find("sample type code 9"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<uint8_t>(b, 7, 255); }).find("sample type code 255"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<int64_t>(b, 8, -1); }).find("frame index -1"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<uint32_t>(b, 16, 0); }).find("shape [0, 352, 384]"),
+            std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<uint32_t>(b, 20, 0xffffffffu); }).find("each side"),
+            std::string::npos);
   EXPECT_NE(with([](auto& b) { poke<uint32_t>(b, 28, 1); }).find("reserved"), std::string::npos);
   // Sides each allowed, product too large: refused before any size is computed from it.
   EXPECT_NE(with([](auto& b) {
@@ -112,7 +120,8 @@ TEST(FrameMessage, MalformedHeadersAreRefusedNamingTheField) {
   // A data size that disagrees with the shape (a wrapped-around 64-bit count among them).
   EXPECT_NE(with([](auto& b) { poke<uint64_t>(b, 32, 4 * 352 * 384 * 2 - 1); }).find("declares"),
             std::string::npos);
-  EXPECT_NE(with([](auto& b) { poke<uint64_t>(b, 32, ~uint64_t{0}); }).find("declares"), std::string::npos);
+  EXPECT_NE(with([](auto& b) { poke<uint64_t>(b, 32, ~uint64_t{0}); }).find("declares"),
+            std::string::npos);
 
   // An end message must carry no shape, type or data.
   std::vector<std::byte> end = encoded(end_header(3));

@@ -67,14 +67,14 @@ TEST(ZmqFrames, MalformedMessagesAreReportedAndSkipped) {
   auto send = [&](const void* data, std::size_t n, int flags) {
     ASSERT_GE(zmq_send(push, data, n, flags), 0) << zmq_strerror(zmq_errno());
   };
-  send("hello", 5, 0);                                     // 1: not a header
-  send(header.data(), header.size(), 0);                   // 2: a frame header without data
-  send(header.data(), header.size(), ZMQ_SNDMORE);         // 3: data one sample short
+  send("hello", 5, 0);                              // 1: not a header
+  send(header.data(), header.size(), 0);            // 2: a frame header without data
+  send(header.data(), header.size(), ZMQ_SNDMORE);  // 3: data one sample short
   send(four.data(), 6, 0);
-  send(header.data(), header.size(), ZMQ_SNDMORE);         // 4: an extra part
+  send(header.data(), header.size(), ZMQ_SNDMORE);  // 4: an extra part
   send(four.data(), 8, ZMQ_SNDMORE);
   send(four.data(), 8, 0);
-  send(header.data(), header.size(), ZMQ_SNDMORE);         // then a good frame
+  send(header.data(), header.size(), ZMQ_SNDMORE);  // then a good frame
   send(four.data(), 8, 0);
 
   const char* reasons[] = {"header is 5 bytes", "0 parts after the header", "6 data bytes",
@@ -99,8 +99,8 @@ TEST(ZmqFrames, TheSenderWaitsAtTheHighWaterMark) {
   int sent = 0;
   const auto deadline = std::chrono::steady_clock::now() + 1500ms;
   const StopRequested until_deadline = [&] { return std::chrono::steady_clock::now() > deadline; };
-  while (sent < 200 && sender.send_frame(frame_header(sent, SampleType::F32, 1, 512, 512),
-                                         megabyte, until_deadline))
+  while (sent < 200 && sender.send_frame(frame_header(sent, SampleType::F32, 1, 512, 512), megabyte,
+                                         until_deadline))
     ++sent;
   EXPECT_LT(sent, 40) << "the sender should have been held back";
   EXPECT_GE(sent, 1);
@@ -145,7 +145,8 @@ TEST(ZmqFrames, ABadEndpointIsAClearError) {
     ZmqFrameReceiver r("tcp://no-such-host-really:5555x", {.bind = true});
     FAIL() << "bound a bad endpoint";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot bind 'tcp://no-such-host-really:5555x'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("cannot bind 'tcp://no-such-host-really:5555x'"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_THROW(ZmqFrameSender("nonsense://x"), Error);

@@ -49,7 +49,8 @@ class ZmqFrameSender {
   // Sends a frame ([header, data], data.size() == header.data_bytes). Waits while every peer is
   // at its high-water mark (or, bound, while no peer is connected); false when `stop` said so
   // before the frame could be queued.
-  bool send_frame(const FrameHeader& header, std::span<const std::byte> data, const StopRequested& stop);
+  bool send_frame(const FrameHeader& header, std::span<const std::byte> data,
+                  const StopRequested& stop);
   // An end-of-stream message ([header]); same waiting rule.
   bool send_end(int64_t frames_sent, const StopRequested& stop);
 
