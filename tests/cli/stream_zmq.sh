@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `mixprec stream produce --connect|--bind` and `mixprec stream run --zmq` together, as separate
 # processes over loopback TCP and IPC (issue #13): every frame sent is processed exactly once,
-# the counters balance, the peaks and F1 equal those of the same frames read from a file, and
-# bad input (frames of another detector, a producer that never comes) is counted, not fatal.
+# the counters balance, the peaks and F1 equal those of the same frames read from a file, a
+# worker that drops under overload counts every frame, and bad input (frames of another
+# detector, a producer that never comes) is counted, not fatal.
 #
 #   stream_zmq.sh CASE MIXPREC WORKDIR
 #
@@ -129,6 +130,26 @@ PY
     else
       echo "h5py missing: the frameIndex union is not checked (the counts are)"
     fi
+    ;;
+  overload_drop)
+    # A producer faster than the worker (the file's frames cycled at 4000 frames/s) into a worker
+    # that drops rather than hold the producer back: frames are dropped and counted, none is
+    # lost in transport (received = what the producer announced), the counters balance.
+    make_file
+    start_consumer drop 'tcp://127.0.0.1:*' --endpoint-file endpoint --overload drop --queue 2 --batch 1
+    wait_for_file endpoint
+    "$mixprec" stream produce --input frames.h5 --frames 240 --rate 4000 --connect "$(cat endpoint)" \
+      >producer.out 2>producer.err || fail "stream produce --input failed"
+    wait $consumer || fail "stream run --zmq --overload drop exited $?"
+    expect_field drop.out received 240
+    expect_field drop.out frames_announced 240
+    expect_field drop.out in_flight 0
+    processed=$(field drop.out processed)
+    dropped=$(field drop.out dropped)
+    ((dropped > 0)) || fail "nothing was dropped at 4000 frames/s into a queue of 2"
+    ((processed + dropped == 240)) || fail "processed $processed + dropped $dropped != 240"
+    # Frames 24.. of the cycled file are past the ground truth by index: unscored, not misscored.
+    ((processed - $(field drop.out unscored_frames) <= frames)) || fail "frames past the truth were scored"
     ;;
   bad_frames)
     # Frames of another detector are counted and reported, never fatal; then a consumer whose
