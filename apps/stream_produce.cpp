@@ -157,7 +157,6 @@ int run_stream_produce(Args args) {
       }
     } else {
       det->generate(i, frame);
-      peaks += static_cast<int64_t>(frame.peaks.size());
       data = std::as_bytes(std::span(frame.adu));
       if (to_f32) as_f32.assign(frame.adu.begin(), frame.adu.end());
     }
@@ -174,6 +173,7 @@ int run_stream_produce(Args args) {
       if (!sender->send_frame(header, data, stop_requested)) break;
       ++sent;
     }
+    if (!reader) peaks += static_cast<int64_t>(frame.peaks.size());  // of frames written or sent
     bar.update(i + 1, reader ? std::string() : std::to_string(peaks) + " peaks");
   }
   if (sender)
@@ -187,13 +187,14 @@ int run_stream_produce(Args args) {
     bar.stop(std::to_string(peaks) + " peaks | stopped");
   else
     bar.finish(std::to_string(peaks) + " peaks");
+  const std::string truth = reader ? "" : " with " + std::to_string(peaks) + " true peaks";
   std::printf(
-      "stream produce: %s %lld frames of %s (%lld x %lld x %lld %s) with %lld true peaks to %s "
+      "stream produce: %s %lld frames of %s (%lld x %lld x %lld %s)%s to %s "
       "in %.2f s: %.1f frames/s %s, %.1f frames/s %s (%d threads)\n",
       writer ? "wrote" : "sent", static_cast<long long>(made), geometry.name.c_str(),
       static_cast<long long>(geometry.panels), static_cast<long long>(geometry.rows),
-      static_cast<long long>(geometry.cols), wire_name.c_str(),
-      static_cast<long long>(peaks), target.c_str(), seconds, static_cast<double>(made) / seconds,
+      static_cast<long long>(geometry.cols), wire_name.c_str(), truth.c_str(),
+      target.c_str(), seconds, static_cast<double>(made) / seconds,
       writer ? "written" : "sent", static_cast<double>(made) / generating,
       reader ? "read" : "generated", num_threads());
   return StopOnSignal::requested() ? StopOnSignal::exit_status() : 0;
