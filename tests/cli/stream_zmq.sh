@@ -2,10 +2,10 @@
 # `mixprec stream produce --connect|--bind` and `mixprec stream run --zmq` together, as separate
 # processes over loopback TCP and IPC (issue #13): every frame sent is processed exactly once,
 # the counters balance, the peaks and F1 equal those of the same frames read from a file, a
-# worker that drops under overload counts every frame, and bad input (frames of another
-# detector, a producer that never comes) is counted, not fatal.
+# worker that drops under overload counts every frame, and bad input (malformed messages,
+# frames of another detector, a producer that never comes) is counted, not fatal.
 #
-#   stream_zmq.sh CASE MIXPREC WORKDIR
+#   stream_zmq.sh CASE MIXPREC WORKDIR [ZMQ_BAD_PEER]
 #
 # CTest registers one test per case (tests/CMakeLists.txt, cli.stream_zmq_*). A case prints what
 # failed and exits 1 (77: skipped).
@@ -14,6 +14,7 @@ set -uo pipefail
 case_name=$1
 mixprec=$2
 work=$3
+bad_peer=${4:-}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export MIXPREC_NUM_THREADS=1
 
@@ -170,6 +171,29 @@ PY
     expect_field idle.out idle_timeout true
     expect_field idle.out processed 0
     [[ -f idle.cxi ]] || fail "the idle consumer wrote no CXI file"
+    ;;
+  bad_messages)
+    # A raw peer sends five malformed messages, then good frames and an end: each bad one is
+    # counted and the first five reported with their reason; the good frames are processed.
+    [[ -x $bad_peer ]] || fail "no zmq_bad_peer tool given"
+    "$mixprec" stream run --zmq 'tcp://127.0.0.1:*' --zmq-bind --endpoint-file endpoint \
+      --detector single --output bad.cxi --idle-timeout 20 >bad.out 2>bad.err &
+    consumer=$!
+    wait_for_file endpoint
+    "$bad_peer" "$(cat endpoint)" 1 352 384 3 >peer.out 2>peer.err || fail "zmq_bad_peer failed"
+    wait $consumer || fail "stream run --zmq exited $? on malformed messages"
+    expect_field bad.out malformed_messages 5
+    expect_field bad.out received 3
+    expect_field bad.out processed 3
+    expect_field bad.out end_messages 1
+    expect_field bad.out frames_announced 3
+    for reason in "discarded message 1: \[frame message\] header is 12 bytes" \
+                  "discarded message 2: .*0 parts after the header" \
+                  "discarded message 3: .*270335 data bytes, its header declares 270336" \
+                  "discarded message 4: .*2 parts after the header" \
+                  "discarded message 5: .*version 2, expected 1.*further ones only counted"; do
+      grep -qE -- "$reason" bad.err || fail "stderr does not report '$reason'"
+    done
     ;;
   *)
     echo "unknown case $case_name" >&2
