@@ -1,5 +1,6 @@
 #include "stream_common.h"
 
+#include "mixprec/io/atomic_file.h"
 #include "mixprec/io/json.h"
 
 namespace mixprec::app {
@@ -29,6 +30,13 @@ std::string scoring_json(bool has_truth, const stream::MatchCounts& score,
          ", \"mean_error_px\": " + json_number(score.mean_distance(), 4) +
          ", \"match_radius\": " + json_number(options.match_radius) +
          ", \"min_truth_snr\": " + json_number(options.min_truth_snr);
+}
+
+void write_endpoint_file(const std::string& path, const std::string& endpoint) {
+  io::AtomicFile out(path);
+  const std::string text = endpoint + "\n";
+  out.write(text.data(), text.size());
+  out.commit();
 }
 
 }  // namespace mixprec::app

@@ -32,4 +32,8 @@ struct ScoringOptions {
 std::string scoring_json(bool has_truth, const stream::MatchCounts& score,
                          const ScoringOptions& options);
 
+// A bound endpoint ("tcp://127.0.0.1:41234") and a newline into `path`, atomically, so a
+// script waiting for the file never reads half of it (--endpoint-file).
+void write_endpoint_file(const std::string& path, const std::string& endpoint);
+
 }  // namespace mixprec::app

@@ -13,12 +13,12 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "mixprec/core/parallel.h"
-#include "mixprec/io/atomic_file.h"
 #include "mixprec/pipeline/zmq_frames.h"
 #include "mixprec/stream/hdf5_frames.h"
 #include "mixprec/stream/synthetic_frames.h"
 #include "progress.h"
 #include "run_guard.h"
+#include "stream_common.h"
 
 namespace mixprec::app {
 
@@ -116,12 +116,7 @@ int run_stream_produce(Args args) {
       for (std::size_t i = 1; i < endpoints.size(); ++i) sender->connect(endpoints[i]);
     }
     target = bind.empty() ? connect : sender->endpoint();
-    if (!endpoint_file.empty()) {
-      io::AtomicFile out(endpoint_file);
-      const std::string text = sender->endpoint() + "\n";
-      out.write(text.data(), text.size());
-      out.commit();
-    }
+    if (!endpoint_file.empty()) write_endpoint_file(endpoint_file, sender->endpoint());
     std::fprintf(stderr, "stream produce: pushing %lld %s frames (%s) to %s (%s), hwm %lld%s\n",
                  static_cast<long long>(frames), geometry.name.c_str(), wire_name.c_str(),
                  target.c_str(), bind.empty() ? "connected" : "bound", static_cast<long long>(hwm),

@@ -15,7 +15,6 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "mixprec/core/parallel.h"
-#include "mixprec/io/atomic_file.h"
 #include "mixprec/io/json.h"
 #include "mixprec/pipeline/peak_pipeline.h"
 #include "mixprec/pipeline/zmq_frames.h"
@@ -159,12 +158,7 @@ int run_stream_run(Args args) {
   if (from_zmq) {
     receiver = std::make_unique<pipeline::ZmqFrameReceiver>(
         zmq_endpoint, pipeline::ZmqOptions{.bind = zmq_bind, .high_water_mark = static_cast<int>(hwm)});
-    if (!endpoint_file.empty()) {
-      io::AtomicFile out(endpoint_file);
-      const std::string text = receiver->endpoint() + "\n";
-      out.write(text.data(), text.size());
-      out.commit();
-    }
+    if (!endpoint_file.empty()) write_endpoint_file(endpoint_file, receiver->endpoint());
     total = max_frames;
     std::fprintf(stderr,
                  "stream run: pulling frames from %s (%s, %s: %lld x %lld x %lld), hwm %lld, finder "
