@@ -260,8 +260,9 @@ int run_stream_run(Args args) {
     writer.append(peaks, frame.id);
     peaks_found += static_cast<int64_t>(peaks.size());
     if (!truth) return;
-    // A file's frames repeat (--repeat); a socket's index the ground truth directly, and a
-    // frame beyond it is counted as unscored rather than matched against the wrong truth.
+    // A file's frames repeat (--repeat): frame id mod N. A socket's frame index is the truth's
+    // index itself, and a frame beyond the truth is counted as unscored rather than matched
+    // against another frame's peaks.
     const int64_t n = static_cast<int64_t>(truth->size());
     const int64_t t = from_zmq ? frame.id : frame.id % n;
     if (t >= n) {
