@@ -7,8 +7,9 @@ CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
-  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py
-FUZZ_DEPS = clang libclang-rt-14-dev
+  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev
+# libomp-dev: the HDF5 frame reader's fuzz target links the OpenMP thread helper under clang.
+FUZZ_DEPS = clang libclang-rt-14-dev libomp-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
 BROWSER_DEPS = chromium
@@ -27,7 +28,7 @@ help:
 	@echo "make test        check the layer order, build, then run every test (CTest)"
 	@echo "make check-layers  only the layer check (tools/check_layers.py)"
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
-	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
+	@echo "make fuzz        the safetensors, ZeroMQ frame header and HDF5 frame readers under libFuzzer (FUZZ_SECONDS=60 each)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
 	@echo "make format      clang-format every source file"
@@ -56,12 +57,13 @@ $(ASAN_BUILD)/build.ninja: | deps
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
 # The stream layer (HDF5 frames, CXI files, the finders) runs here too: it parses untrusted files.
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline test_stream io_test_tool mixprec_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline test_stream io_test_tool zmq_bad_peer mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
 	  -E 'GPTParity'
 
-# The safetensors parser under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS.
+# The parsers of untrusted input (safetensors, ZeroMQ frame headers, HDF5 frame files) under
+# libFuzzer (clang, ASan + UBSan), FUZZ_SECONDS each.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@tools/install_deps.sh $(FUZZ_DEPS)

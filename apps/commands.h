@@ -28,9 +28,10 @@ int run_video_train(Args args);
 int run_video_generate(Args args);
 int run_video_drift(Args args);
 int run_video_serve(Args args);
-int run_bench(Args args);  // video | train
+int run_bench(Args args);  // video | train | stream
 int run_bench_video(Args args);
 int run_bench_train(Args args);
+int run_bench_stream(Args args);
 int run_train(Args args);  // gpt
 int run_train_gpt(Args args);
 int run_stream(Args args);  // produce | peaks

@@ -23,7 +23,8 @@ std::string format_duration(double seconds) {
 ProgressBar::ProgressBar(std::string label, int64_t total, int64_t log_every)
     : label_(std::move(label)),
       total_(std::max<int64_t>(total, 1)),
-      log_every_(log_every > 0 ? log_every : std::max<int64_t>(1, total / 20)),
+      log_every_(log_every > 0 ? log_every : total > 0 ? std::max<int64_t>(1, total / 20) : 100),
+      open_ended_(total <= 0),
       tty_(isatty(fileno(stderr)) != 0),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_ - std::chrono::seconds(1)) {}
@@ -39,10 +40,11 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
   last_done_ = done;
   const auto now = std::chrono::steady_clock::now();
   if (tty_) {
-    if (now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
-  } else if (done % log_every_ != 0 && done != total_) {
-    return;
+    if (now - last_draw_ < std::chrono::milliseconds(100) && (open_ended_ || done < total_)) return;
+  } else if ((done % log_every_ != 0 && (open_ended_ || done != total_)) || done == logged_done_) {
+    return;  // a log gets a line per step of progress, not one per call while waiting
   }
+  logged_done_ = done;
   last_draw_ = now;
   draw(done, metrics, false);
 }
@@ -62,6 +64,16 @@ void ProgressBar::draw(int64_t done, const std::string& metrics, bool final) {
       final ? "took " + format_duration(elapsed)
             : "ETA " + format_duration(static_cast<double>(total_ - done) / rate);
   char rate_text[32];
+  if (open_ended_) {
+    // No total (a socket's stream): the count, the rate and the time so far.
+    std::snprintf(rate_text, sizeof rate_text, "%.1f it/s", rate);
+    std::fprintf(stderr, "%s%s %lld%s%s | %s | %s%s", tty_ ? "\r\033[K" : "", label_.c_str(),
+                 static_cast<long long>(done), metrics.empty() ? "" : " | ", metrics.c_str(),
+                 rate_text, ((final ? "took " : "") + format_duration(elapsed)).c_str(),
+                 tty_ && !final ? "" : "\n");
+    std::fflush(stderr);
+    return;
+  }
   if (rate >= 1.0 || rate == 0.0)
     std::snprintf(rate_text, sizeof rate_text, "%.1f it/s", rate);
   else

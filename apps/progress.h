@@ -12,6 +12,7 @@ namespace mixprec::app {
 
 class ProgressBar {
  public:
+  // total <= 0: open-ended work (a socket's stream): the count and rate, without a bar or ETA.
   ProgressBar(std::string label, int64_t total, int64_t log_every = 0);
   // `done` items finished; `metrics` is shown after the counters ("loss 1.84 | ...").
   void update(int64_t done, const std::string& metrics = "");
@@ -24,10 +25,12 @@ class ProgressBar {
   void draw(int64_t done, const std::string& metrics, bool final);
   std::string label_;
   int64_t total_, log_every_;
+  bool open_ended_;
   bool tty_;
   std::chrono::steady_clock::time_point start_, last_draw_;
   int64_t start_done_ = -1;  // resumed runs: rate counts from the first update
   int64_t last_done_ = 0;
+  int64_t logged_done_ = -1;  // the count of the last line written to a log (not a terminal)
 };
 
 // "mm:ss" or "h:mm:ss".

@@ -18,9 +18,11 @@ int run_stream(Args args) {
         "X-ray detector frames and Bragg-peak finding, as a serial-crystallography beamline runs\n"
         "them (docs/STREAM.md).\n\n"
         "Commands:\n"
-        "  produce    write synthetic detector frames with their true peaks into an HDF5 file\n"
+        "  produce    synthetic detector frames with their true peaks, into an HDF5 file or\n"
+        "             pushed over ZeroMQ\n"
         "  peaks      find the peaks of every frame of an HDF5 file into a CXI peak list\n"
-        "  run        the same as a streaming pipeline: reader, bounded queue, batcher, writer\n\n"
+        "  run        the same as a streaming pipeline (reader, bounded queue, batcher, writer)\n"
+        "             on an HDF5 file or on frames pulled from ZeroMQ\n\n"
         "Run 'mixprec stream <command> --help' for its options.\n");
     return 0;
   }

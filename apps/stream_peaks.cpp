@@ -16,13 +16,14 @@
 #include "mixprec/stream/hdf5_frames.h"
 #include "mixprec/stream/peak_matching.h"
 #include "progress.h"
+#include "stream_common.h"
 
 namespace mixprec::app {
 
 int run_stream_peaks(Args args) {
   std::string input, output, finder_name = "classic";
   stream::ClassicFinderOptions classic;
-  double match_radius = 1.5, min_truth_snr = 8;
+  ScoringOptions scoring;
   int64_t max_frames = 0;
   int64_t min_pixels = classic.min_pixels, max_pixels = classic.max_pixels;
   ArgParser p("stream peaks",
@@ -38,8 +39,8 @@ int run_stream_peaks(Args args) {
   p.option("--adc-threshold", &classic.adc_threshold, "candidate pixels must also exceed this value");
   p.option("--min-pixels", &min_pixels, "smallest peak, pixels");
   p.option("--max-pixels", &max_pixels, "largest peak, pixels");
-  p.option("--match-radius", &match_radius, "scoring: a found peak matches a true one within this (px)");
-  p.option("--min-truth-snr", &min_truth_snr, "scoring: weaker true peaks are neither required nor false");
+  p.option("--match-radius", &scoring.match_radius, "scoring: a found peak matches a true one within this (px)");
+  p.option("--min-truth-snr", &scoring.min_truth_snr, "scoring: weaker true peaks are neither required nor false");
   p.option("--max-frames", &max_frames, "stop after this many frames (0: all)");
   p.epilog("Exit status: 0 written, 1 unreadable input or failed write, 2 usage mistake.");
   if (!p.parse(args)) return 0;
@@ -52,20 +53,16 @@ int run_stream_peaks(Args args) {
     throw UsageError{"stream peaks: --min-snr must be > 0, --min-peak-snr >= 0, --adc-threshold finite"};
   if (min_pixels < 1 || max_pixels < min_pixels)
     throw UsageError{"stream peaks: expected 1 <= --min-pixels <= --max-pixels"};
-  if (!(match_radius > 0) || !(min_truth_snr >= 0) || max_frames < 0)
+  if (!(scoring.match_radius > 0) || !(scoring.min_truth_snr >= 0) || max_frames < 0)
     throw UsageError{"stream peaks: --match-radius must be > 0, --min-truth-snr and --max-frames >= 0"};
   classic.min_pixels = min_pixels;
   classic.max_pixels = max_pixels;
 
   // Everything about the input is checked before the output's temporary file exists.
   stream::Hdf5FrameReader reader(input);
-  const std::optional<stream::DetectorGeometry> file_geometry = reader.geometry();
-  const stream::DetectorGeometry geometry =
-      file_geometry ? *file_geometry
-                    : stream::panel_centred_geometry(reader.panels(), reader.rows(), reader.cols());
-  const std::vector<uint8_t> bad = reader.bad_pixel_mask();
-  const std::optional<std::vector<std::vector<stream::TruePeak>>> truth = reader.ground_truth();
-  const stream::ClassicPeakFinder finder(geometry, bad, classic);
+  const DetectorSetup setup = detector_setup(reader);
+  const std::optional<TruthLists>& truth = setup.truth;
+  const stream::ClassicPeakFinder finder(setup.geometry, setup.bad_pixels, classic);
   const int64_t frames = max_frames > 0 ? std::min(max_frames, reader.frames()) : reader.frames();
   stream::CxiWriter writer(output, {reader.panels(), reader.rows(), reader.cols()});
   std::fprintf(stderr, "stream peaks: %s (%s, %lld frames of %lld x %lld x %lld %s), geometry %s%s\n",
@@ -73,7 +70,7 @@ int run_stream_peaks(Args args) {
                static_cast<long long>(reader.frames()), static_cast<long long>(reader.panels()),
                static_cast<long long>(reader.rows()), static_cast<long long>(reader.cols()),
                std::string(stream::sample_type_name(reader.sample_type())).c_str(),
-               geometry.name.c_str(), truth ? ", with ground truth" : "");
+               setup.geometry.name.c_str(), truth ? ", with ground truth" : "");
 
   using clock = std::chrono::steady_clock;
   std::vector<float> frame(static_cast<std::size_t>(reader.frame_elements()));  // (P, H, W)
@@ -92,7 +89,8 @@ int run_stream_peaks(Args args) {
     writer.append(found);
     peaks += static_cast<int64_t>(found.size());
     if (truth)
-      score += stream::match_peaks(found, (*truth)[static_cast<std::size_t>(i)], match_radius, min_truth_snr);
+      score += stream::match_peaks(found, (*truth)[static_cast<std::size_t>(i)], scoring.match_radius,
+                                   scoring.min_truth_snr);
     bar.update(i + 1, std::to_string(peaks) + " peaks" +
                           (truth ? " | F1 " + io::json_number(score.f1(), 4) : std::string()));
   }
@@ -102,23 +100,14 @@ int run_stream_peaks(Args args) {
 
   using io::json_number;
   const double pixels = static_cast<double>(reader.frame_elements());
-  std::string scoring = "\"ground_truth\": false, \"f1\": null";
-  if (truth)
-    scoring = "\"ground_truth\": true, \"f1\": " + json_number(score.f1(), 5) +
-              ", \"precision\": " + json_number(score.precision(), 5) + ", \"recall\": " +
-              json_number(score.recall(), 5) + ", \"true_positives\": " + std::to_string(score.true_positives) +
-              ", \"false_positives\": " + std::to_string(score.false_positives) +
-              ", \"false_negatives\": " + std::to_string(score.false_negatives) +
-              ", \"weak_found\": " + std::to_string(score.ignored) + ", \"mean_error_px\": " +
-              json_number(score.mean_distance(), 4) + ", \"match_radius\": " + json_number(match_radius) +
-              ", \"min_truth_snr\": " + json_number(min_truth_snr);
   std::printf(
       "{\"input\": %s, \"output\": %s, \"finder\": \"classic\", \"frames\": %lld, \"peaks\": %lld, "
       "\"truncated_frames\": %lld, %s, \"seconds\": %s, \"frames_per_second\": %s, "
       "\"finder_frames_per_second\": %s, \"finder_megapixels_per_second\": %s, "
       "\"read_ms_per_frame\": %s, \"threads\": %d}\n",
       io::json_quote(input).c_str(), io::json_quote(output).c_str(), static_cast<long long>(frames),
-      static_cast<long long>(peaks), static_cast<long long>(writer.truncated_frames()), scoring.c_str(),
+      static_cast<long long>(peaks), static_cast<long long>(writer.truncated_frames()),
+      scoring_json(truth.has_value(), score, scoring).c_str(),
       json_number(seconds, 4).c_str(), json_number(static_cast<double>(frames) / seconds, 4).c_str(),
       json_number(static_cast<double>(frames) / finding, 4).c_str(),
       json_number(static_cast<double>(frames) * pixels / finding / 1e6, 4).c_str(),

@@ -1,10 +1,13 @@
-// `mixprec stream run --input FILE.h5 --output peaks.cxi`: the streaming pipeline on a file:
-// a reader thread, a bounded queue, a dynamic batcher and finder, the CXI writer (pipeline/
-// peak_pipeline.h), with a live progress line and a JSON summary.
+// `mixprec stream run (--input FILE.h5 | --zmq ENDPOINT) --output peaks.cxi`: the streaming
+// pipeline: a reader thread (an HDF5 file, or frames pulled from a ZeroMQ socket), a bounded
+// queue, a dynamic batcher and finder, the CXI writer (pipeline/peak_pipeline.h), with a live
+// progress line and a JSON summary.
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,100 +17,237 @@
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
 #include "mixprec/pipeline/peak_pipeline.h"
+#include "mixprec/pipeline/zmq_frames.h"
 #include "mixprec/stream/classic_finder.h"
 #include "mixprec/stream/cxi_writer.h"
 #include "mixprec/stream/hdf5_frames.h"
 #include "mixprec/stream/peak_matching.h"
 #include "progress.h"
 #include "run_guard.h"
+#include "stream_common.h"
 
 namespace mixprec::app {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// What the ZeroMQ reader saw besides frames; written by the reader thread, read by the progress
+// line and the summary.
+struct ZmqTally {
+  std::atomic<int64_t> malformed{0}, wrong_shape{0}, ends{0}, announced{0};
+  std::atomic<bool> idle_timeout{false};
+  // When the first frame arrived: a worker starts before its producer, so its rate counts from
+  // there (the run's own seconds include the wait).
+  std::atomic<clock::rep> first_frame{0};
+  std::mutex mutex;
+  pipeline::LatencyHistogram transport_ms;  // send stamp -> received, under `mutex`
+};
+
+// The first few bad messages are printed as they come (then only counted), so a flood of
+// garbage cannot drown the log while the first reasons stay visible.
+constexpr int64_t kReportedBadMessages = 5;
+
+void report_bad_message(int64_t count, const std::string& reason) {
+  if (count <= kReportedBadMessages)
+    std::fprintf(stderr, "stream run: discarded message %lld: %s%s\n", static_cast<long long>(count),
+                 reason.c_str(), count == kReportedBadMessages ? " (further ones only counted)" : "");
+}
+
+}  // namespace
 
 int run_stream_run(Args args) {
-  std::string input, output, finder_name = "classic", overload = "block";
-  int64_t max_batch = 8, queue_frames = 32, repeat = 1, max_frames = 0;
-  double max_delay_ms = 5, rate = 0, match_radius = 1.5, min_truth_snr = 8;
+  std::string input, zmq_endpoint, geometry_file, detector_name, output, endpoint_file;
+  std::string finder_name = "classic", overload = "block";
+  int64_t max_batch = 8, queue_frames = 32, repeat = 1, max_frames = 0, hwm = 8, producers = 1;
+  double max_delay_ms = 5, rate = 0, idle_timeout = 0;
+  bool zmq_bind = false;
+  ScoringOptions scoring;
   stream::ClassicFinderOptions classic;
   ArgParser p("stream run",
-              "Find the Bragg peaks of a stream of detector frames read from an HDF5 file, as a\n"
-              "beamline pipeline does: a reader thread, a bounded queue, a dynamic batcher and\n"
-              "finder, a writer. Peaks go to a CXI peak list (CrystFEL: peak_list =\n"
-              "/entry_1/result_1, peak_list_type = cxi); one JSON summary line goes to stdout.");
+              "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
+              "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"
+              "queue, a dynamic batcher and finder, a writer. Peaks go to a CXI peak list\n"
+              "(CrystFEL: peak_list = /entry_1/result_1, peak_list_type = cxi); one JSON summary\n"
+              "line goes to stdout.");
   p.option("--input", &input, "FILE.h5, or FILE.h5:/dataset (default /entry_1/data_1/data)");
+  p.option("--zmq", &zmq_endpoint,
+           "pull frames from this ZeroMQ endpoint instead (tcp://HOST:PORT, ipc://PATH; "
+           "wire format in docs/STREAM.md)");
+  p.flag("--zmq-bind", &zmq_bind, "bind the --zmq endpoint (default: connect to a producer that binds)");
+  p.option("--endpoint-file", &endpoint_file,
+           "with --zmq-bind: write the bound endpoint here (tcp://127.0.0.1:* picks a free port)");
+  p.option("--geometry", &geometry_file,
+           "with --zmq: a frame file (FILE.h5) giving the detector's geometry, bad-pixel mask and, "
+           "for synthetic frames, the ground truth by frame index");
+  p.option("--detector", &detector_name,
+           "with --zmq and no --geometry: single | quad | epix10k2m | jungfrau4m (no mask, no scoring)");
+  p.option("--hwm", &hwm, "with --zmq: frames ZeroMQ queues on this side (its high-water mark)");
+  p.option("--producers", &producers, "with --zmq: end-of-stream messages that end the run");
+  p.option("--idle-timeout", &idle_timeout,
+           "with --zmq: end the run after this many seconds without a message (0: wait forever; "
+           "a producer that died never sends its end)");
   p.option("--output", &output, "CXI file to write (appears complete, or not at all)");
   p.option("--finder", &finder_name, "classic (peakfinder8-style; the network finder is next)");
   p.option("--batch", &max_batch, "largest batch of frames handed to the finder");
   p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds");
   p.option("--queue", &queue_frames, "frames each queue holds (bounds memory)");
   p.option("--overload", &overload,
-           "block: a full queue makes the reader wait (backpressure); drop: the frame is "
-           "dropped and counted");
-  p.option("--rate", &rate, "frames per second the reader delivers, as a detector would (0: as fast as possible)");
-  p.option("--repeat", &repeat, "read the file this many times (a long run from a short file)");
+           "block: a full queue makes the reader wait (backpressure, up to the producer); drop: "
+           "the frame is dropped and counted");
+  p.option("--rate", &rate, "with --input: frames per second the reader delivers, as a detector would (0: as fast as possible)");
+  p.option("--repeat", &repeat, "with --input: read the file this many times (a long run from a short file)");
   p.option("--max-frames", &max_frames, "stop after this many frames (0: all)");
-  p.option("--match-radius", &match_radius, "scoring: a found peak matches a true one within this (px)");
-  p.option("--min-truth-snr", &min_truth_snr, "scoring: weaker true peaks are neither required nor false");
+  p.option("--match-radius", &scoring.match_radius, "scoring: a found peak matches a true one within this (px)");
+  p.option("--min-truth-snr", &scoring.min_truth_snr, "scoring: weaker true peaks are neither required nor false");
   p.epilog(
-      "The CXI file has one row per processed frame, in order, and its input frame number in "
-      "/entry_1/result_1/frameIndex; with --overload drop, dropped frames have no row (the "
-      "summary counts them).\n"
+      "The CXI file has one row per processed frame, in order, and its input frame number (with "
+      "--zmq, the index the producer sent) in /entry_1/result_1/frameIndex; with --overload drop, "
+      "dropped frames have no row (the summary counts them). Malformed messages are discarded, "
+      "counted and the first few reported; they never stop the run.\n"
       "Exit status: 0 written, 1 unreadable input or failed write, 2 usage mistake, 128 + N "
       "stopped by signal N (what was processed is written).");
   if (!p.parse(args)) return 0;
-  if (input.empty() || output.empty())
-    throw UsageError{"stream run: --input FILE.h5 and --output FILE.cxi are required"};
+  const bool from_zmq = !zmq_endpoint.empty();
+  if (input.empty() == !from_zmq || output.empty())
+    throw UsageError{"stream run: one of --input FILE.h5 or --zmq ENDPOINT, and --output FILE.cxi, are required"};
+  if (from_zmq && geometry_file.empty() == detector_name.empty())
+    throw UsageError{"stream run: --zmq needs one of --geometry FILE.h5 or --detector NAME (the frames' layout)"};
+  if (!from_zmq && (zmq_bind || !geometry_file.empty() || !detector_name.empty() || idle_timeout != 0 ||
+                    !endpoint_file.empty()))
+    throw UsageError{"stream run: --zmq-bind, --endpoint-file, --geometry, --detector and --idle-timeout go with --zmq"};
+  if (from_zmq && (repeat != 1 || rate != 0))
+    throw UsageError{"stream run: --repeat and --rate go with --input (a socket's pace is its producer's)"};
+  if (!endpoint_file.empty() && !zmq_bind)
+    throw UsageError{"stream run: --endpoint-file goes with --zmq-bind"};
   if (finder_name != "classic")
     throw UsageError{"stream run: --finder must be 'classic', got '" + finder_name +
                      "' (the network finder is not built yet)"};
   if (max_batch < 1 || max_batch > 4096 || queue_frames < 1 || queue_frames > 65536 ||
-      repeat < 1 || max_frames < 0)
-    throw UsageError{"stream run: --batch in [1, 4096], --queue in [1, 65536], --repeat >= 1, "
-                     "--max-frames >= 0"};
-  if (!(max_delay_ms >= 0 && max_delay_ms <= 60000) || !(rate >= 0 && std::isfinite(rate)))
-    throw UsageError{"stream run: --max-delay-ms in [0, 60000], --rate >= 0"};
-  if (!(match_radius > 0) || !(min_truth_snr >= 0))
+      repeat < 1 || max_frames < 0 || hwm < 1 || hwm > 100000 || producers < 1)
+    throw UsageError{"stream run: --batch in [1, 4096], --queue in [1, 65536], --hwm in [1, 100000], "
+                     "--repeat and --producers >= 1, --max-frames >= 0"};
+  if (!(max_delay_ms >= 0 && max_delay_ms <= 60000) || !(rate >= 0 && std::isfinite(rate)) ||
+      !(idle_timeout >= 0 && std::isfinite(idle_timeout)))
+    throw UsageError{"stream run: --max-delay-ms in [0, 60000], --rate and --idle-timeout >= 0"};
+  if (!(scoring.match_radius > 0) || !(scoring.min_truth_snr >= 0))
     throw UsageError{"stream run: --match-radius must be > 0, --min-truth-snr >= 0"};
   const pipeline::OverloadPolicy policy =
       parse_usage("stream run", [&] { return pipeline::parse_overload_policy(overload); });
+  std::optional<stream::DetectorGeometry> named_detector;
+  if (!detector_name.empty())
+    named_detector = parse_usage("stream run", [&] { return stream::detector_geometry(detector_name); });
 
-  // Everything about the input is checked before the output's temporary file exists.
-  stream::Hdf5FrameReader reader(input);
-  const std::optional<stream::DetectorGeometry> file_geometry = reader.geometry();
-  const stream::DetectorGeometry geometry =
-      file_geometry ? *file_geometry
-                    : stream::panel_centred_geometry(reader.panels(), reader.rows(), reader.cols());
-  const std::optional<std::vector<std::vector<stream::TruePeak>>> truth = reader.ground_truth();
-  const stream::ClassicPeakFinder finder(geometry, reader.bad_pixel_mask(), classic);
-  const int64_t file_frames = reader.frames();
-  int64_t total = file_frames * repeat;
-  if (max_frames > 0) total = std::min(total, max_frames);
-  stream::CxiWriter writer(output, {reader.panels(), reader.rows(), reader.cols()});
-  std::fprintf(stderr,
-               "stream run: %s (%lld frames of %lld x %lld x %lld %s) x %lld, finder %s, batch <= "
-               "%lld, delay <= %g ms, queue %lld, overload %s%s\n",
-               reader.file_path().c_str(), static_cast<long long>(file_frames),
-               static_cast<long long>(reader.panels()), static_cast<long long>(reader.rows()),
-               static_cast<long long>(reader.cols()),
-               std::string(stream::sample_type_name(reader.sample_type())).c_str(),
-               static_cast<long long>(repeat), finder_name.c_str(),
-               static_cast<long long>(max_batch), max_delay_ms, static_cast<long long>(queue_frames),
-               overload.c_str(), rate > 0 ? (", " + io::json_number(rate) + " frames/s in").c_str() : "");
+  // Everything about the input is checked (the file read, the socket bound or connected)
+  // before the output's temporary file exists.
+  std::optional<stream::Hdf5FrameReader> reader;
+  DetectorSetup setup;
+  if (!input.empty() || !geometry_file.empty()) {
+    reader.emplace(from_zmq ? geometry_file : input);
+    setup = detector_setup(*reader);
+  } else {
+    setup.geometry = *named_detector;
+  }
+  const stream::DetectorGeometry& geometry = setup.geometry;
+  const std::optional<TruthLists>& truth = setup.truth;
+  const stream::ClassicPeakFinder finder(geometry, setup.bad_pixels, classic);
+  const Shape frame_shape = {geometry.panels, geometry.rows, geometry.cols};
+  const int64_t frame_elements = geometry.panels * geometry.rows * geometry.cols;
 
-  using clock = std::chrono::steady_clock;
-  const Shape frame_shape = {reader.panels(), reader.rows(), reader.cols()};
+  std::unique_ptr<pipeline::ZmqFrameReceiver> receiver;
+  int64_t total = 0;  // frames to read; 0 = until the stream ends
+  if (from_zmq) {
+    receiver = std::make_unique<pipeline::ZmqFrameReceiver>(
+        zmq_endpoint, pipeline::ZmqOptions{.bind = zmq_bind, .high_water_mark = static_cast<int>(hwm)});
+    if (!endpoint_file.empty()) write_endpoint_file(endpoint_file, receiver->endpoint());
+    total = max_frames;
+    std::fprintf(stderr,
+                 "stream run: pulling frames from %s (%s, %s: %lld x %lld x %lld), hwm %lld, finder "
+                 "%s, batch <= %lld, delay <= %g ms, queue %lld, overload %s\n",
+                 receiver->endpoint().c_str(), zmq_bind ? "bound" : "connected",
+                 geometry.name.c_str(), static_cast<long long>(geometry.panels),
+                 static_cast<long long>(geometry.rows), static_cast<long long>(geometry.cols),
+                 static_cast<long long>(hwm), finder_name.c_str(), static_cast<long long>(max_batch),
+                 max_delay_ms, static_cast<long long>(queue_frames), overload.c_str());
+  } else {
+    total = reader->frames() * repeat;
+    if (max_frames > 0) total = std::min(total, max_frames);
+    std::fprintf(stderr,
+                 "stream run: %s (%lld frames of %lld x %lld x %lld %s) x %lld, finder %s, batch <= "
+                 "%lld, delay <= %g ms, queue %lld, overload %s%s\n",
+                 reader->file_path().c_str(), static_cast<long long>(reader->frames()),
+                 static_cast<long long>(reader->panels()), static_cast<long long>(reader->rows()),
+                 static_cast<long long>(reader->cols()),
+                 std::string(stream::sample_type_name(reader->sample_type())).c_str(),
+                 static_cast<long long>(repeat), finder_name.c_str(),
+                 static_cast<long long>(max_batch), max_delay_ms, static_cast<long long>(queue_frames),
+                 overload.c_str(), rate > 0 ? (", " + io::json_number(rate) + " frames/s in").c_str() : "");
+  }
+  stream::CxiWriter writer(output, {geometry.panels, geometry.rows, geometry.cols});
+
   const auto start = clock::now();
   int64_t next = 0;
-  // The reader thread: frame i of the stream is frame i % N of the file, converted once into
-  // the finder's dtype (f32 for the classic finder), delivered at --rate if given.
-  auto source = [&]() -> std::optional<pipeline::DetectorFrame> {
+  // The reader thread, from a file: frame i of the stream is frame i % N of the file, converted
+  // once into the finder's dtype (f32 for the classic finder), delivered at --rate if given.
+  auto file_source = [&]() -> std::optional<pipeline::DetectorFrame> {
     if (next >= total || StopOnSignal::requested()) return std::nullopt;
     if (rate > 0) std::this_thread::sleep_until(
         start + std::chrono::duration_cast<clock::duration>(
                     std::chrono::duration<double>(static_cast<double>(next) / rate)));
     pipeline::DetectorFrame frame{.id = next, .data = Tensor::empty(frame_shape, DType::F32)};
-    reader.read(next % file_frames, frame.data.data<float>(), DType::F32);
+    reader->read(next % reader->frames(), frame.data.data<float>(), DType::F32);
     ++next;
     return frame;
+  };
+  // From a socket: each frame converted once from its wire type, straight out of the message
+  // buffer into the finder's dtype. Bad messages and frames of another shape are counted and
+  // skipped; the stream ends at --producers end messages, --max-frames, the idle timeout or a
+  // signal.
+  ZmqTally tally;
+  auto last_message = clock::now();
+  auto zmq_source = [&]() -> std::optional<pipeline::DetectorFrame> {
+    using Event = pipeline::ZmqFrameReceiver::Event;
+    while (!StopOnSignal::requested() && (total == 0 || next < total)) {
+      const Event event = receiver->receive(std::chrono::milliseconds(100));
+      const auto now = clock::now();
+      if (event == Event::Timeout) {
+        if (idle_timeout > 0 && std::chrono::duration<double>(now - last_message).count() > idle_timeout) {
+          tally.idle_timeout.store(true);
+          std::fprintf(stderr, "stream run: no message for %g s, ending the run\n", idle_timeout);
+          return std::nullopt;
+        }
+        continue;
+      }
+      last_message = now;
+      if (event == Event::Malformed) {
+        report_bad_message(tally.malformed.fetch_add(1) + 1 + tally.wrong_shape.load(), receiver->error());
+        continue;
+      }
+      const pipeline::FrameHeader& h = receiver->header();
+      if (event == Event::End) {
+        tally.announced.fetch_add(h.index);
+        if (tally.ends.fetch_add(1) + 1 >= producers) return std::nullopt;
+        continue;
+      }
+      if (h.panels != geometry.panels || h.rows != geometry.rows || h.cols != geometry.cols) {
+        report_bad_message(tally.malformed.load() + tally.wrong_shape.fetch_add(1) + 1,
+                           "frame " + std::to_string(h.index) + " has shape [" + std::to_string(h.panels) +
+                               ", " + std::to_string(h.rows) + ", " + std::to_string(h.cols) +
+                               "], the detector " + geometry.name + " is [" + std::to_string(geometry.panels) +
+                               ", " + std::to_string(geometry.rows) + ", " + std::to_string(geometry.cols) + "]");
+        continue;
+      }
+      if (h.sent_ns > 0) {
+        std::lock_guard lock(tally.mutex);
+        tally.transport_ms.add(static_cast<double>(pipeline::wall_clock_ns() - h.sent_ns) / 1e6);
+      }
+      if (tally.first_frame.load() == 0) tally.first_frame.store(now.time_since_epoch().count());
+      pipeline::DetectorFrame frame{.id = h.index, .data = Tensor::empty(frame_shape, DType::F32)};
+      stream::convert_samples(receiver->data().data(), h.sample_type, frame.data.data<float>(),
+                              DType::F32, static_cast<std::size_t>(frame_elements));
+      ++next;
+      return frame;
+    }
+    return std::nullopt;
   };
   auto find = [&](const std::vector<pipeline::DetectorFrame>& batch) {
     std::vector<std::vector<stream::Peak>> peaks;
@@ -115,36 +255,51 @@ int run_stream_run(Args args) {
     return peaks;
   };
   stream::MatchCounts score;
-  int64_t peaks_found = 0;
+  int64_t peaks_found = 0, unscored = 0;
   auto sink = [&](const pipeline::DetectorFrame& frame, const std::vector<stream::Peak>& peaks) {
     writer.append(peaks, frame.id);
     peaks_found += static_cast<int64_t>(peaks.size());
-    if (truth)
-      score += stream::match_peaks(peaks, (*truth)[static_cast<std::size_t>(frame.id % file_frames)],
-                                   match_radius, min_truth_snr);
+    if (!truth) return;
+    // A file's frames repeat (--repeat): frame id mod N. A socket's frame index is the truth's
+    // index itself, and a frame beyond the truth is counted as unscored rather than matched
+    // against another frame's peaks.
+    const int64_t n = static_cast<int64_t>(truth->size());
+    const int64_t t = from_zmq ? frame.id : frame.id % n;
+    if (t >= n) {
+      ++unscored;
+      return;
+    }
+    score += stream::match_peaks(peaks, (*truth)[static_cast<std::size_t>(t)], scoring.match_radius,
+                                 scoring.min_truth_snr);
   };
 
   const StopOnSignal stop;
-  pipeline::PeakPipeline pipe(source, find, sink,
+  pipeline::PeakPipeline pipe(from_zmq ? pipeline::PeakPipeline::Source(zmq_source)
+                                       : pipeline::PeakPipeline::Source(file_source),
+                              find, sink,
                               {.max_batch = max_batch,
                                .max_delay = std::chrono::microseconds(
                                    std::llround(max_delay_ms * 1000)),
                                .queue_frames = queue_frames,
                                .overload = policy});
-  // The progress line, from its own thread: frames/s, queue depth and drops as they happen.
+  // The progress line, from its own thread: frames/s, queue depth, drops and bad messages.
   std::atomic<bool> done{false};
   ProgressBar bar("stream run", total);
   std::thread progress([&] {
     while (!done.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
       const pipeline::PipelineCounters c = pipe.counters();
-      bar.update(c.processed + c.dropped, "queue " + std::to_string(c.queued) + " | dropped " +
-                                             std::to_string(c.dropped));
+      std::string metrics = "queue " + std::to_string(c.queued) + " | dropped " + std::to_string(c.dropped);
+      if (from_zmq)
+        metrics += " | bad messages " + std::to_string(tally.malformed.load() + tally.wrong_shape.load());
+      bar.update(c.processed + c.dropped, metrics);
     }
   });
   pipeline::PipelineSummary summary;
+  clock::time_point end;
   try {
     summary = pipe.run();
+    end = clock::now();
   } catch (...) {
     done.store(true);
     progress.join();
@@ -156,37 +311,49 @@ int run_stream_run(Args args) {
   const pipeline::PipelineCounters& c = summary.counters;
   const std::string done_metrics =
       std::to_string(c.processed) + " frames | " + std::to_string(peaks_found) + " peaks";
-  if (StopOnSignal::requested()) {
+  if (StopOnSignal::requested() || total == 0) {
     bar.update(c.processed + c.dropped);
-    bar.stop(done_metrics + " | stopped");  // at the frames it reached, not the total
+    bar.stop(done_metrics + (StopOnSignal::requested() ? " | stopped" : ""));  // at the frames it reached
   } else {
     bar.finish(done_metrics);
   }
 
   using io::json_number;
-  const double pixels = static_cast<double>(reader.frame_elements());
-  std::string scoring = "\"ground_truth\": false, \"f1\": null";
-  if (truth)
-    scoring = "\"ground_truth\": true, \"f1\": " + json_number(score.f1(), 5) +
-              ", \"precision\": " + json_number(score.precision(), 5) +
-              ", \"recall\": " + json_number(score.recall(), 5);
+  std::string source = "\"source\": \"hdf5\"";
+  if (from_zmq) {
+    std::lock_guard lock(tally.mutex);
+    source = "\"source\": \"zmq\", \"malformed_messages\": " + std::to_string(tally.malformed.load()) +
+             ", \"wrong_shape_frames\": " + std::to_string(tally.wrong_shape.load()) +
+             ", \"end_messages\": " + std::to_string(tally.ends.load()) +
+             ", \"frames_announced\": " + std::to_string(tally.announced.load()) +
+             ", \"idle_timeout\": " + (tally.idle_timeout.load() ? "true" : "false") +
+             ", \"unscored_frames\": " + std::to_string(unscored) +
+             ", \"transport_ms\": {\"p50\": " + json_number(tally.transport_ms.percentile(50), 4) +
+             ", \"p99\": " + json_number(tally.transport_ms.percentile(99), 4) + "}";
+    const clock::rep first = tally.first_frame.load();
+    const double streaming =
+        first == 0 ? 0 : std::chrono::duration<double>(end.time_since_epoch() - clock::duration(first)).count();
+    source += ", \"streaming_seconds\": " + json_number(streaming, 4) +
+              ", \"streaming_frames_per_second\": " +
+              json_number(streaming > 0 ? static_cast<double>(c.processed) / streaming : 0.0, 4);
+  }
   const double fps = summary.seconds > 0 ? static_cast<double>(c.processed) / summary.seconds : 0;
   std::printf(
       "{\"input\": %s, \"output\": %s, \"finder\": \"%s\", \"received\": %lld, \"processed\": "
       "%lld, \"dropped\": %lld, \"in_flight\": %lld, \"batches\": %lld, \"mean_batch\": %s, "
-      "\"max_batch\": %lld, \"max_delay_ms\": %s, \"queue\": %lld, \"overload\": \"%s\", "
+      "\"max_batch\": %lld, \"max_delay_ms\": %s, \"queue\": %lld, \"overload\": \"%s\", %s, "
       "\"peaks\": %lld, \"truncated_frames\": %lld, %s, \"seconds\": %s, \"frames_per_second\": "
       "%s, \"megapixels_per_second\": %s, \"latency_ms\": {\"p50\": %s, \"p99\": %s, \"max\": %s}, "
       "\"threads\": %d, \"stopped\": %s}\n",
-      io::json_quote(input).c_str(), io::json_quote(output).c_str(), finder_name.c_str(),
-      static_cast<long long>(c.received), static_cast<long long>(c.processed),
+      io::json_quote(from_zmq ? receiver->endpoint() : input).c_str(), io::json_quote(output).c_str(),
+      finder_name.c_str(), static_cast<long long>(c.received), static_cast<long long>(c.processed),
       static_cast<long long>(c.dropped), static_cast<long long>(c.in_flight()),
       static_cast<long long>(c.batches), json_number(summary.mean_batch, 4).c_str(),
       static_cast<long long>(max_batch), json_number(max_delay_ms).c_str(),
-      static_cast<long long>(queue_frames), overload.c_str(), static_cast<long long>(peaks_found),
-      static_cast<long long>(writer.truncated_frames()), scoring.c_str(),
-      json_number(summary.seconds, 4).c_str(), json_number(fps, 4).c_str(),
-      json_number(fps * pixels / 1e6, 4).c_str(),
+      static_cast<long long>(queue_frames), overload.c_str(), source.c_str(),
+      static_cast<long long>(peaks_found), static_cast<long long>(writer.truncated_frames()),
+      scoring_json(truth.has_value(), score, scoring).c_str(), json_number(summary.seconds, 4).c_str(),
+      json_number(fps, 4).c_str(), json_number(fps * static_cast<double>(frame_elements) / 1e6, 4).c_str(),
       json_number(summary.latency_ms.percentile(50), 4).c_str(),
       json_number(summary.latency_ms.percentile(99), 4).c_str(),
       json_number(summary.latency_ms.max(), 4).c_str(), num_threads(),

@@ -179,10 +179,15 @@ int64_t Hdf5FrameReader::cols() const { return impl_->cols; }
 SampleType Hdf5FrameReader::sample_type() const { return impl_->type; }
 
 void Hdf5FrameReader::read(int64_t index, void* dst, DType dst_type) {
+  MIXPREC_CHECK(dst != nullptr, "[", kOp, "] no destination buffer");
+  const std::span<const std::byte> raw = read_raw(index);
+  convert_samples(raw.data(), impl_->type, dst, dst_type, static_cast<std::size_t>(frame_elements()));
+}
+
+std::span<const std::byte> Hdf5FrameReader::read_raw(int64_t index) {
   Impl& m = *impl_;
   MIXPREC_CHECK(index >= 0 && index < m.frames, "[", kOp, "] ", m.file_path, ": frame ", index,
                 " out of range (the dataset has ", m.frames, ")");
-  MIXPREC_CHECK(dst != nullptr, "[", kOp, "] no destination buffer");
   std::vector<hsize_t> offset = {static_cast<hsize_t>(index), 0, 0};
   std::vector<hsize_t> count = {1, static_cast<hsize_t>(m.rows), static_cast<hsize_t>(m.cols)};
   if (m.has_panel_axis) {
@@ -192,7 +197,6 @@ void Hdf5FrameReader::read(int64_t index, void* dst, DType dst_type) {
   hdf5::check_status(H5Sselect_hyperslab(m.file_space.get(), H5S_SELECT_SET, offset.data(), nullptr,
                                          count.data(), nullptr),
                      kOp, m.file_path, "cannot select frame " + std::to_string(index));
-  const hsize_t n = static_cast<hsize_t>(frame_elements());
   // The memory space has the selection's own shape: with a flat one HDF5 takes its general
   // (element-by-element) path, several times slower than the contiguous copy.
   hdf5::Handle memory = hdf5::check_id(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr),
@@ -202,7 +206,7 @@ void Hdf5FrameReader::read(int64_t index, void* dst, DType dst_type) {
                      kOp, m.file_path,
                      "cannot read frame " + std::to_string(index) + " of '" + m.dataset_path +
                          "' (truncated or corrupt file?)");
-  convert_samples(m.staging.data(), m.type, dst, dst_type, static_cast<std::size_t>(n));
+  return {m.staging.data(), m.staging.size()};
 }
 
 std::vector<uint8_t> Hdf5FrameReader::bad_pixel_mask() const {

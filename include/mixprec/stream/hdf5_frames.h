@@ -59,6 +59,9 @@ class Hdf5FrameReader {
   // Frame `index` (0 <= index < frames()) into dst: frame_elements() elements of dst_type,
   // converted once from the file's type (sample_types.h).
   void read(int64_t index, void* dst, DType dst_type);
+  // Frame `index` in the file's own type (frame_elements() samples of sample_type()), valid
+  // until the next read: what a sender puts on the wire without converting it.
+  std::span<const std::byte> read_raw(int64_t index);
 
   // The optional parts (empty / nullopt when the file has none; Error when present but wrong).
   std::vector<uint8_t> bad_pixel_mask() const;              // (P, H, W) 1 = bad
