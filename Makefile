@@ -6,8 +6,13 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
+# python3-dev, python3-pytest and python3-pip: the Python bindings (python/, docs/PYTHON.md),
+# built against Debian's python3 ($(PYTHON)); nanobind comes from PyPI (install_nanobind.sh).
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
-  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py
+  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py python3-dev python3-pytest python3-pip
+# The Python the bindings are built for and tested with: Debian's, where apt puts numpy and
+# pytest, whatever python3 comes first on PATH.
+PYTHON ?= /usr/bin/python3
 FUZZ_DEPS = clang libclang-rt-14-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
@@ -18,7 +23,7 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
 .PHONY: all deps bench-deps build check-layers test test-asan fuzz demo bench bench-quick bench-unet-peer format \
-  clean help
+  python-wheel clean help
 
 all: build
 
@@ -30,13 +35,16 @@ help:
 	@echo "make fuzz        the safetensors parser under libFuzzer (FUZZ_SECONDS=60)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
+	@echo "make python-wheel  build the Python package's wheel with pip (as \`pip install .\` does)"
 	@echo "make format      clang-format every source file"
 
 deps:
 	@tools/install_deps.sh $(DEPS)
+	@tools/install_nanobind.sh $(PYTHON)
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(PYTHON) \
+	  $(CMAKE_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -50,7 +58,7 @@ test: check-layers build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 $(ASAN_BUILD)/build.ninja: | deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON \
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON -DMIXPREC_PYTHON=OFF \
 	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
 
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
@@ -96,6 +104,12 @@ UNET_PEER_ARGS ?=
 bench-unet-peer: bench-deps build
 	@tools/install_deps.sh python3-torch
 	/usr/bin/python3 tools/bench_unet_peer.py --build $(BUILD) $(UNET_PEER_ARGS)
+
+# `pip install .` without installing: the wheel lands in dist/. pip builds in build-pip/ (its
+# own full Release build of the library, minutes on a small machine), so this is not in `make test`,
+# which tests the same extension built in $(BUILD).
+python-wheel: deps
+	$(PYTHON) -m pip wheel --no-deps -w dist .
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')

@@ -119,3 +119,29 @@ def test_ops_run_while_other_threads_hold_the_interpreter():
         thread.join()
     for r in results:
         np.testing.assert_array_equal(r, expected)
+
+
+def test_gradients_match_pytorch_on_a_small_network():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal((6, 5)).astype(np.float32)
+    w1_np = rng.standard_normal((8, 5)).astype(np.float32)
+    b1_np = rng.standard_normal(8).astype(np.float32)
+    w2_np = rng.standard_normal((3, 8)).astype(np.float32)
+    y_np = np.array([0, 2, 1, 1, 0, 2])
+
+    params = [mp.tensor(p).requires_grad_() for p in (w1_np, b1_np, w2_np)]
+    w1, b1, w2 = params
+    h = mp.gelu(mp.linear(mp.tensor(x_np), w1, b1))
+    loss = mp.cross_entropy(mp.linear(mp.layer_norm(h, [8]), w2), mp.tensor(y_np))
+    loss.backward()
+
+    tp = [torch.tensor(p, requires_grad=True) for p in (w1_np, b1_np, w2_np)]
+    th = torch.nn.functional.gelu(torch.nn.functional.linear(torch.tensor(x_np), tp[0], tp[1]))
+    th = torch.nn.functional.layer_norm(th, [8])
+    tloss = torch.nn.functional.cross_entropy(torch.nn.functional.linear(th, tp[2]),
+                                              torch.tensor(y_np))
+    tloss.backward()
+    np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    for ours, theirs in zip(params, tp):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -281,3 +281,31 @@ def test_dlpack_with_pytorch():
     y = torch.from_dlpack(t)
     assert y.dtype == torch.bfloat16 and y.data_ptr() == t.data_ptr
     assert torch.equal(x.view(torch.int16), y.view(torch.int16))
+
+
+def test_all_bf16_and_f16_patterns_agree_with_pytorch():
+    torch = pytest.importorskip("torch")
+    bits = ALL_BITS.astype(np.int16)  # torch has no uint16: the same bits as int16
+    for name, torch_dtype, nan in [("bf16", torch.bfloat16, is_nan16(ALL_BITS, 0x7F80, 0x007F)),
+                                   ("f16", torch.float16, is_nan16(ALL_BITS, 0x7C00, 0x03FF))]:
+        x = torch.from_numpy(bits.copy()).view(torch_dtype)
+        t = mp.from_dlpack(x)  # torch's memory, no copy
+        assert t.dtype == mp.as_dtype(name) and t.data_ptr == x.data_ptr()
+        ours = t.to("f32").numpy().view(np.uint32)
+        theirs = x.float().numpy().view(np.uint32)
+        np.testing.assert_array_equal(ours[~nan], theirs[~nan])
+        # and back: torch reads the rounding of f32 words as mixprec made it
+        words = np.random.default_rng(7).integers(0, 2**32, 1 << 18, dtype=np.uint64)
+        values = words.astype(np.uint32).view(np.float32)
+        finite = ~np.isnan(values)
+        ours16 = torch.from_dlpack(mp.from_numpy(values).to(name)).view(torch.int16).numpy()
+        theirs16 = torch.from_numpy(values).to(torch_dtype).view(torch.int16).numpy()
+        np.testing.assert_array_equal(ours16[finite], theirs16[finite])
+
+
+def test_all_bf16_patterns_agree_with_ml_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    nan = is_nan16(ALL_BITS, 0x7F80, 0x007F)
+    theirs = ALL_BITS.view(ml_dtypes.bfloat16).astype(np.float32)
+    ours = mp.from_numpy(ALL_BITS.copy(), dtype="bf16").to("f32").numpy()
+    np.testing.assert_array_equal(ours.view(np.uint32)[~nan], theirs.view(np.uint32)[~nan])
