@@ -145,3 +145,25 @@ def test_gradients_match_pytorch_on_a_small_network():
     np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
     for ours, theirs in zip(params, tp):
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_training_loop_of_the_docs_learns():
+    # docs/PYTHON.md's loop: a two-layer MLP under bf16 autocast with in-place SGD.
+    mp.manual_seed(0)
+    x = mp.randn([64, 4])
+    y = mp.tensor(x.numpy()[:, 0] > 0).to("i64")
+    w1 = (mp.randn([32, 4]) * 0.5).requires_grad_()
+    b1 = mp.zeros([32]).requires_grad_()
+    w2 = (mp.randn([2, 32]) * 0.5).requires_grad_()
+    losses = []
+    for _ in range(200):
+        with mp.autocast("bf16"):
+            loss = mp.cross_entropy(mp.linear(mp.relu(mp.linear(x, w1, b1)), w2), y)
+        loss.backward()
+        with mp.no_grad():
+            for p in (w1, b1, w2):
+                p.copy_(p - p.grad * 0.5)
+                p.zero_grad()
+        losses.append(loss.item())
+    assert losses[0] > 0.5 and losses[-1] < 0.05
+    assert w1.dtype == mp.f32  # autocast never changes a parameter's own dtype
