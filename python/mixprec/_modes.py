@@ -23,7 +23,10 @@ class _Mode(contextlib.ContextDecorator):
         guard.enter()
 
     def __exit__(self, *exc_info):
-        self._guards.pop().exit()
+        guards = self.__dict__.get("_guards")
+        if not guards:
+            raise RuntimeError(f"{type(self).__name__}: __exit__ without a matching __enter__")
+        guards.pop().exit()
         return False
 
 

@@ -48,17 +48,38 @@ bool dtype_of_format(const char* format, std::size_t itemsize, DType& out, bool&
   if (!f.empty() && (f[0] == '@' || f[0] == '=' || f[0] == '<')) f.erase(0, 1);
   if (f.size() != 1) return false;
   switch (f[0]) {
-    case 'd': out = DType::F64; return itemsize == 8;
-    case 'f': out = DType::F32; return itemsize == 4;
-    case 'e': out = DType::F16; return itemsize == 2;
-    case 'q': case 'l': case 'i':
-      if (itemsize == 8) { out = DType::I64; return true; }
-      if (itemsize == 4) { out = DType::I32; return true; }
+    case 'd':
+      out = DType::F64;
+      return itemsize == 8;
+    case 'f':
+      out = DType::F32;
+      return itemsize == 4;
+    case 'e':
+      out = DType::F16;
+      return itemsize == 2;
+    case 'q':
+    case 'l':
+    case 'i':
+      if (itemsize == 8) {
+        out = DType::I64;
+        return true;
+      }
+      if (itemsize == 4) {
+        out = DType::I32;
+        return true;
+      }
       return false;
-    case 'B': out = DType::U8; return itemsize == 1;
-    case '?': out = DType::Bool; return itemsize == 1;
-    case 'H': raw_u16 = true; return itemsize == 2;  // only as bf16/f16 bits
-    default: return false;
+    case 'B':
+      out = DType::U8;
+      return itemsize == 1;
+    case '?':
+      out = DType::Bool;
+      return itemsize == 1;
+    case 'H':
+      raw_u16 = true;
+      return itemsize == 2;  // only as bf16/f16 bits
+    default:
+      return false;
   }
 }
 
@@ -94,11 +115,19 @@ constexpr const char* kUsedCapsuleName = "used_dltensor";
 DlDataType dl_dtype(DType dtype) {
   const auto bits = static_cast<uint8_t>(dtype_size(dtype) * 8);
   switch (dtype) {
-    case DType::F64: case DType::F32: case DType::F16: return {kDlFloat, bits, 1};
-    case DType::BF16: return {kDlBfloat, bits, 1};
-    case DType::I64: case DType::I32: return {kDlInt, bits, 1};
-    case DType::U8: return {kDlUInt, bits, 1};
-    case DType::Bool: return {kDlBool, bits, 1};
+    case DType::F64:
+    case DType::F32:
+    case DType::F16:
+      return {kDlFloat, bits, 1};
+    case DType::BF16:
+      return {kDlBfloat, bits, 1};
+    case DType::I64:
+    case DType::I32:
+      return {kDlInt, bits, 1};
+    case DType::U8:
+      return {kDlUInt, bits, 1};
+    case DType::Bool:
+      return {kDlBool, bits, 1};
   }
   MIXPREC_ASSERT(false);
   return {};
@@ -175,8 +204,8 @@ Tensor tensor_from_buffer(nb::handle object, nb::handle as) {
     const DType want = dtype_arg(as);
     const bool reinterpret_bits = raw_u16 && (want == DType::BF16 || want == DType::F16);
     if (!reinterpret_bits && !(want == native && !raw_u16))
-      throw nb::type_error(("[from_numpy] cannot view " + std::string(v.format) +
-                            " elements as " + std::string(dtype_name(want)) +
+      throw nb::type_error(("[from_numpy] cannot view " + std::string(v.format) + " elements as " +
+                            std::string(dtype_name(want)) +
                             " without a copy: only uint16 reinterprets, as bf16 or f16 bits; "
                             "convert with Tensor.to(dtype) after the import")
                                .c_str());
@@ -270,9 +299,8 @@ Tensor tensor_from_dlpack(nb::handle object) {
   // From here the memory is ours: the capsule is marked used so that it no longer frees it,
   // and the owner calls the producer's deleter, also if the import fails below.
   if (PyCapsule_SetName(capsule.ptr(), kUsedCapsuleName) != 0) throw nb::python_error();
-  std::shared_ptr<void> owner(managed, [](void* p) {
-    release_import(static_cast<DlManagedTensor*>(p));
-  });
+  std::shared_ptr<void> owner(managed,
+                              [](void* p) { release_import(static_cast<DlManagedTensor*>(p)); });
   Shape shape(t.shape, t.shape + t.ndim);
   Strides strides(static_cast<std::size_t>(t.ndim));
   if (t.strides != nullptr) {

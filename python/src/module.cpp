@@ -1,10 +1,10 @@
 // The _mixprec extension module: errors, thread-local modes as context managers, and the parts
 // bound in the other files of this folder. The pure-Python package around it is python/mixprec/.
+#include <nanobind/stl/string.h>
+
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <nanobind/stl/string.h>
 
 #include "bindings.h"
 #include "mixprec/core/cpu_features.h"
@@ -48,9 +48,12 @@ using InferenceGuard = ModeGuard<InferenceMode>;
 void bind_modes(nb::module_& m) {
   nb::class_<AutocastGuard>(m, "_AutocastGuard")
       .def(nb::init<>())
-      .def("enter", [](AutocastGuard& g, nb::handle dtype, bool enabled) {
-        g.enter(dtype_arg(dtype), enabled);
-      }, nb::arg("dtype"), nb::arg("enabled"))
+      .def(
+          "enter",
+          [](AutocastGuard& g, nb::handle dtype, bool enabled) {
+            g.enter(dtype_arg(dtype), enabled);
+          },
+          nb::arg("dtype"), nb::arg("enabled"))
       .def("exit", &AutocastGuard::exit);
   nb::class_<NoGradGuard>(m, "_NoGradGuard")
       .def(nb::init<>())
@@ -81,8 +84,10 @@ NB_MODULE(_mixprec, m) {
   py::bind_interop(m);
   py::bind_ops(m);
   py::bind_modes(m);
-  m.def("as_dtype", [](nanobind::handle value) { return py::dtype_arg(value); },
-        nanobind::arg("dtype"), "A DType from a DType or a name ('bf16', 'float32', ...).");
-  m.def("kernel_level", [] { return std::string(mixprec::isa_name(mixprec::active_isa())); },
-        "The SIMD level the kernels run at on this machine (MIXPREC_ISA forces one).");
+  m.def(
+      "as_dtype", [](nanobind::handle value) { return py::dtype_arg(value); },
+      nanobind::arg("dtype"), "A DType from a DType or a name ('bf16', 'float32', ...).");
+  m.def(
+      "kernel_level", [] { return std::string(mixprec::isa_name(mixprec::active_isa())); },
+      "The SIMD level the kernels run at on this machine (MIXPREC_ISA forces one).");
 }

@@ -2,13 +2,13 @@
 // shares storage and autograd state exactly as C++ copies do), its views, and the protocols that
 // let numpy and DLPack consumers see its memory without a copy.
 #include <Python.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "mixprec/core/random.h"
@@ -50,7 +50,10 @@ Tensor index(const Tensor& t, nb::handle key) {
   bool seen_ellipsis = false;
   for (nb::handle item : items) {
     if (PyLong_Check(item.ptr())) {
-      out = out.select(dim, nb::cast<int64_t>(item));
+      int overflow = 0;
+      const long long i = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+      if (overflow != 0) throw nb::index_error("[index] index out of the int64 range");
+      out = out.select(dim, i);
     } else if (PySlice_Check(item.ptr())) {
       Py_ssize_t start = 0, stop = 0, step = 0;
       if (PySlice_Unpack(item.ptr(), &start, &stop, &step) != 0) throw nb::python_error();
@@ -103,14 +106,22 @@ DType dtype_arg(nb::handle value) {
 
 const char* array_typestr(DType dtype) {
   switch (dtype) {
-    case DType::F64: return "<f8";
-    case DType::F32: return "<f4";
-    case DType::F16: return "<f2";
-    case DType::BF16: return "<u2";  // the raw bits: numpy has no bfloat16 of its own
-    case DType::I64: return "<i8";
-    case DType::I32: return "<i4";
-    case DType::U8: return "|u1";
-    case DType::Bool: return "|b1";
+    case DType::F64:
+      return "<f8";
+    case DType::F32:
+      return "<f4";
+    case DType::F16:
+      return "<f2";
+    case DType::BF16:
+      return "<u2";  // the raw bits: numpy has no bfloat16 of its own
+    case DType::I64:
+      return "<i8";
+    case DType::I32:
+      return "<i4";
+    case DType::U8:
+      return "|u1";
+    case DType::Bool:
+      return "|b1";
   }
   MIXPREC_ASSERT(false);
   return "";
@@ -132,36 +143,43 @@ void bind_tensor(nb::module_& m) {
                        "share memory; views never copy.");
   t.def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("shape", [](const Tensor& x) { return int_tuple(x.shape()); })
-      .def_prop_ro("strides", [](const Tensor& x) { return int_tuple(x.strides()); },
-                   "Element strides (numpy's are in bytes).")
+      .def_prop_ro(
+          "strides", [](const Tensor& x) { return int_tuple(x.strides()); },
+          "Element strides (numpy's are in bytes).")
       .def_prop_ro("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
-      .def("size", [](const Tensor& x, int64_t d) { return x.size(d); }, nb::arg("dim"))
+      .def(
+          "size", [](const Tensor& x, int64_t d) { return x.size(d); }, nb::arg("dim"))
       .def_prop_ro("element_size", &Tensor::element_size)
       .def_prop_ro("nbytes", &Tensor::nbytes)
       .def_prop_ro("storage_offset", &Tensor::storage_offset)
-      .def_prop_ro("data_ptr", [](const Tensor& x) {
-        return reinterpret_cast<std::uintptr_t>(x.data_ptr());
-      }, "Address of the first element, as an int (to check that no copy was made).")
+      .def_prop_ro(
+          "data_ptr",
+          [](const Tensor& x) { return reinterpret_cast<std::uintptr_t>(x.data_ptr()); },
+          "Address of the first element, as an int (to check that no copy was made).")
       .def("is_contiguous", [](const Tensor& x) { return x.is_contiguous(); })
       .def("shares_storage", &Tensor::shares_storage, nb::arg("other"))
-      .def("__len__", [](const Tensor& x) {
-        MIXPREC_CHECK(x.dim() > 0, "[len] a 0-d tensor has no length");
-        return x.size(0);
-      })
+      .def("__len__",
+           [](const Tensor& x) {
+             MIXPREC_CHECK(x.dim() > 0, "[len] a 0-d tensor has no length");
+             return x.size(0);
+           })
       .def("__repr__", &Tensor::to_string)
       // ---- views ----
       .def("__getitem__", &index, nb::arg("key"))
-      .def("__setitem__", [](const Tensor& x, nb::handle key, nb::handle value) {
-        const Tensor target = index(x, key);
-        if (nb::isinstance<Tensor>(value))
-          target.copy_(nb::cast<const Tensor&>(value));
-        else
-          target.fill_(nb::cast<double>(value));
-      }, nb::arg("key"), nb::arg("value"))
-      .def("slice", &Tensor::slice, nb::arg("dim"), nb::arg("start"),
-           nb::arg("end") = Tensor::kEnd, nb::arg("step") = 1)
+      .def(
+          "__setitem__",
+          [](const Tensor& x, nb::handle key, nb::handle value) {
+            const Tensor target = index(x, key);
+            if (nb::isinstance<Tensor>(value))
+              target.copy_(nb::cast<const Tensor&>(value));
+            else
+              target.fill_(nb::cast<double>(value));
+          },
+          nb::arg("key"), nb::arg("value"))
+      .def("slice", &Tensor::slice, nb::arg("dim"), nb::arg("start"), nb::arg("end") = Tensor::kEnd,
+           nb::arg("step") = 1)
       .def("select", &Tensor::select, nb::arg("dim"), nb::arg("index"))
       .def("narrow", &Tensor::narrow, nb::arg("dim"), nb::arg("start"), nb::arg("length"))
       .def("transpose", &Tensor::transpose, nb::arg("dim0"), nb::arg("dim1"))
@@ -171,9 +189,12 @@ void bind_tensor(nb::module_& m) {
       .def("view", [](const Tensor& x, nb::args shape) { return x.view(int_args(shape)); })
       .def("reshape", [](const Tensor& x, nb::args shape) { return x.reshape(int_args(shape)); })
       .def("expand", [](const Tensor& x, nb::args shape) { return x.expand(int_args(shape)); })
-      .def("squeeze", [](const Tensor& x, nb::handle dim) {
-        return dim.is_none() ? x.squeeze() : x.squeeze(nb::cast<int64_t>(dim));
-      }, nb::arg("dim") = nb::none())
+      .def(
+          "squeeze",
+          [](const Tensor& x, nb::handle dim) {
+            return dim.is_none() ? x.squeeze() : x.squeeze(nb::cast<int64_t>(dim));
+          },
+          nb::arg("dim") = nb::none())
       .def("unsqueeze", &Tensor::unsqueeze, nb::arg("dim"))
       .def("flatten", &Tensor::flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
       .def("as_strided", &Tensor::as_strided, nb::arg("shape"), nb::arg("strides"),
@@ -181,87 +202,105 @@ void bind_tensor(nb::module_& m) {
       // ---- copies ----
       .def("contiguous", [](const Tensor& x) { return x.contiguous(); })
       .def("clone", [](const Tensor& x) { return x.clone(); })
-      .def("to", [](const Tensor& x, nb::handle dtype) { return x.to(dtype_arg(dtype)); },
-           nb::arg("dtype"), "Same tensor for the same dtype, else a converted copy (RNE).")
-      .def("copy_", [](const Tensor& x, const Tensor& src) { return x.copy_(src); },
-           nb::arg("src"))
-      .def("fill_", [](const Tensor& x, double v) { return x.fill_(v); }, nb::arg("value"))
+      .def(
+          "to", [](const Tensor& x, nb::handle dtype) { return x.to(dtype_arg(dtype)); },
+          nb::arg("dtype"), "Same tensor for the same dtype, else a converted copy (RNE).")
+      .def(
+          "copy_", [](const Tensor& x, const Tensor& src) { return x.copy_(src); }, nb::arg("src"))
+      .def(
+          "fill_", [](const Tensor& x, double v) { return x.fill_(v); }, nb::arg("value"))
       .def("zero_", [](const Tensor& x) { return x.zero_(); })
-      .def("item", [](const Tensor& x) -> nb::object {
-        if (is_floating(x.dtype())) return nb::float_(x.item<double>());
-        if (x.dtype() == DType::Bool) return nb::bool_(x.item<double>() != 0.0);
-        return nb::int_(x.item<int64_t>());
-      })
+      .def("item",
+           [](const Tensor& x) -> nb::object {
+             if (is_floating(x.dtype())) return nb::float_(x.item<double>());
+             if (x.dtype() == DType::Bool) return nb::bool_(x.item<double>() != 0.0);
+             return nb::int_(x.item<int64_t>());
+           })
       // ---- autograd ----
       .def_prop_rw("requires_grad", &Tensor::requires_grad,
                    [](const Tensor& x, bool on) { x.requires_grad_(on); })
-      .def("requires_grad_", [](const Tensor& x, bool on) { return x.requires_grad_(on); },
-           nb::arg("requires_grad") = true)
-      .def_prop_ro("grad", [](const Tensor& x) -> nb::object {
-        const Tensor g = x.grad();
-        if (!g.defined()) return nb::none();
-        return nb::cast(g);
-      })
+      .def(
+          "requires_grad_", [](const Tensor& x, bool on) { return x.requires_grad_(on); },
+          nb::arg("requires_grad") = true)
+      .def_prop_ro("grad",
+                   [](const Tensor& x) -> nb::object {
+                     const Tensor g = x.grad();
+                     if (!g.defined()) return nb::none();
+                     return nb::cast(g);
+                   })
       .def_prop_ro("is_leaf", &Tensor::is_leaf)
       .def("zero_grad", &Tensor::zero_grad)
       .def("detach", &Tensor::detach)
-      .def("backward", [](const Tensor& x, nb::handle gradient, bool retain_graph) {
-        const Tensor g = gradient.is_none() ? Tensor() : nb::cast<Tensor>(gradient);
-        nb::gil_scoped_release release;
-        if (!g.defined() && !retain_graph)
-          x.backward();
-        else
-          x.backward(g, retain_graph);
-      }, nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
+      .def(
+          "backward",
+          [](const Tensor& x, nb::handle gradient, bool retain_graph) {
+            const Tensor g = gradient.is_none() ? Tensor() : nb::cast<Tensor>(gradient);
+            nb::gil_scoped_release release;
+            if (!g.defined() && !retain_graph)
+              x.backward();
+            else
+              x.backward(g, retain_graph);
+          },
+          nb::arg("gradient") = nb::none(), nb::arg("retain_graph") = false)
       // ---- interop ----
       .def_prop_ro("__array_interface__", &array_interface)
-      .def("__dlpack__", [](const Tensor& x, nb::kwargs kwargs) {
-        // The standard's keywords: stream (None or -1 on the CPU), max_version (the legacy
-        // capsule is always acceptable), dl_device (must be the CPU), copy (True copies).
-        Tensor out = x;
-        if (kwargs.contains("stream")) {
-          nb::handle s = kwargs["stream"];
-          if (!s.is_none() && nb::cast<int64_t>(s) != -1)
-            throw nb::value_error("[__dlpack__] stream must be None or -1 for CPU tensors");
-        }
-        if (kwargs.contains("dl_device")) {
-          nb::handle dev = kwargs["dl_device"];
-          if (!dev.is_none() && nb::cast<int>(nb::cast<nb::tuple>(dev)[0]) != 1)
-            throw nb::buffer_error("[__dlpack__] mixprec tensors can only be exported to the CPU");
-        }
-        if (kwargs.contains("copy") && !kwargs["copy"].is_none() &&
-            nb::cast<bool>(kwargs["copy"]))
-          out = x.clone();
-        return to_dlpack(out);
-      })
+      .def("__dlpack__",
+           [](const Tensor& x, nb::kwargs kwargs) {
+             // The standard's keywords: stream (None or -1 on the CPU), max_version (the legacy
+             // capsule is always acceptable), dl_device (must be the CPU), copy (True copies).
+             Tensor out = x;
+             if (kwargs.contains("stream")) {
+               nb::handle s = kwargs["stream"];
+               if (!s.is_none() && nb::cast<int64_t>(s) != -1)
+                 throw nb::value_error("[__dlpack__] stream must be None or -1 for CPU tensors");
+             }
+             if (kwargs.contains("dl_device")) {
+               nb::handle dev = kwargs["dl_device"];
+               if (!dev.is_none() && nb::cast<int>(nb::cast<nb::tuple>(dev)[0]) != 1)
+                 throw nb::buffer_error(
+                     "[__dlpack__] mixprec tensors can only be exported to the CPU");
+             }
+             if (kwargs.contains("copy") && !kwargs["copy"].is_none() &&
+                 nb::cast<bool>(kwargs["copy"]))
+               out = x.clone();
+             return to_dlpack(out);
+           })
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); });
 
   // ---- creation ----
-  m.def("empty", [](std::vector<int64_t> shape, nb::handle dtype) {
-    return Tensor::empty(shape, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("dtype") = "f32");
-  m.def("zeros", [](std::vector<int64_t> shape, nb::handle dtype) {
-    return Tensor::zeros(shape, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("dtype") = "f32");
-  m.def("ones", [](std::vector<int64_t> shape, nb::handle dtype) {
-    return Tensor::ones(shape, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("dtype") = "f32");
-  m.def("full", [](std::vector<int64_t> shape, double value, nb::handle dtype) {
-    return Tensor::full(shape, value, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("value"), nb::arg("dtype") = "f32");
-  m.def("arange", [](double start, nb::handle end, double step, nb::handle dtype) {
-    if (end.is_none()) return Tensor::arange(0.0, start, step, dtype_arg(dtype));
-    return Tensor::arange(start, nb::cast<double>(end), step, dtype_arg(dtype));
-  }, nb::arg("start"), nb::arg("end") = nb::none(), nb::arg("step") = 1.0,
-     nb::arg("dtype") = "f32");
-  m.def("rand", [](std::vector<int64_t> shape, nb::handle dtype) {
-    return Tensor::rand(shape, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("dtype") = "f32", "Uniform in [0, 1) from the default generator.");
-  m.def("randn", [](std::vector<int64_t> shape, nb::handle dtype) {
-    return Tensor::randn(shape, dtype_arg(dtype));
-  }, nb::arg("shape"), nb::arg("dtype") = "f32");
-  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, nb::arg("seed"),
-        "Reseeds the default generator (bit-identical draws on every machine).");
+  // Every (shape, dtype) factory, one table: the random ones draw from the default generator.
+  using Factory = Tensor (*)(const Shape&, DType);
+  const std::pair<const char*, Factory> factories[] = {
+      {"empty", [](const Shape& s, DType d) { return Tensor::empty(s, d); }},
+      {"zeros", [](const Shape& s, DType d) { return Tensor::zeros(s, d); }},
+      {"ones", [](const Shape& s, DType d) { return Tensor::ones(s, d); }},
+      {"rand", [](const Shape& s, DType d) { return Tensor::rand(s, d); }},  // [0, 1)
+      {"randn", [](const Shape& s, DType d) { return Tensor::randn(s, d); }},
+  };
+  for (const auto& [name, make] : factories)
+    m.def(
+        name,
+        [make](std::vector<int64_t> shape, nb::handle dtype) {
+          return make(shape, dtype_arg(dtype));
+        },
+        nb::arg("shape"), nb::arg("dtype") = "f32");
+  m.def(
+      "full",
+      [](std::vector<int64_t> shape, double value, nb::handle dtype) {
+        return Tensor::full(shape, value, dtype_arg(dtype));
+      },
+      nb::arg("shape"), nb::arg("value"), nb::arg("dtype") = "f32");
+  m.def(
+      "arange",
+      [](double start, nb::handle end, double step, nb::handle dtype) {
+        if (end.is_none()) return Tensor::arange(0.0, start, step, dtype_arg(dtype));
+        return Tensor::arange(start, nb::cast<double>(end), step, dtype_arg(dtype));
+      },
+      nb::arg("start"), nb::arg("end") = nb::none(), nb::arg("step") = 1.0,
+      nb::arg("dtype") = "f32");
+  m.def(
+      "manual_seed", [](uint64_t seed) { manual_seed(seed); }, nb::arg("seed"),
+      "Reseeds the default generator (bit-identical draws on every machine).");
 }
 
 }  // namespace mixprec::python

@@ -85,6 +85,8 @@ def test_autocast_exits_on_exceptions_and_refuses_bad_dtypes():
         with mp.autocast("i32"):
             pass
     assert not mp.is_autocast_enabled()
+    with pytest.raises(RuntimeError, match="without a matching __enter__"):
+        mp.autocast("bf16").__exit__(None, None, None)
 
 
 def test_autocast_as_decorator_and_per_thread():

@@ -132,6 +132,10 @@ def test_user_mistakes_raise_with_the_cpp_message():
         mp.zeros([2, 2])[0, 0, 0]
     with pytest.raises(RuntimeError):  # mp.Error is a RuntimeError, as PyTorch's errors are
         mp.zeros([2])[5]
+    with pytest.raises(IndexError, match="int64"):
+        mp.zeros([2])[10**30]
+    with pytest.raises(TypeError, match="indexed by"):
+        mp.zeros([2])[1.5]
     with pytest.raises(TypeError):
         mp.zeros([2]) + 1.0
     with pytest.raises(TypeError, match="dtype"):
