@@ -268,9 +268,13 @@ TEST(Tensor, FromBlobBorrowsWithoutCopyAndReleasesTheOwner) {
 
 TEST(Tensor, FromBlobChecksItsGeometry) {
   float x[4] = {};
-  EXPECT_THAT(error_of([&] { Tensor::from_blob(x, {2, 2}, {-2, 1}, DType::F32, nullptr); }),
+  EXPECT_THAT(error_of([&] {
+                Tensor::from_blob(x, {2, 2}, {-2, 1}, DType::F32, nullptr);
+              }),
               HasSubstr("[from_blob] negative stride -2 in dim 0"));
-  EXPECT_THAT(error_of([&] { Tensor::from_blob(x, {2, 2}, {1}, DType::F32, nullptr); }),
+  EXPECT_THAT(error_of([&] {
+                Tensor::from_blob(x, {2, 2}, {1}, DType::F32, nullptr);
+              }),
               HasSubstr("[from_blob] 1 strides for shape [2, 2]"));
   EXPECT_THAT(error_of([&] { Tensor::from_blob(nullptr, {2}, {1}, DType::F32, nullptr); }),
               HasSubstr("[from_blob] null data"));
