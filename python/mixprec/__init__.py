@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from . import _mixprec
 from ._mixprec import (  # noqa: F401  (the public API, re-exported)
+    SGD,
+    Adam,
+    AdamW,
     DType,
+    GradScaler,
+    Optimizer,
     as_dtype,
     Error,
     Tensor,
