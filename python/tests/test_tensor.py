@@ -142,3 +142,14 @@ def test_user_mistakes_raise_with_the_cpp_message():
         mp.zeros([2], dtype=3)
     with pytest.raises(mp.Error, match="reduction"):
         mp.mse_loss(mp.zeros([2]), mp.zeros([2]), reduction="avg")
+
+
+def test_type_stubs_ship_with_the_package():
+    import os
+
+    folder = os.path.dirname(mp.__file__)
+    assert os.path.exists(os.path.join(folder, "py.typed"))
+    with open(os.path.join(folder, "_mixprec.pyi")) as f:
+        stubs = f.read()
+    for name in ("class Tensor:", "def from_dlpack(", "class AdamW(", "def matmul("):
+        assert name in stubs
