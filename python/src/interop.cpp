@@ -40,8 +40,9 @@ struct BufferOwner {
   }
 };
 
-// The element type a buffer format string names, or nullopt-like false. Only little-endian
-// and native formats: this is an x86-64 library.
+// The dtype a buffer format string names, into `out`; false when mixprec has none. uint16 ('H')
+// sets `raw_u16` instead: it is usable only as the bits of bf16 or f16. Native and little-endian
+// formats only, this being an x86-64 library.
 bool dtype_of_format(const char* format, std::size_t itemsize, DType& out, bool& raw_u16) {
   raw_u16 = false;
   std::string f = format != nullptr ? format : "B";
