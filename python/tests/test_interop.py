@@ -281,6 +281,11 @@ def test_dlpack_with_pytorch():
     y = torch.from_dlpack(t)
     assert y.dtype == torch.bfloat16 and y.data_ptr() == t.data_ptr
     assert torch.equal(x.view(torch.int16), y.view(torch.int16))
+    v = torch.arange(12.0).reshape(3, 4).t()  # a transposed view keeps its strides, no copy
+    tv = mp.from_dlpack(v)
+    assert tv.strides == (1, 4) and tv.data_ptr == v.data_ptr()
+    assert tv.numpy().tolist() == v.tolist()
+    assert mp.from_dlpack(torch.zeros(0, 3)).shape == (0, 3)
 
 
 def test_all_bf16_and_f16_patterns_agree_with_pytorch():
