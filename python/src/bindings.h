@@ -34,5 +34,6 @@ void bind_interop(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_modes(nb::module_& m);
 void bind_optim(nb::module_& m);
+void bind_nn(nb::module_& m);
 
 }  // namespace mixprec::python
