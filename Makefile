@@ -57,12 +57,12 @@ test: check-layers build
 	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# No Python extension here: an ASan-built module would need the sanitizer preloaded into python.
 $(ASAN_BUILD)/build.ninja: | deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON \
 	  -DMIXPREC_BUILD_BENCH=OFF -DMIXPREC_PYTHON=OFF $(CMAKE_ARGS)
 
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
-# No Python extension here: an ASan-built module would need the sanitizer preloaded into python.
 # The stream layer (HDF5 frames, CXI files, the finders) runs here too: it parses untrusted files.
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline test_stream io_test_tool mixprec_cli
