@@ -57,6 +57,14 @@ def test_tensor_keeps_the_array_alive_and_releases_it():
     assert owner() is None  # and lets it go with the last view: no leak
 
 
+def test_a_borrowed_array_cannot_be_resized_under_the_tensor():
+    a = np.zeros(4, dtype=np.float32)
+    t = mp.from_numpy(a)
+    with pytest.raises(ValueError):  # numpy refuses while the buffer is exported
+        a.resize(1 << 20, refcheck=False)
+    assert t.data_ptr == address(a)
+
+
 def test_read_only_arrays_are_refused():
     a = np.zeros(4, dtype=np.float32)
     a.setflags(write=False)
