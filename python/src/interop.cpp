@@ -193,9 +193,9 @@ Tensor tensor_from_buffer(nb::handle object, nb::handle as) {
         "same memory: pass a writable array, or a copy (numpy.array(a))");
   DType native = DType::U8;
   bool raw_u16 = false;
+  const std::string format = v.format != nullptr ? v.format : "B";  // null means bytes
   if (!dtype_of_format(v.format, static_cast<std::size_t>(v.itemsize), native, raw_u16))
-    throw nb::type_error(("[from_numpy] unsupported element format '" +
-                          std::string(v.format != nullptr ? v.format : "B") + "' (itemsize " +
+    throw nb::type_error(("[from_numpy] unsupported element format '" + format + "' (itemsize " +
                           std::to_string(v.itemsize) +
                           "): mixprec takes float64/32/16, int64/32, uint8, bool, and uint16 as "
                           "the bits of bf16 or f16 (dtype='bf16')")
@@ -205,7 +205,7 @@ Tensor tensor_from_buffer(nb::handle object, nb::handle as) {
     const DType want = dtype_arg(as);
     const bool reinterpret_bits = raw_u16 && (want == DType::BF16 || want == DType::F16);
     if (!reinterpret_bits && !(want == native && !raw_u16))
-      throw nb::type_error(("[from_numpy] cannot view " + std::string(v.format) + " elements as " +
+      throw nb::type_error(("[from_numpy] cannot view '" + format + "' elements as " +
                             std::string(dtype_name(want)) +
                             " without a copy: only uint16 reinterprets, as bf16 or f16 bits; "
                             "convert with Tensor.to(dtype) after the import")
