@@ -6,7 +6,7 @@
 
 Modules cannot be subclassed in Python yet (their forward runs in C++).
 """
-from ._mixprec.nn import (  # noqa: F401  (re-exported)
+from ._mixprec import (  # noqa: F401  (re-exported)
     GELU,
     Conv2d,
     Dropout,

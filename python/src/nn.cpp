@@ -39,8 +39,9 @@ nn::NamedTensors from_dict(const nb::dict& d) {
 
 }  // namespace
 
-void bind_nn(nb::module_& parent) {
-  nb::module_ m = parent.def_submodule("nn", "Modules and layers (nn/), as mixprec.nn.");
+// Bound into the extension's own namespace (not a submodule) so that its generated stubs stay
+// one self-contained file; python/mixprec/nn.py presents them as mixprec.nn.
+void bind_nn(nb::module_& m) {
 
   nb::class_<nn::Module>(m, "Module", "Base of every module (nn/module.h).")
       .def_prop_ro("type_name", [](const nn::Module& x) { return std::string(x.type_name()); })
