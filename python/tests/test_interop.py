@@ -322,3 +322,19 @@ def test_all_bf16_patterns_agree_with_ml_dtypes():
     theirs = ALL_BITS.view(ml_dtypes.bfloat16).astype(np.float32)
     ours = mp.from_numpy(ALL_BITS.copy(), dtype="bf16").to("f32").numpy()
     np.testing.assert_array_equal(ours.view(np.uint32)[~nan], theirs.view(np.uint32)[~nan])
+
+
+def test_a_borrowed_tensor_saved_by_autograd_is_released_after_backward():
+    a = np.ones(4, dtype=np.float32)
+    owner = weakref.ref(a)
+    x = mp.from_numpy(a)
+    w = mp.ones([4]).requires_grad_()
+    loss = mp.sum(mp.mul(x, w))  # the graph saves x for w's gradient
+    del a, x
+    gc.collect()
+    assert owner() is not None
+    loss.backward()  # frees the graph, and with it the borrow, while the GIL is released
+    del loss
+    gc.collect()
+    assert owner() is None
+    assert w.grad.numpy().tolist() == [1.0] * 4
