@@ -6,8 +6,14 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
+# python3-dev, python3-pytest and python3-pip: the Python bindings (python/, docs/PYTHON.md),
+# built against Debian's python3 ($(PYTHON)); nanobind comes from PyPI (install_nanobind.sh).
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
-  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev
+  libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev python3-dev python3-pytest \
+  python3-pip
+# The Python the bindings are built for and tested with: Debian's, where apt puts numpy and
+# pytest, whatever python3 comes first on PATH.
+PYTHON ?= /usr/bin/python3
 # libomp-dev: the HDF5 frame reader's fuzz target links the OpenMP thread helper under clang.
 FUZZ_DEPS = clang libclang-rt-14-dev libomp-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
@@ -19,7 +25,7 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
 .PHONY: all deps bench-deps build check-layers test test-asan fuzz demo bench bench-quick bench-unet-peer format \
-  clean help
+  python-wheel clean help
 
 all: build
 
@@ -31,13 +37,16 @@ help:
 	@echo "make fuzz        the safetensors, ZeroMQ frame header and HDF5 frame readers under libFuzzer (FUZZ_SECONDS=60 each)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
+	@echo "make python-wheel  build the Python package's wheel with pip (as \`pip install .\` does)"
 	@echo "make format      clang-format every source file"
 
 deps:
 	@tools/install_deps.sh $(DEPS)
+	@tools/install_nanobind.sh $(PYTHON)
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(PYTHON) \
+	  $(CMAKE_ARGS)
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -50,9 +59,10 @@ test: check-layers build
 	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# No Python extension here: an ASan-built module would need the sanitizer preloaded into python.
 $(ASAN_BUILD)/build.ninja: | deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIXPREC_SANITIZE=ON \
-	  -DMIXPREC_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	  -DMIXPREC_BUILD_BENCH=OFF -DMIXPREC_PYTHON=OFF $(CMAKE_ARGS)
 
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
 # The stream layer (HDF5 frames, CXI files, the finders) runs here too: it parses untrusted files.
@@ -98,6 +108,12 @@ UNET_PEER_ARGS ?=
 bench-unet-peer: bench-deps build
 	@tools/install_deps.sh python3-torch
 	/usr/bin/python3 tools/bench_unet_peer.py --build $(BUILD) $(UNET_PEER_ARGS)
+
+# `pip install .` without installing: the wheel lands in dist/. pip builds in build-pip/ (its
+# own full Release build of the library, minutes on a small machine), so this is not in `make test`,
+# which tests the same extension built in $(BUILD).
+python-wheel: deps
+	$(PYTHON) -m pip wheel --no-deps -w dist .
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')

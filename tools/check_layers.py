@@ -2,9 +2,9 @@
 """Holds the source tree to its layer order: a file never includes a header of a higher layer.
 
 The order below is the one place it is written (docs/ARCHITECTURE.md explains it). A file's
-layer is its folder: include/mixprec/<layer>/..., src/<layer>/..., apps/... . Both
-`#include "mixprec/<layer>/..."` and relative includes (resolved from the including file's
-folder) are checked. tests/ and bench/ may include any layer and are not scanned.
+layer is its folder: include/mixprec/<layer>/..., src/<layer>/..., apps/...; python/... (the
+Python bindings) counts as apps. Both `#include "mixprec/<layer>/..."` and relative includes
+(resolved from the including file's folder) are checked. tests/ and bench/ may include any layer and are not scanned.
 
 Usage: tools/check_layers.py [--no-exceptions] [ROOT]
   ROOT defaults to the repository holding this script; --no-exceptions checks against an
@@ -45,7 +45,7 @@ EXCEPTIONS = [
      "kernels/convert.h needs nothing but core/dtype.h, so no header cycle can form"),
 ]
 
-SCANNED = ("include/mixprec", "src", "apps")
+SCANNED = ("include/mixprec", "src", "apps", "python")
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".inc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 
@@ -53,7 +53,7 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 def layer_of(rel):
     """The layer of a path relative to the root, or None when it is outside the scanned tree."""
     parts = rel.split("/")
-    if parts[0] == "apps":
+    if parts[0] in ("apps", "python"):  # the Python bindings sit beside the command line
         return "apps"
     if parts[0] == "include" and len(parts) > 3 and parts[1] == "mixprec":
         return parts[2]

@@ -58,6 +58,25 @@ Tensor Tensor::from_buffer(const void* data, const Shape& shape, DType dtype) {
   return t;
 }
 
+Tensor Tensor::from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype,
+                         std::shared_ptr<void> owner) {
+  const int64_t n = shape_numel(shape, "from_blob");
+  MIXPREC_CHECK(strides.size() == shape.size(), "[from_blob] ", strides.size(),
+                " strides for shape ", shape_to_string(shape));
+  int64_t last = 0;  // highest element index reachable; the storage spans exactly up to it
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    MIXPREC_CHECK(strides[d] >= 0, "[from_blob] negative stride ", strides[d], " in dim ", d,
+                  " of shape ", shape_to_string(shape), " (strides ", shape_to_string(strides),
+                  "): mixprec tensors have non-negative strides");
+    if (shape[d] > 0) last += (shape[d] - 1) * strides[d];
+  }
+  MIXPREC_CHECK(n == 0 || data != nullptr, "[from_blob] null data for shape ",
+                shape_to_string(shape));
+  const std::size_t nbytes = n == 0 ? 0 : static_cast<std::size_t>(last + 1) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>(data, nbytes, std::move(owner));
+  return Tensor(std::move(storage), shape, strides, 0, dtype);
+}
+
 // ---- random ----
 
 namespace {

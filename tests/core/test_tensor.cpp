@@ -241,5 +241,48 @@ TEST(Shape, Helpers) {
   EXPECT_EQ(memory_format_name(MemoryFormat::ChannelsLast), "channels_last");
 }
 
+// Tensor::from_blob, the Python bindings' zero-copy import: memory owned elsewhere, kept alive
+// by `owner` until the last tensor on it is gone, and outside the caching allocator.
+TEST(Tensor, FromBlobBorrowsWithoutCopyAndReleasesTheOwner) {
+  std::vector<float> memory = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  bool released = false;
+  auto owner = std::shared_ptr<void>(nullptr, [&released](void*) { released = true; });
+  const MemoryStats before = CachingAllocator::global().stats();
+  Tensor view;
+  {
+    Tensor t = Tensor::from_blob(memory.data(), {3, 2}, {4, 2}, DType::F32, std::move(owner));
+    EXPECT_EQ(t.data_ptr(), memory.data());
+    EXPECT_TRUE(t.storage()->is_borrowed());
+    EXPECT_EQ(t.storage()->nbytes(), 11 * sizeof(float));  // elements 0 to 2 * 4 + 1 * 2
+    EXPECT_EQ(t.value({2, 1}), 10.0);
+    t.set({1, 0}, -1.0);
+    EXPECT_EQ(memory[4], -1.0f);  // writes reach the borrowed memory
+    view = t.select(1, 1);
+  }
+  EXPECT_EQ(CachingAllocator::global().stats().allocated_bytes, before.allocated_bytes);
+  EXPECT_FALSE(released);  // the view still uses the memory
+  EXPECT_EQ(view.value({2}), 10.0);
+  view = Tensor();
+  EXPECT_TRUE(released);
+}
+
+TEST(Tensor, FromBlobChecksItsGeometry) {
+  float x[4] = {};
+  EXPECT_THAT(error_of([&] {
+                Tensor::from_blob(x, {2, 2}, {-2, 1}, DType::F32, nullptr);
+              }),
+              HasSubstr("[from_blob] negative stride -2 in dim 0"));
+  EXPECT_THAT(error_of([&] {
+                Tensor::from_blob(x, {2, 2}, {1}, DType::F32, nullptr);
+              }),
+              HasSubstr("[from_blob] 1 strides for shape [2, 2]"));
+  EXPECT_THAT(error_of([&] { Tensor::from_blob(nullptr, {2}, {1}, DType::F32, nullptr); }),
+              HasSubstr("[from_blob] null data"));
+  // Views are bounds-checked against the borrowed extent, as against an allocation.
+  const Tensor t = Tensor::from_blob(x, {4}, {1}, DType::F32, nullptr);
+  EXPECT_THAT(error_of([&] { t.as_strided({5}, {1}, 0); }), HasSubstr("beyond the storage's 4"));
+  EXPECT_EQ(Tensor::from_blob(nullptr, {0, 3}, {3, 1}, DType::F32, nullptr).numel(), 0);
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -41,6 +41,9 @@ def clean_tree(root):
     write(root, "src/ops/op_util.h", "#pragma once\n#include <vector>\n")
     write(root, "apps/main.cpp", '#include "mixprec/ops/linalg.h"\n#include "commands.h"\n')
     write(root, "apps/commands.h", "#pragma once\n")
+    # the Python bindings sit at the apps level
+    write(root, "python/src/module.cpp", '#include "mixprec/ops/linalg.h"\n#include "bindings.h"\n')
+    write(root, "python/src/bindings.h", "#pragma once\n")
     # tests and bench may include anything
     write(root, "tests/core/test_x.cpp", '#include "mixprec/ops/linalg.h"\n')
 
@@ -75,6 +78,14 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("a relative upward include fails",
            code == 1 and "src/core/tensor.cpp:1: layer 'core' includes \"../ops/op_util.h\" "
            "of the higher layer 'ops'" in out, f"exit {code}: {out}")
+
+    root = os.path.join(tmp, "bindings")
+    clean_tree(root)
+    write(root, "src/ops/linalg.cpp", '#include "../../python/src/bindings.h"\n')
+    code, out = run(root, "--no-exceptions")
+    expect("a library file including the Python bindings fails",
+           code == 1 and "src/ops/linalg.cpp:1: layer 'ops' includes" in out
+           and "of the higher layer 'apps'" in out, f"exit {code}: {out}")
 
     root = os.path.join(tmp, "unknown")
     clean_tree(root)

@@ -38,16 +38,26 @@ class Generator;
 // derived from the storage (autocast's weight casts) can tell that it went stale. Code that
 // writes through data_ptr() into an existing tensor that others may have read should call
 // bump_version() too.
+//
+// A storage may also borrow memory it does not own (a numpy array, a DLPack tensor): then
+// `owner` is whatever keeps that memory valid, released with the last tensor on the storage.
+// Borrowed bytes do not come from the caching allocator and so are not in its statistics.
 class Storage {
  public:
   explicit Storage(std::size_t nbytes) : allocation_(nbytes) {}
-  void* data() const { return allocation_.data(); }
-  std::size_t nbytes() const { return allocation_.size(); }
+  Storage(void* borrowed, std::size_t nbytes, std::shared_ptr<void> owner)
+      : borrowed_(borrowed), borrowed_bytes_(nbytes), owner_(std::move(owner)) {}
+  void* data() const { return borrowed_ != nullptr ? borrowed_ : allocation_.data(); }
+  std::size_t nbytes() const { return borrowed_ != nullptr ? borrowed_bytes_ : allocation_.size(); }
+  bool is_borrowed() const { return borrowed_ != nullptr; }
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
  private:
   Allocation allocation_;
+  void* borrowed_ = nullptr;
+  std::size_t borrowed_bytes_ = 0;
+  std::shared_ptr<void> owner_;
   uint64_t version_ = 0;
 };
 
@@ -109,6 +119,12 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
   // Copies numel(shape) contiguous elements of `dtype` from `data`.
   static Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
+  // Wraps memory owned elsewhere without copying (the Python bindings' numpy and DLPack
+  // import): `data` is element 0, strides count elements and must be >= 0, and `owner` is kept
+  // alive until the last tensor or view on this storage is gone. The caller vouches that every
+  // reachable element is valid, writable memory of `dtype`.
+  static Tensor from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype,
+                          std::shared_ptr<void> owner);
 
   // Random tensors (floating dtypes). Values are drawn in f32 (f64 for F64 tensors) from the
   // generator's counter-based stream, then rounded RNE by the conversion kernel, so the result
