@@ -15,24 +15,12 @@
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
-namespace mixprec::kernels {
-
-inline std::string mode_name(Bf16ConvCompute m) {
-  switch (m) {
-    case Bf16ConvCompute::Amx:
-      return "amx";
-    case Bf16ConvCompute::DotProduct:
-      return "dot";
-    case Bf16ConvCompute::WidenToF32:
-      return "widen";
-    default:
-      return "auto";
-  }
-}
-
+namespace mixprec {
 // Test names and failure messages print a bf16 mode's name, not "1-byte object <01>".
-inline void PrintTo(Bf16ConvCompute m, std::ostream* os) { *os << mode_name(m); }
+inline void PrintTo(Bf16ConvCompute m, std::ostream* os) { *os << bf16_conv_compute_name(m); }
+}  // namespace mixprec
 
+namespace mixprec::kernels {
 namespace {
 
 struct Case {
@@ -205,18 +193,12 @@ TEST_P(ConvTest, MixedBf16InputF32Weights) {
   EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), want.numel() * 2));
 }
 
-// Restores the process-wide bf16 compute mode.
-struct ScopedBf16Mode {
-  explicit ScopedBf16Mode(Bf16ConvCompute mode) { set_bf16_conv_compute(mode); }
-  ~ScopedBf16Mode() { set_bf16_conv_compute(Bf16ConvCompute::Auto); }
-};
-
-constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Amx, Bf16ConvCompute::DotProduct,
+constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Auto, Bf16ConvCompute::DotProduct,
                                           Bf16ConvCompute::WidenToF32};
 
-// The bf16 tests once per kernel level and bf16 compute mode. A mode whose own path cannot run
-// at the level on this machine is skipped, naming what is missing (below avx512bf16 only
-// WidenToF32 runs: the other modes have no path of their own there).
+// The bf16 tests once per kernel level and bf16 compute mode (Auto runs AMX at the amx level).
+// A mode whose own path cannot run at the level is skipped, naming what is missing (DotProduct
+// below avx512bf16); a level this machine lacks is skipped.
 class ConvBf16Test : public ::testing::TestWithParam<std::tuple<IsaLevel, Bf16ConvCompute>> {
  protected:
   void SetUp() override {
@@ -224,33 +206,29 @@ class ConvBf16Test : public ::testing::TestWithParam<std::tuple<IsaLevel, Bf16Co
     if (!isa_supported(level))
       GTEST_SKIP() << "kernel level " << isa_name(level) << " is not supported by this CPU ("
                    << cpu_features().model << ")";
-    std::string why;
-    if (mode == Bf16ConvCompute::Amx) {
-      why = test_support::amx_missing(level);
-      if (why.empty() && !gemm_amx_enabled()) why = "the OS refused this process the AMX state";
-    } else if (mode == Bf16ConvCompute::DotProduct) {
-      why = test_support::level_missing("vdpbf16ps", IsaLevel::Avx512Bf16, level);
-    }
-    if (!why.empty()) GTEST_SKIP() << why;
-    isa_ = std::make_unique<ScopedIsa>(level);
-    mode_ = std::make_unique<ScopedBf16Mode>(mode);
+    if (mode == Bf16ConvCompute::DotProduct)
+      if (const std::string why =
+              test_support::level_missing("vdpbf16ps", IsaLevel::Avx512Bf16, level);
+          !why.empty())
+        GTEST_SKIP() << why;
+    DispatchConfig config = dispatch_config();
+    config.level = level;
+    config.bf16_conv = mode;
+    scope_ = std::make_unique<ScopedDispatch>(config);
   }
-  void TearDown() override {
-    mode_.reset();
-    isa_.reset();
-  }
+  void TearDown() override { scope_.reset(); }
 
  private:
-  std::unique_ptr<ScopedIsa> isa_;
-  std::unique_ptr<ScopedBf16Mode> mode_;
+  std::unique_ptr<ScopedDispatch> scope_;
 };
 
 std::string bf16_test_name(
     const ::testing::TestParamInfo<std::tuple<IsaLevel, Bf16ConvCompute>>& info) {
-  return std::string(isa_name(std::get<0>(info.param))) + "_" + mode_name(std::get<1>(info.param));
+  return std::string(isa_name(std::get<0>(info.param))) + "_" +
+         std::string(bf16_conv_compute_name(std::get<1>(info.param)));
 }
 
-// Channel counts that are multiples of 32 take the AMX tiles (in the amx mode), even ones
+// Channel counts that are multiples of 32 take the AMX tiles (auto, amx level), even ones
 // vdpbf16ps, the rest f32: every bf16 path, under each mode, with the shapes that stress its
 // edges (partial 16-pixel segments, padding on every side, strides, dilation, groups, partial
 // 32-column panels, each epilogue, NCHW in and out).
