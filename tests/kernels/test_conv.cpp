@@ -314,6 +314,37 @@ INSTANTIATE_TEST_SUITE_P(IsaMode, ConvBf16Test,
                                             ::testing::ValuesIn(kBf16Modes)),
                          bf16_test_name);
 
+// The bf16 modes round as docs/NUMERICS.md says: vdpbf16ps reads a subnormal bf16 input as
+// zero, widening to f32 keeps it; Auto is vdpbf16ps on a CPU without AMX and widens on one with
+// AMX (32 channels take AMX tiles only at the amx level, which also flush). Deterministic: the
+// same answer every run.
+TEST(ConvBf16Modes, SubnormalInputsFollowTheMode) {
+  if (!isa_supported(IsaLevel::Avx512Bf16))
+    GTEST_SKIP() << "vdpbf16ps needs the avx512bf16 level; this CPU (" << cpu_features().model
+                 << ") lacks it";
+  const float tiny = std::ldexp(1.0f, -130);  // a bf16 subnormal
+  Tensor xf = Tensor::zeros({1, 32, 4, 4});
+  xf.data<float>()[1 * 4 + 1] = tiny;  // channel 0, pixel (1, 1)
+  Tensor wf = Tensor::zeros({16, 32, 3, 3});
+  for (int64_t o = 0; o < 16; ++o) wf.data<float>()[o * 32 * 9 + 4] = 1.0f;  // centre tap, c 0
+  const Tensor x = xf.to(DType::BF16), w = wf.to(DType::BF16);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  auto centre = [&](Bf16ConvCompute mode) {
+    DispatchConfig config = dispatch_config();
+    config.level = IsaLevel::Avx512Bf16;
+    config.bf16_conv = mode;
+    const ScopedDispatch scope(config);
+    const Tensor out = Tensor::empty({1, 16, 4, 4});
+    conv2d(x, w, nullptr, out, opt);
+    return out.contiguous().data<float>()[1 * 4 + 1];  // channel 0, pixel (1, 1)
+  };
+  EXPECT_EQ(centre(Bf16ConvCompute::DotProduct), 0.0f);
+  EXPECT_EQ(centre(Bf16ConvCompute::WidenToF32), tiny);
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(centre(Bf16ConvCompute::Auto), f.amx_tile && f.amx_bf16 ? tiny : 0.0f);
+}
+
 // pack_conv_weights once, then conv2d with the packing: the same result as packing per call,
 // bit for bit (the same kernels run), for every dtype path, groups and depthwise.
 TEST_P(ConvTest, PrepackedWeightsMatchPerCallPacking) {
