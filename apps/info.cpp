@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/core/precision.h"
 #include "mixprec/io/json.h"
@@ -56,7 +57,9 @@ int run_info(Args args) {
   }
 
   const CpuFeatures& f = cpu_features();
-  const IsaLevel level = active_isa();  // throws on a bad MIXPREC_ISA
+  const DispatchConfig dispatch = dispatch_config();  // throws on a bad MIXPREC_ISA etc.
+  const IsaLevel level = dispatch.level;
+  const std::string_view bf16_conv = bf16_conv_compute_name(dispatch.bf16_conv);
   const PrecisionChoice precision = recommended_precision(f);
   const std::vector<Feature> features = feature_list(f);
   const std::string_view best = isa_name(best_isa());
@@ -77,6 +80,9 @@ int run_info(Args args) {
     out +=
         "  \"kernel_level_forced\": " + std::string(std::getenv("MIXPREC_ISA") ? "true" : "false") +
         ",\n";
+    out += "  \"bf16_conv_compute\": " + io::json_quote(bf16_conv) + ",\n";
+    out += "  \"pack_inference_weights\": " +
+           std::string(dispatch.pack_inference_weights ? "true" : "false") + ",\n";
     out += "  \"recommended_precision\": " + io::json_quote(dtype_name(precision.dtype)) + ",\n";
     out += "  \"precision_reason\": " + io::json_quote(precision.reason) + ",\n";
     out += "  \"threads\": " + std::to_string(num_threads()) + "\n}\n";
@@ -101,6 +107,9 @@ int run_info(Args args) {
   std::printf("\nKernel level   %.*s (best on this CPU: %.*s; MIXPREC_ISA %s)\n",
               static_cast<int>(in_use.size()), in_use.data(), static_cast<int>(best.size()),
               best.data(), env_or("MIXPREC_ISA", "not set"));
+  std::printf("Dispatch       bf16 conv %.*s, inference weights %s\n",
+              static_cast<int>(bf16_conv.size()), bf16_conv.data(),
+              dispatch.pack_inference_weights ? "packed" : "packed per call");
   const std::string_view p = dtype_name(precision.dtype);
   std::printf("Precision      auto -> %.*s: %s\n", static_cast<int>(p.size()), p.data(),
               precision.reason.c_str());

@@ -32,8 +32,10 @@ void print_help() {
   std::printf(
       "\nRun 'mixprec <command> --help' for a command's options.\n\n"
       "Environment:\n"
-      "  MIXPREC_ISA=scalar|avx2|avx512|avx512bf16  force a kernel level\n"
-      "  MIXPREC_NUM_THREADS=N                      cap the worker threads\n");
+      "  MIXPREC_ISA=scalar|avx2|avx512|avx512bf16|amx  force a kernel level\n"
+      "  MIXPREC_BF16_CONV=auto|dot|widen               bf16 convolution compute\n"
+      "  MIXPREC_PACK_WEIGHTS=1|0                       keep inference weights packed\n"
+      "  MIXPREC_NUM_THREADS=N                          cap the worker threads\n");
 }
 
 int run(Args args) {

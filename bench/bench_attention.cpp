@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
                                ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
                                : peak_f32;
-  const double peak_amx = kernels::gemm_amx_enabled()
+  const double peak_amx = active_isa() >= IsaLevel::Amx
                               ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads)
                               : 0.0;
   struct Shape {
@@ -55,14 +55,13 @@ int main(int argc, char** argv) {
       const std::size_t before = alloc.stats().allocated_bytes;
       kernels::scaled_dot_product_attention(q, k, v, out, opt);
       const double extra_mib = double(alloc.stats().peak_allocated_bytes - before) / (1 << 20);
-      const bool amx_variant = t == DType::BF16 && kernels::gemm_amx_enabled();
+      const bool amx_variant = t == DType::BF16 && active_isa() >= IsaLevel::Amx;
       std::vector<std::function<void()>> fns = {
           [&] { kernels::scaled_dot_product_attention(q, k, v, out, opt); }};
       if (amx_variant)
         fns.emplace_back([&] {
-          kernels::set_gemm_amx(false);
+          const ScopedIsa below_amx(IsaLevel::Avx512Bf16);
           kernels::scaled_dot_product_attention(q, k, v, out, opt);
-          kernels::set_gemm_amx(true);
         });
       const std::vector<Timing> tms = time_interleaved(fns, 2, 7, o.quick ? 0.4 : 1.2);
       const double flops =

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   const double peak_f32 = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, threads);
   // bf16 rows are a percentage of the AMX tile peak where the convolution runs on AMX.
   const bool amx =
-      kernels::bf16_conv_compute() == kernels::Bf16ConvCompute::Amx && kernels::gemm_amx_enabled();
+      active_isa() >= IsaLevel::Amx && dispatch_config().bf16_conv == Bf16ConvCompute::Auto;
   const double peak_amx =
       amx ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads) : 0.0;
   const double peak_bf16_dot =

@@ -153,10 +153,12 @@ int main(int argc, char** argv) {
                          [=] { kernels::convert(src, c.from, dst, c.to, n); },
                          {}});
       }
-  const IsaLevel level_before = active_isa();
+  const DispatchConfig config_before = dispatch_config();
   for (int round = -1; round < reps; ++round)  // round -1 is the warm-up
     for (Case& c : cases) {
-      set_active_isa(c.isa);
+      DispatchConfig at = config_before;
+      at.level = c.isa;
+      set_dispatch_config(at);
       set_num_threads(c.threads);
       const auto t0 = std::chrono::steady_clock::now();
       c.run();
@@ -164,7 +166,7 @@ int main(int argc, char** argv) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (round >= 0) c.seconds.push_back(dt);
     }
-  set_active_isa(level_before);
+  set_dispatch_config(config_before);
   set_num_threads(max_threads);
 
   auto timing = [](std::vector<double> s) {

@@ -121,7 +121,7 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     const MatrixView av = MatrixView::row_major(ops.a.data(), t, s.m, s.k, s.k);
     const MatrixView bv = MatrixView::row_major(ops.b.data(), t, s.k, s.n, s.n);
     const MutableMatrixView cv = MutableMatrixView::row_major(ops.c.data(), t, s.m, s.n, s.n);
-    const bool amx = t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0;
+    const bool amx = t == DType::BF16 && active_isa() >= IsaLevel::Amx && s.k % 32 == 0;
     const double peak = amx ? peaks.amx[threads]
                         : t == DType::BF16 && active_isa() >= IsaLevel::Avx512Bf16
                             ? peaks.bf16[threads]
@@ -142,20 +142,19 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
     fns.emplace_back([&] { kernels::gemm(av, bv, cv); });
     names.emplace_back("mixprec");
     notes.emplace_back(t == DType::F16 ? "f16 converted to f32 while packing; vs oneDNN f32"
-                       : t == DType::BF16 && kernels::gemm_amx_enabled() && s.k % 32 == 0
+                       : t == DType::BF16 && active_isa() >= IsaLevel::Amx && s.k % 32 == 0
                            ? "AMX tiles"
                            : "");
     fns.emplace_back([&] { kernels::gemm_prepacked(av, packed, cv); });
     names.emplace_back("mixprec-prepacked");
     notes.emplace_back("B packed once (inference weights)");
-    if (t == DType::BF16 && kernels::gemm_amx_enabled()) {
+    if (t == DType::BF16 && active_isa() >= IsaLevel::Amx) {
       fns.emplace_back([&] {
-        kernels::set_gemm_amx(false);
+        const ScopedIsa below_amx(IsaLevel::Avx512Bf16);
         kernels::gemm(av, bv, cv);
-        kernels::set_gemm_amx(true);
       });
       names.emplace_back("mixprec-vdpbf16ps");
-      notes.emplace_back("AMX off: the vdpbf16ps micro-kernel");
+      notes.emplace_back("avx512bf16 level: the vdpbf16ps micro-kernel");
     }
 #ifdef MIXPREC_HAVE_OPENBLAS
     const float* a32 = reinterpret_cast<const float*>(ops.a.data());
@@ -222,7 +221,7 @@ int main(int argc, char** argv) {
   std::vector<Row> peak_rows;
   for (int t : {1, 2}) {
     peaks.f32[t] = kernels::measure_peak_gflops(kernels::PeakKind::F32Fma, t);
-    peaks.amx[t] = kernels::gemm_amx_enabled()
+    peaks.amx[t] = active_isa() >= IsaLevel::Amx
                        ? kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, t)
                        : 0.0;
     peaks.bf16[t] = isa_supported(IsaLevel::Avx512Bf16)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/io/json.h"
 
 namespace mixprec::bench {

@@ -1,10 +1,10 @@
 #include "mixprec/core/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -14,7 +14,7 @@ namespace mixprec {
 namespace {
 
 constexpr std::array<std::string_view, kNumIsaLevels> kIsaNames{"scalar", "avx2", "avx512",
-                                                                "avx512bf16"};
+                                                                "avx512bf16", "amx"};
 
 struct Regs {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -87,18 +87,14 @@ CpuFeatures detect() {
   return f;
 }
 
-std::atomic<IsaLevel>& active_slot() {
-  // First use reads MIXPREC_ISA; a bad value throws, and the next use tries again.
-  static std::atomic<IsaLevel> slot{[] {
-    const char* forced = std::getenv("MIXPREC_ISA");
-    if (forced == nullptr || *forced == '\0') return best_isa();
-    const IsaLevel level = parse_isa(forced);
-    MIXPREC_CHECK(isa_supported(level), "MIXPREC_ISA=", forced,
-                  " asks for a kernel level this CPU lacks; it supports up to ",
-                  isa_name(best_isa()));
-    return level;
-  }()};
-  return slot;
+// Linux hands out the AMX tile state only to a process that asks for it (arch_prctl
+// ARCH_REQ_XCOMP_PERM); asked once, on first need.
+bool amx_permitted() {
+  static const bool permitted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
 }
 
 }  // namespace
@@ -109,7 +105,7 @@ IsaLevel parse_isa(std::string_view name) {
   for (IsaLevel level : kAllIsaLevels)
     if (isa_name(level) == name) return level;
   throw Error("unknown kernel level '" + std::string(name) +
-              "'; expected one of scalar, avx2, avx512, avx512bf16");
+              "'; expected one of scalar, avx2, avx512, avx512bf16, amx");
 }
 
 const CpuFeatures& cpu_features() {
@@ -130,6 +126,8 @@ bool isa_supported(IsaLevel level) {
       return avx512;
     case IsaLevel::Avx512Bf16:
       return avx512 && f.avx512_bf16;
+    case IsaLevel::Amx:
+      return avx512 && f.avx512_bf16 && f.amx_tile && f.amx_bf16 && f.os_amx && amx_permitted();
   }
   return false;
 }
@@ -139,14 +137,6 @@ IsaLevel best_isa() {
   for (IsaLevel level : kAllIsaLevels)
     if (isa_supported(level)) best = level;
   return best;
-}
-
-IsaLevel active_isa() { return active_slot().load(std::memory_order_relaxed); }
-
-void set_active_isa(IsaLevel level) {
-  MIXPREC_CHECK(isa_supported(level), "[set_active_isa] kernel level ", isa_name(level),
-                " is not supported by this CPU; it supports up to ", isa_name(best_isa()));
-  active_slot().store(level, std::memory_order_relaxed);
 }
 
 }  // namespace mixprec

@@ -1,9 +1,9 @@
 #include "mixprec/nn/layers.h"
 
-#include <atomic>
 #include <cmath>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
@@ -13,13 +13,6 @@
 #include "packed_weight_cache.h"
 
 namespace mixprec::nn {
-
-namespace {
-std::atomic<bool> g_weight_packing{true};
-}  // namespace
-
-void set_inference_weight_packing(bool enabled) { g_weight_packing.store(enabled); }
-bool inference_weight_packing() { return g_weight_packing.load(std::memory_order_relaxed); }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen)
     : packed_(std::make_unique<PackedCache>()) {
@@ -39,7 +32,7 @@ Linear::~Linear() = default;
 Tensor Linear::forward(const Tensor& x) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b}) ||
+  if (!dispatch_config().pack_inference_weights || autograd::needs_grad({&x, &w, &b}) ||
       x.dtype() == DType::F64 || w.dtype() == DType::F64) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return linear(x, w, b);
@@ -101,12 +94,13 @@ Tensor Conv2d::forward(const Tensor& x) { return forward(x, Tensor()); }
 Tensor Conv2d::forward(const Tensor& x, const Tensor& residual) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (!inference_weight_packing() || autograd::needs_grad({&x, &w, &b, &residual})) {
+  const DispatchConfig config = dispatch_config();
+  if (!config.pack_inference_weights || autograd::needs_grad({&x, &w, &b, &residual})) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return conv2d(x, w, b, params_, residual);
   }
   // The bf16 compute mode decides how bf16 weights are packed (AMX / vdpbf16ps panels or f32).
-  const int mode = static_cast<int>(kernels::bf16_conv_compute());
+  const int mode = static_cast<int>(config.bf16_conv);
   const auto packed = packed_->get(detail::pack_key(w, x.dtype(), mode), [&] {
     const auto [weight, x_dtype] =
         detail::operands_as_op_sees(amp::AutocastOp::Conv2d, w, x.dtype());

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/precision.h"
 
@@ -33,8 +34,36 @@ TEST(CpuFeatures, ScopedIsaRestoresAndRejectsUnsupported) {
   EXPECT_EQ(active_isa(), before);
   for (IsaLevel level : kAllIsaLevels)
     if (!isa_supported(level)) {
-      EXPECT_THROW(set_active_isa(level), Error);
+      EXPECT_THROW(ScopedIsa{level}, Error);
     }
+  EXPECT_EQ(active_isa(), before);
+}
+
+TEST(Dispatch, ScopedDispatchRestoresEverySwitch) {
+  const DispatchConfig before = dispatch_config();
+  {
+    ScopedDispatch scope({IsaLevel::Scalar, Bf16ConvCompute::WidenToF32, false});
+    EXPECT_EQ(active_isa(), IsaLevel::Scalar);
+    EXPECT_EQ(dispatch_config().bf16_conv, Bf16ConvCompute::WidenToF32);
+    EXPECT_FALSE(dispatch_config().pack_inference_weights);
+    {
+      ScopedIsa inner(before.level);  // changes the level only
+      EXPECT_EQ(dispatch_config().bf16_conv, Bf16ConvCompute::WidenToF32);
+    }
+    EXPECT_EQ(active_isa(), IsaLevel::Scalar);
+  }
+  const DispatchConfig after = dispatch_config();
+  EXPECT_EQ(after.level, before.level);
+  EXPECT_EQ(after.bf16_conv, before.bf16_conv);
+  EXPECT_EQ(after.pack_inference_weights, before.pack_inference_weights);
+  EXPECT_EQ(bf16_conv_compute_name(Bf16ConvCompute::DotProduct), "dot");
+}
+
+TEST(Dispatch, AmxIsALevelAboveAvx512Bf16) {
+  EXPECT_EQ(parse_isa("amx"), IsaLevel::Amx);
+  EXPECT_GT(IsaLevel::Amx, IsaLevel::Avx512Bf16);
+  const CpuFeatures& f = cpu_features();
+  if (!(f.amx_tile && f.amx_bf16 && f.os_amx)) EXPECT_FALSE(isa_supported(IsaLevel::Amx));
 }
 
 TEST(CpuFeatures, IsaTableFallsBackToTheLevelBelow) {

@@ -15,24 +15,12 @@
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
-namespace mixprec::kernels {
-
-inline std::string mode_name(Bf16ConvCompute m) {
-  switch (m) {
-    case Bf16ConvCompute::Amx:
-      return "amx";
-    case Bf16ConvCompute::DotProduct:
-      return "dot";
-    case Bf16ConvCompute::WidenToF32:
-      return "widen";
-    default:
-      return "auto";
-  }
-}
-
+namespace mixprec {
 // Test names and failure messages print a bf16 mode's name, not "1-byte object <01>".
-inline void PrintTo(Bf16ConvCompute m, std::ostream* os) { *os << mode_name(m); }
+inline void PrintTo(Bf16ConvCompute m, std::ostream* os) { *os << bf16_conv_compute_name(m); }
+}  // namespace mixprec
 
+namespace mixprec::kernels {
 namespace {
 
 struct Case {
@@ -205,18 +193,12 @@ TEST_P(ConvTest, MixedBf16InputF32Weights) {
   EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), want.numel() * 2));
 }
 
-// Restores the process-wide bf16 compute mode.
-struct ScopedBf16Mode {
-  explicit ScopedBf16Mode(Bf16ConvCompute mode) { set_bf16_conv_compute(mode); }
-  ~ScopedBf16Mode() { set_bf16_conv_compute(Bf16ConvCompute::Auto); }
-};
-
-constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Amx, Bf16ConvCompute::DotProduct,
+constexpr Bf16ConvCompute kBf16Modes[] = {Bf16ConvCompute::Auto, Bf16ConvCompute::DotProduct,
                                           Bf16ConvCompute::WidenToF32};
 
-// The bf16 tests once per kernel level and bf16 compute mode. A mode whose own path cannot run
-// at the level on this machine is skipped, naming what is missing (below avx512bf16 only
-// WidenToF32 runs: the other modes have no path of their own there).
+// The bf16 tests once per kernel level and bf16 compute mode (Auto runs AMX at the amx level).
+// A mode whose own path cannot run at the level is skipped, naming what is missing (DotProduct
+// below avx512bf16); a level this machine lacks is skipped.
 class ConvBf16Test : public ::testing::TestWithParam<std::tuple<IsaLevel, Bf16ConvCompute>> {
  protected:
   void SetUp() override {
@@ -224,33 +206,29 @@ class ConvBf16Test : public ::testing::TestWithParam<std::tuple<IsaLevel, Bf16Co
     if (!isa_supported(level))
       GTEST_SKIP() << "kernel level " << isa_name(level) << " is not supported by this CPU ("
                    << cpu_features().model << ")";
-    std::string why;
-    if (mode == Bf16ConvCompute::Amx) {
-      why = test_support::amx_missing(level);
-      if (why.empty() && !gemm_amx_enabled()) why = "the OS refused this process the AMX state";
-    } else if (mode == Bf16ConvCompute::DotProduct) {
-      why = test_support::level_missing("vdpbf16ps", IsaLevel::Avx512Bf16, level);
-    }
-    if (!why.empty()) GTEST_SKIP() << why;
-    isa_ = std::make_unique<ScopedIsa>(level);
-    mode_ = std::make_unique<ScopedBf16Mode>(mode);
+    if (mode == Bf16ConvCompute::DotProduct)
+      if (const std::string why =
+              test_support::level_missing("vdpbf16ps", IsaLevel::Avx512Bf16, level);
+          !why.empty())
+        GTEST_SKIP() << why;
+    DispatchConfig config = dispatch_config();
+    config.level = level;
+    config.bf16_conv = mode;
+    scope_ = std::make_unique<ScopedDispatch>(config);
   }
-  void TearDown() override {
-    mode_.reset();
-    isa_.reset();
-  }
+  void TearDown() override { scope_.reset(); }
 
  private:
-  std::unique_ptr<ScopedIsa> isa_;
-  std::unique_ptr<ScopedBf16Mode> mode_;
+  std::unique_ptr<ScopedDispatch> scope_;
 };
 
 std::string bf16_test_name(
     const ::testing::TestParamInfo<std::tuple<IsaLevel, Bf16ConvCompute>>& info) {
-  return std::string(isa_name(std::get<0>(info.param))) + "_" + mode_name(std::get<1>(info.param));
+  return std::string(isa_name(std::get<0>(info.param))) + "_" +
+         std::string(bf16_conv_compute_name(std::get<1>(info.param)));
 }
 
-// Channel counts that are multiples of 32 take the AMX tiles (in the amx mode), even ones
+// Channel counts that are multiples of 32 take the AMX tiles (auto, amx level), even ones
 // vdpbf16ps, the rest f32: every bf16 path, under each mode, with the shapes that stress its
 // edges (partial 16-pixel segments, padding on every side, strides, dilation, groups, partial
 // 32-column panels, each epilogue, NCHW in and out).
@@ -335,6 +313,37 @@ INSTANTIATE_TEST_SUITE_P(IsaMode, ConvBf16Test,
                          ::testing::Combine(::testing::ValuesIn(kAllIsaLevels),
                                             ::testing::ValuesIn(kBf16Modes)),
                          bf16_test_name);
+
+// The bf16 modes round as docs/NUMERICS.md says: vdpbf16ps reads a subnormal bf16 input as
+// zero, widening to f32 keeps it; Auto is vdpbf16ps on a CPU without AMX and widens on one with
+// AMX (32 channels take AMX tiles only at the amx level, which also flush). Deterministic: the
+// same answer every run.
+TEST(ConvBf16Modes, SubnormalInputsFollowTheMode) {
+  if (!isa_supported(IsaLevel::Avx512Bf16))
+    GTEST_SKIP() << "vdpbf16ps needs the avx512bf16 level; this CPU (" << cpu_features().model
+                 << ") lacks it";
+  const float tiny = std::ldexp(1.0f, -130);  // a bf16 subnormal
+  Tensor xf = Tensor::zeros({1, 32, 4, 4});
+  xf.data<float>()[1 * 4 + 1] = tiny;  // channel 0, pixel (1, 1)
+  Tensor wf = Tensor::zeros({16, 32, 3, 3});
+  for (int64_t o = 0; o < 16; ++o) wf.data<float>()[o * 32 * 9 + 4] = 1.0f;  // centre tap, c 0
+  const Tensor x = xf.to(DType::BF16), w = wf.to(DType::BF16);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  auto centre = [&](Bf16ConvCompute mode) {
+    DispatchConfig config = dispatch_config();
+    config.level = IsaLevel::Avx512Bf16;
+    config.bf16_conv = mode;
+    const ScopedDispatch scope(config);
+    const Tensor out = Tensor::empty({1, 16, 4, 4});
+    conv2d(x, w, nullptr, out, opt);
+    return out.contiguous().data<float>()[1 * 4 + 1];  // channel 0, pixel (1, 1)
+  };
+  EXPECT_EQ(centre(Bf16ConvCompute::DotProduct), 0.0f);
+  EXPECT_EQ(centre(Bf16ConvCompute::WidenToF32), tiny);
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(centre(Bf16ConvCompute::Auto), f.amx_tile && f.amx_bf16 ? tiny : 0.0f);
+}
 
 // pack_conv_weights once, then conv2d with the packing: the same result as packing per call,
 // bit for bit (the same kernels run), for every dtype path, groups and depthwise.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mixprec/core/allocator.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/mode/autocast.h"
@@ -407,9 +408,13 @@ TEST(Conv2dPacking, NotKeptWhenGradientsAreNeeded) {
   EXPECT_EQ(conv.packed_bytes(), 0u);
   EXPECT_FALSE(conv.forward(x).requires_grad());  // frozen weights, plain x: packed
   EXPECT_GT(conv.packed_bytes(), 0u);
-  set_inference_weight_packing(false);  // switched off: dropped, the per-call path
-  const Tensor unpacked = conv.forward(x);
-  set_inference_weight_packing(true);
+  Tensor unpacked;
+  {
+    DispatchConfig off = dispatch_config();
+    off.pack_inference_weights = false;
+    ScopedDispatch scope(off);
+    unpacked = conv.forward(x);  // switched off: dropped, the per-call path
+  }
   EXPECT_EQ(conv.packed_bytes(), 0u);
   EXPECT_TRUE(same_bits(unpacked, conv.forward(x)));
 }

@@ -7,7 +7,7 @@
 //   TEST_P(MyKernelTest, MatchesScalar) { ... isa() is the level being tested ... }
 //   MIXPREC_INSTANTIATE_ISA_TEST_SUITE(MyKernelTest);
 //
-// gives MyKernelTest.MatchesScalar/scalar, /avx2, /avx512, /avx512bf16 (prefixed "Isa/").
+// gives MyKernelTest.MatchesScalar/scalar, /avx2, /avx512, /avx512bf16, /amx (prefixed "Isa/").
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dispatch.h"
 
 namespace mixprec {
 // Test names and failure messages print the level's name, not "1-byte object <02>".
@@ -52,16 +53,10 @@ inline std::string level_missing(const std::string& path, IsaLevel needed, IsaLe
          std::string(isa_name(running));
 }
 
-// Why the AMX-BF16 kernels (GEMM, bf16 convolution) cannot run at level `running` on this
-// machine, or "": they need the avx512bf16 level and a CPU and OS with AMX-BF16 tiles.
+// Why the AMX-BF16 kernels (GEMM, bf16 convolution) cannot run at level `running`, or "": they
+// run at the amx level only, which IsaTest skips where the CPU or the OS lacks the tiles.
 inline std::string amx_missing(IsaLevel running) {
-  if (std::string why = level_missing("AMX-BF16", IsaLevel::Avx512Bf16, running); !why.empty())
-    return why;
-  const CpuFeatures& f = cpu_features();
-  if (!(f.amx_tile && f.amx_bf16))
-    return "this CPU (" + f.model + ") has no AMX-BF16 tiles: the AMX path is not run";
-  if (!f.os_amx) return "the OS does not enable the AMX tile state: the AMX path is not run";
-  return "";
+  return level_missing("AMX-BF16 tiles", IsaLevel::Amx, running);
 }
 
 }  // namespace mixprec::test_support

@@ -1,7 +1,7 @@
 #pragma once
-// What the CPU can do, and which kernel level runs. Detected once (cpuid plus the OS's XCR0
-// state-save support); MIXPREC_ISA=scalar|avx2|avx512|avx512bf16 forces a level so that every
-// path can be tested on one machine.
+// What the CPU can do: detected once (cpuid plus the OS's XCR0 state-save support). Which
+// level the kernels run at is core/dispatch.h's (DispatchConfig; MIXPREC_ISA forces a level so
+// that every path can be tested on one machine).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -14,10 +14,11 @@ namespace mixprec {
 //   avx2       AVX2 + FMA + F16C
 //   avx512     AVX-512 F/BW/VL/DQ
 //   avx512bf16 AVX-512 BF16 (vdpbf16ps, vcvtneps2bf16)
-enum class IsaLevel : uint8_t { Scalar, Avx2, Avx512, Avx512Bf16 };
-inline constexpr std::size_t kNumIsaLevels = 4;
+//   amx        AMX-BF16 tiles, with the OS's permission to use them (asked once per process)
+enum class IsaLevel : uint8_t { Scalar, Avx2, Avx512, Avx512Bf16, Amx };
+inline constexpr std::size_t kNumIsaLevels = 5;
 inline constexpr std::array<IsaLevel, kNumIsaLevels> kAllIsaLevels{
-    IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512, IsaLevel::Avx512Bf16};
+    IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512, IsaLevel::Avx512Bf16, IsaLevel::Amx};
 
 std::string_view isa_name(IsaLevel level);
 IsaLevel parse_isa(std::string_view name);  // throws Error naming the valid levels
@@ -39,25 +40,13 @@ const CpuFeatures& cpu_features();  // detected on first use
 bool isa_supported(IsaLevel level);  // the CPU and the OS both allow it
 IsaLevel best_isa();                 // highest supported level
 
-// The level kernels dispatch on: MIXPREC_ISA when set (an unknown or unsupported level
-// throws Error), else best_isa().
+// The level kernels dispatch on: DispatchConfig::level (core/dispatch.h), which is MIXPREC_ISA
+// when set (an unknown or unsupported level throws Error), else best_isa().
 IsaLevel active_isa();
-void set_active_isa(IsaLevel level);  // throws Error if unsupported
 
-// RAII: run a scope at a given kernel level (tests use it to cover every path).
-class ScopedIsa {
- public:
-  explicit ScopedIsa(IsaLevel level) : previous_(active_isa()) { set_active_isa(level); }
-  ~ScopedIsa() { set_active_isa(previous_); }
-  ScopedIsa(const ScopedIsa&) = delete;
-  ScopedIsa& operator=(const ScopedIsa&) = delete;
-
- private:
-  IsaLevel previous_;
-};
-
-// A table of kernel variants indexed by level; an empty slot falls back to the next level
-// below (every table has a scalar reference in slot 0).
+// A table of kernel variants indexed by level, for families whose candidates differ only by
+// level (the others use a candidate list, kernels/cpu/isa/candidates.h); an empty slot falls
+// back to the next level below (every table has a scalar reference in slot 0).
 template <typename Fn>
 struct IsaTable {
   std::array<Fn*, kNumIsaLevels> variants{};

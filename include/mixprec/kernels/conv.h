@@ -7,15 +7,16 @@
 // over the input as it lies (no copy). Other shapes, on the AVX-512 levels, run a direct
 // convolution: a micro-kernel whose A operand is read in place from the NHWC input, one tap at
 // a time, with zeros where the window leaves the image; f32 inputs directly, bf16 inputs on
-// AMX tiles (channels per group a multiple of 32, where the CPU has AMX), through vdpbf16ps
-// (even channel count per group) or widened to f32 once per call (see Bf16ConvCompute), f16
-// inputs widened to f32. AVX2 and scalar gather patches of a tile of
+// AMX tiles (channels per group a multiple of 32, at the amx level), through vdpbf16ps
+// (even channel count per group) or widened to f32 once per call (Bf16ConvCompute in
+// core/dispatch.h), f16 inputs widened to f32. AVX2 and scalar gather patches of a tile of
 // output pixels (im2col, a few hundred rows at a time, per thread) for the GEMM. Weights are
 // packed per call, or once by pack_conv_weights (which nn::Conv2d does for inference). NCHW
 // operands are converted to NHWC on the way in and out.
 #include <cstdint>
 #include <vector>
 
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/gemm.h"
 
@@ -38,22 +39,9 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
             const Conv2dOptions& options = {});
 
-// How a bf16 convolution computes at the avx512bf16 level. Amx: AMX-BF16 tiles (where the
-// CPU and OS have them, and the channels per group are a multiple of 32). DotProduct:
-// vdpbf16ps, 64 flops per instruction, whose throughput differs by CPU: on Zen 4 it issues
-// like an FMA (twice the f32 flops), on the Xeon this was tuned on only every other cycle (the
-// flops of f32 FMA, measured by the peak probe). WidenToF32: bf16 widened to f32 once per call
-// for the f32 kernels (exact: every bf16 is an f32; f32 accumulation then keeps the subnormal
-// products that vdpbf16ps and AMX flush). Auto: Amx where usable; otherwise, and for shapes
-// Amx does not take, DotProduct except on CPUs with AMX (whose vdpbf16ps issues at half rate),
-// WidenToF32 there: decided from cpuid, never by timing, so results and memory peaks do not
-// depend on how busy the machine is.
-enum class Bf16ConvCompute : uint8_t { Auto, Amx, DotProduct, WidenToF32 };
-void set_bf16_conv_compute(Bf16ConvCompute mode);  // process-wide; Auto by default
-Bf16ConvCompute bf16_conv_compute();               // the mode in force (never Auto)
-
-// Weights packed once for inputs of one dtype at the active kernel level (inference: the
-// packing is a snapshot; pack again after changing the weights or the level).
+// Weights packed once for inputs of one dtype at the active kernel level and bf16 mode
+// (inference: the packing is a snapshot; pack again after changing the weights, the level or
+// DispatchConfig::bf16_conv).
 class PackedConvWeights {
  public:
   PackedConvWeights() = default;

@@ -2,7 +2,8 @@
 // GEMM, the engine's heart: C = epilogue(alpha * op(A) * op(B) + beta * C).
 //
 // Inputs f32, f16 or bf16 in any combination; output f32, f16 or bf16. The compute dtype is
-// bf16 (vdpbf16ps) only when both inputs are bf16 and the kernel level is avx512bf16; every
+// bf16 (vdpbf16ps, or AMX tiles at the amx level when K is a multiple of 32 and A's rows are
+// contiguous) only when both inputs are bf16 and the kernel level is avx512bf16 or above; every
 // other case converts the inputs exactly to f32 while packing and runs f32 FMAs. Accumulation
 // is always f32 in registers over the whole K, and the result is rounded once, on the final
 // write, after the fused epilogue: bias, activation, residual add, output cast.
@@ -123,12 +124,6 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
                     const GemmEpilogue& epilogue = {}, const PackedRange& range = {});
-
-// AMX-BF16 tiles for bf16 x bf16 products whose K is a multiple of 32 and whose A rows are
-// contiguous, where the CPU and OS have them: on by default; off forces the vdpbf16ps
-// micro-kernel (tests, comparisons). Process-wide.
-void set_gemm_amx(bool enabled);
-bool gemm_amx_enabled();  // enabled and usable on this machine
 
 // Plain triple loop in f64: the reference the tests compare every path against.
 void gemm_reference(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,

@@ -12,12 +12,6 @@
 
 namespace mixprec::nn {
 
-// Whether Linear and Conv2d keep their weights packed for inference (on by default; see
-// Conv2d). Off trades the per-call packing back for the memory of one packed copy of the
-// weights: the packings held are dropped at each layer's next forward. Process-wide.
-void set_inference_weight_packing(bool enabled);
-bool inference_weight_packing();
-
 // A module with one input and one output: what Sequential chains.
 class Layer : public Module {
  public:
@@ -76,7 +70,8 @@ class GELU final : public Layer {
 // from a fresh one: the weight replaced (Module::to) or written (copy_, fill_, optimizer
 // steps), another input dtype, autocast state or kernel level. The result is bit-identical to
 // packing per call. The packing costs about one more copy of the weights (packed_bytes());
-// a forward that needs gradients drops it.
+// a forward that needs gradients drops it, and so does any forward while
+// DispatchConfig::pack_inference_weights is off (core/dispatch.h).
 class Conv2d final : public Layer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Conv2dParams params = {},

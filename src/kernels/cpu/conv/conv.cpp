@@ -1,7 +1,7 @@
 #include "mixprec/kernels/conv.h"
 
 #include <algorithm>
-#include <atomic>
+#include <array>
 #include <type_traits>
 #include <vector>
 
@@ -9,9 +9,11 @@
 #include "conv_internal.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dispatch.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/kernels/convert.h"
+#include "../isa/candidates.h"
 #include "../simd/simd_math.h"
 #include "../simd/simd_scalar.h"
 
@@ -175,128 +177,184 @@ Allocation& thread_patches() {
   return patches;
 }
 
-std::atomic<Bf16ConvCompute> g_bf16_mode{Bf16ConvCompute::Auto};
+// ---- The dtype the weights are packed for (and the kernels read) ----
+// bf16 with bf16 weights stays bf16 for AMX and where vdpbf16ps pays; the AVX-512 levels widen
+// other 16-bit inputs to f32 for the direct kernel (the bf16 kernels need bf16 weights). Below
+// AVX-512 the input dtype is kept (the GEMM converts while packing).
+struct PackRequest {
+  DType x, w;
+  int64_t cg;  // channels per group
+  Bf16ConvCompute mode;
+  IsaLevel level;
+};
 
-// Auto's choice where AMX does not take a bf16 convolution: vdpbf16ps, or widening to f32 for
-// the FMA kernel. A property of the core, decided from cpuid, never by timing (a timing probe on
-// a busy machine flipped the choice from run to run, and with it the rounding and the memory
-// peak): the cores measured so far run vdpbf16ps at the FMA's rate (AMD Zen 4: 2x the f32
-// flops per instruction) except Intel's AMX cores (Sapphire Rapids and later), where it issues
-// at half rate and widening to f32 is as fast (docs/PERFORMANCE.md).
-Bf16ConvCompute bf16_dot_or_widen() {
-  if (active_isa() < IsaLevel::Avx512Bf16) return Bf16ConvCompute::WidenToF32;
-  const CpuFeatures& f = cpu_features();
-  return f.amx_tile && f.amx_bf16 ? Bf16ConvCompute::WidenToF32 : Bf16ConvCompute::DotProduct;
-}
-
-// Whether AMX takes a bf16 group of cg channels under the mode in force.
-bool use_amx(int64_t cg) {
-  return active_isa() >= IsaLevel::Avx512Bf16 && cg % 32 == 0 &&
-         bf16_conv_compute() == Bf16ConvCompute::Amx && conv_detail::amx_usable();
-}
-
-// The dtype A is packed for (and the direct kernel reads): bf16 with bf16 weights stays bf16
-// for AMX and where vdpbf16ps pays; the AVX-512 levels widen other 16-bit inputs to f32 for the
-// direct kernel (the bf16 kernels need bf16 weights). Below AVX-512 the input dtype is kept
-// (the GEMM converts while packing).
-DType pack_dtype_for(DType x_dtype, DType w_dtype, int64_t cg) {
-  const IsaLevel level = active_isa();
-  if (level < IsaLevel::Avx512 || x_dtype == DType::F32) return x_dtype;
-  if (x_dtype == DType::BF16 && w_dtype == DType::BF16 && level >= IsaLevel::Avx512Bf16 &&
-      cg % 2 == 0) {
-    Bf16ConvCompute mode = bf16_conv_compute();
-    if (mode == Bf16ConvCompute::Amx && !use_amx(cg)) mode = bf16_dot_or_widen();
-    if (mode != Bf16ConvCompute::WidenToF32) return DType::BF16;
+// Whether a bf16 convolution keeps bf16 pairs (AMX tiles or vdpbf16ps) rather than widening.
+// Auto's rule for shapes AMX does not take is a property of the core, decided from cpuid,
+// never by timing (a timing probe on a busy machine flipped the choice from run to run, and
+// with it the rounding and the memory peak): the cores measured so far run vdpbf16ps at the
+// FMA's rate (AMD Zen 4: 2x the f32 flops per instruction) except Intel's AMX cores (Sapphire
+// Rapids and later), where it issues at half rate and widening to f32 is as fast
+// (docs/PERFORMANCE.md).
+bool bf16_pairs_take(const PackRequest& r) {
+  if (r.x != DType::BF16 || r.w != DType::BF16 || r.cg % 2 != 0) return false;
+  switch (r.mode) {
+    case Bf16ConvCompute::DotProduct:
+      return true;
+    case Bf16ConvCompute::WidenToF32:
+      return false;
+    case Bf16ConvCompute::Auto:
+      break;
   }
-  return DType::F32;
+  const bool amx_takes = r.level >= IsaLevel::Amx && r.cg % 32 == 0;
+  const CpuFeatures& f = cpu_features();
+  return amx_takes || !(f.amx_tile && f.amx_bf16);
 }
 
-// Everything but depthwise and f64: per group, one GEMM (pointwise), the direct kernel, or
-// im2col tiles times the packed weights.
+using PackCandidate = Candidate<PackRequest, DType (*)(const PackRequest&)>;
+constexpr std::array<PackCandidate, 3> kPackDtypes{{
+    {"bf16 pairs (amx tiles, vdpbf16ps)", IsaLevel::Avx512Bf16, bf16_pairs_take,
+     [](const PackRequest&) { return DType::BF16; }},
+    {"f32 (the avx512 direct kernel)", IsaLevel::Avx512, nullptr,
+     [](const PackRequest&) { return DType::F32; }},
+    {"the input's (converted while packing)", IsaLevel::Scalar, nullptr,
+     [](const PackRequest& r) { return r.x; }},
+}};
+static_assert(ends_with_reference(kPackDtypes));
+
+DType pack_dtype_for(DType x_dtype, DType w_dtype, int64_t cg) {
+  const DispatchConfig config = dispatch_config();
+  const PackRequest r{x_dtype, w_dtype, cg, config.bf16_conv, config.level};
+  return pick(kPackDtypes, r, r.level).kernel(r);
+}
+
+// ---- How one group of a packed convolution runs ----
+struct GroupProblem {
+  const Tensor& xs;  // NHWC input
+  const PackedMatrix& b;
+  const Conv2dOptions& opt;
+  const Geometry& g;
+  int64_t grp;
+  const GroupOutput& go;
+  Bf16ConvCompute mode;
+  Tensor& widened;  // xs in the packed A dtype, made on first use and kept for the next groups
+};
+
+// The GEMM epilogue and output view of output rows (pixels) [row0, row0 + rows) of the group.
+GemmEpilogue gemm_epilogue_at(const GroupProblem& q, int64_t row0) {
+  const GroupOutput& go = q.go;
+  GemmEpilogue ep;
+  ep.activation = go.activation;
+  if (go.bias != nullptr) {
+    ep.bias = static_cast<const char*>(go.bias->data_ptr()) +
+              static_cast<std::size_t>(go.col0) * go.bias->element_size();
+    ep.bias_dtype = go.bias->dtype();
+  }
+  if (go.residual != nullptr) {
+    ep.residual = static_cast<const char*>(go.residual->data_ptr()) +
+                  static_cast<std::size_t>(row0 * go.o + go.col0) * go.residual->element_size();
+    ep.residual_dtype = go.residual->dtype();
+    ep.residual_ld = go.o;
+  }
+  return ep;
+}
+MutableMatrixView out_rows(const GroupProblem& q, int64_t row0, int64_t rows) {
+  const Tensor& ys = q.go.ys;
+  return MutableMatrixView::row_major(
+      static_cast<char*>(ys.data_ptr()) +
+          static_cast<std::size_t>(row0 * q.go.o + q.go.col0) * ys.element_size(),
+      ys.dtype(), rows, q.g.og, q.go.o);
+}
+
+// 1x1, stride 1, no padding, one group: the NHWC input is already the [N*H*W, C] patch matrix.
+bool pointwise_takes(const GroupProblem& q) {
+  const Geometry& g = q.g;
+  const Conv2dOptions& opt = q.opt;
+  return g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
+         opt.pad_w == 0 && g.groups == 1;
+}
+void run_pointwise(const GroupProblem& q) {
+  const int64_t m = q.g.n * q.g.oh * q.g.ow;
+  gemm_prepacked(MatrixView::row_major(q.xs.data_ptr(), q.xs.dtype(), m, q.g.cg, q.g.c), q.b,
+                 out_rows(q, 0, m), gemm_epilogue_at(q, 0));
+}
+
+// AMX tiles: bf16 panels and input, channels per group a multiple of 32, and a mode that lets
+// AMX run (Auto).
+bool amx_takes(const GroupProblem& q) {
+  return q.b.compute_dtype() == DType::BF16 && q.xs.dtype() == DType::BF16 && q.g.cg % 32 == 0 &&
+         q.mode == Bf16ConvCompute::Auto;
+}
+void run_amx(const GroupProblem& q) {
+  const Geometry& g = q.g;
+  const Conv2dOptions& opt = q.opt;
+  conv_detail::amx_conv({static_cast<const uint16_t*>(q.xs.data_ptr()) + q.grp * g.cg,
+                         q.xs.stride(0), q.xs.stride(2), q.xs.stride(3), g.n, g.h, g.w, g.cg,
+                         g.kh, g.kw, g.oh, g.ow, opt.stride_h, opt.stride_w, opt.pad_h, opt.pad_w,
+                         opt.dilation_h, opt.dilation_w, q.b.panels(), g.og,
+                         conv_detail::tile_epilogue(q.go, 0, 0)});
+}
+
+// The direct kernels read A in the dtype the weights were packed for.
+bool direct_bf16_takes(const GroupProblem& q) {
+  return q.b.compute_dtype() == DType::BF16 && q.b.a_dtype() == DType::BF16 && q.g.cg % 2 == 0;
+}
+bool direct_f32_takes(const GroupProblem& q) {
+  return q.b.compute_dtype() == DType::F32 && q.b.a_dtype() == DType::F32;
+}
+void run_direct(const GroupProblem& q, const conv_detail::DirectKernel& dk) {
+  if (!q.widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
+    q.widened = q.xs.dtype() == q.b.a_dtype() ? q.xs : q.xs.to(q.b.a_dtype());
+  conv_detail::run_direct(dk, q.widened, q.b, q.opt, q.g, q.grp, q.go);
+}
+void run_direct_bf16(const GroupProblem& q) {
+  run_direct(q, *conv_detail::direct_kernel_avx512bf16());
+}
+void run_direct_f32(const GroupProblem& q) { run_direct(q, *conv_detail::direct_kernel_avx512()); }
+
+// The reference: patches of kTileRows output pixels gathered per thread (im2col), times the
+// packed weights.
+void run_im2col(const GroupProblem& q) {
+  const Geometry& g = q.g;
+  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
+  const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+  parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
+    Allocation& patches = thread_patches();
+    patches.reserve(static_cast<std::size_t>(kTileRows * k) * q.xs.element_size());
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
+      gather_patch_rows(q.xs, q.opt, g, q.grp, r0, r0 + rows, patches.data());
+      gemm_prepacked(MatrixView::row_major(patches.data(), q.xs.dtype(), rows, k, k), q.b,
+                     out_rows(q, r0, rows), gemm_epilogue_at(q, r0));
+    }
+  });
+}
+
+// Best first. They round alike (f32 sums, one rounding) except that AMX and vdpbf16ps flush
+// bf16 subnormals; which of those runs for a bf16 convolution is decided by the packing
+// (kPackDtypes, from Bf16ConvCompute), docs/NUMERICS.md.
+using GroupCandidate = Candidate<GroupProblem, void (*)(const GroupProblem&)>;
+constexpr std::array<GroupCandidate, 5> kGroupAlgorithms{{
+    {"pointwise gemm", IsaLevel::Scalar, pointwise_takes, run_pointwise},
+    {"direct amx tiles", IsaLevel::Amx, amx_takes, run_amx},
+    {"direct vdpbf16ps", IsaLevel::Avx512Bf16, direct_bf16_takes, run_direct_bf16},
+    {"direct avx512 fma", IsaLevel::Avx512, direct_f32_takes, run_direct_f32},
+    {"im2col + gemm", IsaLevel::Scalar, nullptr, run_im2col},
+}};
+static_assert(ends_with_reference(kGroupAlgorithms));
+
+// Everything but depthwise and f64: per group, the first of kGroupAlgorithms that takes it.
 void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, const Tensor* bias,
                    const Tensor& ys, const Tensor* residual, const Conv2dOptions& opt,
                    const Geometry& g) {
-  const int64_t m = g.n * g.oh * g.ow, k = g.kh * g.kw * g.cg;
   const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
-  const bool pointwise = g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 &&
-                         opt.pad_h == 0 && opt.pad_w == 0 && g.groups == 1;
-  const std::size_t ys_es = ys.element_size();
-  Tensor widened;  // xs in the packed A dtype, made on first use
+  const Bf16ConvCompute mode = dispatch_config().bf16_conv;
+  Tensor widened;
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     const PackedMatrix& b = packed[static_cast<std::size_t>(grp)];
     const GroupOutput go{
         ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o, grp * g.og};
-    auto epilogue_at = [&](int64_t row0) {
-      GemmEpilogue ep;
-      ep.activation = opt.activation;
-      if (bias_c.defined()) {
-        ep.bias = static_cast<const char*>(bias_c.data_ptr()) +
-                  static_cast<std::size_t>(grp * g.og) * bias_c.element_size();
-        ep.bias_dtype = bias_c.dtype();
-      }
-      if (residual != nullptr) {
-        ep.residual = static_cast<const char*>(residual->data_ptr()) +
-                      static_cast<std::size_t>(row0 * g.o + grp * g.og) * residual->element_size();
-        ep.residual_dtype = residual->dtype();
-        ep.residual_ld = g.o;
-      }
-      return ep;
-    };
-    auto out_rows = [&](int64_t row0, int64_t rows) {
-      return MutableMatrixView::row_major(
-          static_cast<char*>(ys.data_ptr()) +
-              static_cast<std::size_t>(row0 * g.o + grp * g.og) * ys_es,
-          ys.dtype(), rows, g.og, g.o);
-    };
-    if (pointwise) {  // NHWC input is already the [N*H*W, C] patch matrix
-      gemm_prepacked(MatrixView::row_major(xs.data_ptr(), xs.dtype(), m, k, g.c), b, out_rows(0, m),
-                     epilogue_at(0));
-      continue;
-    }
-    if (b.compute_dtype() == DType::BF16 && xs.dtype() == DType::BF16 && use_amx(g.cg) &&
-        b.level() >= IsaLevel::Avx512Bf16) {
-      const conv_detail::AmxConvProblem ap{static_cast<const uint16_t*>(xs.data_ptr()) + grp * g.cg,
-                                           xs.stride(0),
-                                           xs.stride(2),
-                                           xs.stride(3),
-                                           g.n,
-                                           g.h,
-                                           g.w,
-                                           g.cg,
-                                           g.kh,
-                                           g.kw,
-                                           g.oh,
-                                           g.ow,
-                                           opt.stride_h,
-                                           opt.stride_w,
-                                           opt.pad_h,
-                                           opt.pad_w,
-                                           opt.dilation_h,
-                                           opt.dilation_w,
-                                           b.panels(),
-                                           g.og,
-                                           conv_detail::tile_epilogue(go, 0, 0)};
-      conv_detail::amx_conv(ap);
-      continue;
-    }
-    if (const conv_detail::DirectKernel* dk =
-            conv_detail::direct_kernel_for(b, b.a_dtype(), g.cg)) {
-      if (!widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
-        widened = xs.dtype() == b.a_dtype() ? xs : xs.to(b.a_dtype());
-      conv_detail::run_direct(*dk, widened, b, opt, g, grp, go);
-      continue;
-    }
-    const int64_t tiles = (m + kTileRows - 1) / kTileRows;
-    parallel_for(0, tiles, 1, [&](int64_t lo, int64_t hi) {
-      Allocation& patches = thread_patches();
-      patches.reserve(static_cast<std::size_t>(kTileRows * k) * xs.element_size());
-      for (int64_t t = lo; t < hi; ++t) {
-        const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-        gather_patch_rows(xs, opt, g, grp, r0, r0 + rows, patches.data());
-        gemm_prepacked(MatrixView::row_major(patches.data(), xs.dtype(), rows, k, k), b,
-                       out_rows(r0, rows), epilogue_at(r0));
-      }
-    });
+    const GroupProblem q{xs, b, opt, g, grp, go, mode, widened};
+    pick(kGroupAlgorithms, q, b.level()).kernel(q);
   }
 }
 
@@ -333,14 +391,6 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
 }
 
 }  // namespace
-
-void set_bf16_conv_compute(Bf16ConvCompute mode) { g_bf16_mode.store(mode); }
-
-Bf16ConvCompute bf16_conv_compute() {
-  const Bf16ConvCompute mode = g_bf16_mode.load();
-  if (mode != Bf16ConvCompute::Auto) return mode;
-  return conv_detail::amx_usable() ? Bf16ConvCompute::Amx : bf16_dot_or_widen();
-}
 
 int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t pad,
                          int64_t dilation) {

@@ -25,16 +25,6 @@ DirectScratch& thread_direct_scratch() {
 
 }  // namespace
 
-// The direct kernel for these packed weights and input, or null (then im2col tiles).
-const DirectKernel* direct_kernel_for(const PackedMatrix& b, DType x_dtype, int64_t cg) {
-  if (b.level() >= IsaLevel::Avx512Bf16 && b.compute_dtype() == DType::BF16 &&
-      x_dtype == DType::BF16 && cg % 2 == 0)
-    return direct_kernel_avx512bf16();
-  if (b.level() >= IsaLevel::Avx512 && b.compute_dtype() == DType::F32 && x_dtype == DType::F32)
-    return direct_kernel_avx512();
-  return nullptr;
-}
-
 gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, int64_t col) {
   const int64_t c = out.col0 + col;
   gemm_detail::TileEpilogue ep{

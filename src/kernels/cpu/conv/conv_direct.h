@@ -47,8 +47,6 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 // zero border, into a small ring of rows as it goes, so every tap of every segment is one
 // strided tile load.
 
-using gemm_detail::amx_usable;
-
 struct AmxConvProblem {
   const uint16_t* x;                           // NHWC bf16, at the group's first channel
   int64_t x_stride_n, x_stride_h, x_stride_w;  // elements

@@ -31,9 +31,6 @@ gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, i
 // for A of dtype x_dtype (conv_pack.cpp).
 std::vector<PackedMatrix> pack_groups(const Tensor& weight, DType x_dtype, const Geometry& g);
 
-// The direct kernel for these packed weights and input, or null (then im2col tiles).
-const DirectKernel* direct_kernel_for(const PackedMatrix& b, DType x_dtype, int64_t cg);
-
 // Direct convolution of group `grp` on NHWC xs (conv_direct.cpp).
 void run_direct(const DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
                 const Conv2dOptions& opt, const Geometry& g, int64_t grp, const GroupOutput& out);

@@ -146,6 +146,25 @@ struct Math {
   }
 };
 
+// Calls f(std::integral_constant<DType, t>) with a float dtype S loads (f32, f16, bf16; the f64
+// path also f64) as a compile-time value: a family switches on an operand's dtype once, at its
+// entry, and the loads below (S::load_n with a constant dtype) lose their per-vector switch.
+template <class S, class Fn>
+void with_load_dtype(DType t, Fn&& f) {
+  switch (t) {
+    case DType::F32:
+      return f(std::integral_constant<DType, DType::F32>{});
+    case DType::F16:
+      return f(std::integral_constant<DType, DType::F16>{});
+    case DType::BF16:
+      return f(std::integral_constant<DType, DType::BF16>{});
+    default:
+      if constexpr (kIsF64<S>)
+        if (t == DType::F64) return f(std::integral_constant<DType, DType::F64>{});
+      return;  // the front ends accept float dtypes only
+  }
+}
+
 template <class S, Activation A>
 typename S::F activate(typename S::F v) {
   using M = Math<S>;

@@ -1,5 +1,7 @@
 // The GEMM driver: checks, picks the micro-kernel for (kernel level, input dtypes), splits the
 // output over threads, packs B (and A when it is not usable in place) and walks the tiles.
+// Two candidate lists (isa/candidates.h) make the choices: kUkernels the micro-kernel, which
+// fixes the packed layout; kBlockAlgorithms how a thread's block of C is computed over it.
 //
 // Loop nest of one thread over its [m0, m1) x [n0, n1) block of C:
 //   for each chunk of rows:            pack A into mr-row micro-panels [K][mr]   (<= 4 MiB)
@@ -13,10 +15,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
+#include <array>
 #include <cstring>
 
 #include "../conv/conv_direct.h"
+#include "../isa/candidates.h"
 #include "gemm_internal.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -59,12 +62,25 @@ constexpr std::size_t kAChunkBytes = 4 << 20;   // packed A rows per pass over B
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+struct InputDtypes {
+  DType a, b;
+};
+bool both_bf16(const InputDtypes& t) { return t.a == DType::BF16 && t.b == DType::BF16; }
+
+// The micro-kernel for the input dtypes. It fixes the compute dtype (bf16 pairs or f32, inputs
+// converted while packing) and the panel width, so packed B and the block algorithms follow it.
+// AMX is not here: it reads the avx512bf16 panels (kBlockAlgorithms).
+using UkernelCandidate = Candidate<InputDtypes, const Ukernel& (*)()>;
+constexpr std::array<UkernelCandidate, 4> kUkernels{{
+    {"vdpbf16ps", IsaLevel::Avx512Bf16, both_bf16, gemm_detail::ukernel_avx512bf16},
+    {"avx512 fma", IsaLevel::Avx512, nullptr, gemm_detail::ukernel_avx512},
+    {"avx2 fma", IsaLevel::Avx2, nullptr, gemm_detail::ukernel_avx2},
+    {"scalar", IsaLevel::Scalar, nullptr, gemm_detail::ukernel_scalar},
+}};
+static_assert(ends_with_reference(kUkernels));
+
 const Ukernel& choose_ukernel(IsaLevel level, DType a, DType b) {
-  if (level >= IsaLevel::Avx512Bf16 && a == DType::BF16 && b == DType::BF16)
-    return gemm_detail::ukernel_avx512bf16();
-  if (level >= IsaLevel::Avx512) return gemm_detail::ukernel_avx512();
-  if (level >= IsaLevel::Avx2) return gemm_detail::ukernel_avx2();
-  return gemm_detail::ukernel_scalar();
+  return pick(kUkernels, InputDtypes{a, b}, level).kernel();
 }
 
 // Geometry of the packed operands for one micro-kernel and K.
@@ -108,16 +124,14 @@ struct Problem {
   GemmEpilogue ep;
   const Ukernel* uk;
   PackShape ps;
+  IsaLevel level;  // the level uk was chosen at (and B packed at)
 };
 
-std::atomic<bool> g_gemm_amx{true};
-
-// bf16 x bf16 with K a multiple of 32 and A rows contiguous: AMX tiles read A in place.
-bool amx_takes(const Problem& p) {
-  return p.uk->compute == DType::BF16 && p.uk->nr == gemm_detail::kAmxNr &&
-         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 && p.a.cols > 0 &&
-         g_gemm_amx.load(std::memory_order_relaxed) && gemm_detail::amx_usable();
-}
+// One thread's block of C: rows [m0, m1), columns [n0, n1).
+struct Block {
+  const Problem& p;
+  int64_t m0, m1, n0, n1;
+};
 
 // B's packed panels for columns [j0, j1): packed now into this thread's slab buffer, or a
 // pointer into the pre-packed matrix. `panel_stride` receives the bytes between panels.
@@ -142,8 +156,17 @@ int64_t slab_columns(const Problem& p) {
              1, static_cast<int64_t>(kSlabBytes / std::max<std::size_t>(1, p.ps.panel_bytes())));
 }
 
-// run_block on AMX: B slabs as there, A never packed.
-void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+// bf16 x bf16 with K a multiple of 32 and A rows contiguous: AMX tiles read A in place.
+bool amx_takes(const Block& blk) {
+  const Problem& p = blk.p;
+  return p.uk->compute == DType::BF16 && p.uk->nr == gemm_detail::kAmxNr &&
+         p.a.dtype == DType::BF16 && p.a.col_stride == 1 && p.a.cols % 32 == 0 && p.a.cols > 0;
+}
+
+// On AMX: B slabs as the packed kernel has them, A never packed.
+void run_block_amx(const Block& blk) {
+  const Problem& p = blk.p;
+  const int64_t m0 = blk.m0, m1 = blk.m1, n0 = blk.n0, n1 = blk.n1;
   Workspace& ws = thread_workspace();
   const int64_t nc = slab_columns(p);
   for (int64_t jc = n0; jc < n1; jc += nc) {
@@ -161,16 +184,17 @@ void run_block_amx(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
 // into a per-thread f32 buffer (14 K floats: in L1 for K up to about 800, else in L2).
 constexpr int64_t kThinPanels = 2;
 
-const conv_detail::DirectKernel* thin_kernel(const Problem& p, int64_t n0, int64_t n1) {
-  if (p.uk->compute != DType::F32 || p.a.col_stride != 1 || active_isa() < IsaLevel::Avx512 ||
-      n1 - n0 > kThinPanels * p.uk->nr)
-    return nullptr;
-  const conv_detail::DirectKernel* dk = conv_detail::direct_kernel_avx512();
-  return dk->nr == p.uk->nr ? dk : nullptr;
+bool thin_takes(const Block& blk) {
+  const Problem& p = blk.p;
+  return p.uk->compute == DType::F32 && p.a.col_stride == 1 &&
+         blk.n1 - blk.n0 <= kThinPanels * p.uk->nr &&
+         conv_detail::direct_kernel_avx512()->nr == p.uk->nr;
 }
 
-void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64_t m0, int64_t m1,
-                    int64_t n0, int64_t n1) {
+void run_block_thin(const Block& blk) {
+  const conv_detail::DirectKernel& dk = *conv_detail::direct_kernel_avx512();
+  const Problem& p = blk.p;
+  const int64_t m0 = blk.m0, m1 = blk.m1, n0 = blk.n0, n1 = blk.n1;
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
@@ -205,10 +229,10 @@ void run_block_thin(const conv_detail::DirectKernel& dk, const Problem& p, int64
   }
 }
 
-void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (amx_takes(p)) return run_block_amx(p, m0, m1, n0, n1);
-  if (const conv_detail::DirectKernel* dk = thin_kernel(p, n0, n1))
-    return run_block_thin(*dk, p, m0, m1, n0, n1);
+// The BLIS loop nest at the top of this file: A and B packed, the micro-kernel per tile.
+void run_block_packed(const Block& blk) {
+  const Problem& p = blk.p;
+  const int64_t m0 = blk.m0, m1 = blk.m1, n0 = blk.n0, n1 = blk.n1;
   const Ukernel& uk = *p.uk;
   const PackShape& ps = p.ps;
   Workspace& ws = thread_workspace();
@@ -240,6 +264,22 @@ void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
       }
     }
   }
+}
+
+// How one thread's block is computed over the chosen micro-kernel's packing. All round alike
+// (f32 sums over the whole K, one rounding), except that AMX, like vdpbf16ps, flushes bf16
+// subnormals (docs/NUMERICS.md).
+using BlockCandidate = Candidate<Block, void (*)(const Block&)>;
+constexpr std::array<BlockCandidate, 3> kBlockAlgorithms{{
+    {"amx tiles", IsaLevel::Amx, amx_takes, run_block_amx},
+    {"thin direct (A in place)", IsaLevel::Avx512, thin_takes, run_block_thin},
+    {"packed micro-kernel", IsaLevel::Scalar, nullptr, run_block_packed},
+}};
+static_assert(ends_with_reference(kBlockAlgorithms));
+
+void run_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const Block blk{p, m0, m1, n0, n1};
+  pick(kBlockAlgorithms, blk, p.level).kernel(blk);
 }
 
 // Splits C over `threads` as a tm x tn grid (column blocks aligned to nr). Each thread packs
@@ -330,8 +370,9 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
   }
   check_operands("gemm", a, b.rows, b.cols, b.dtype, c, epilogue);
   if (c.rows == 0 || c.cols == 0) return;
-  const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
-  const Problem p{a, BSource{&b, nullptr, 0}, c, epilogue, &uk, pack_shape(uk, a.cols)};
+  const IsaLevel level = active_isa();
+  const Ukernel& uk = choose_ukernel(level, a.dtype, b.dtype);
+  const Problem p{a, BSource{&b, nullptr, 0}, c, epilogue, &uk, pack_shape(uk, a.cols), level};
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 
@@ -361,7 +402,8 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
   }
   check_operands("gemm_batched", a, b.rows, b.cols, b.dtype, c, epilogue);
   if (batch == 0 || c.rows == 0 || c.cols == 0) return;
-  const Ukernel& uk = choose_ukernel(active_isa(), a.dtype, b.dtype);
+  const IsaLevel level = active_isa();
+  const Ukernel& uk = choose_ukernel(level, a.dtype, b.dtype);
   const PackShape ps = pack_shape(uk, a.cols);
   auto item = [&](int64_t i, int threads) {
     MatrixView ai = a, bi = b;
@@ -376,7 +418,7 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
     if (ei.residual != nullptr)
       ei.residual = static_cast<const char*>(ei.residual) +
                     static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
-    const Problem p{ai, BSource{&bi, nullptr, 0}, ci, ei, &uk, ps};
+    const Problem p{ai, BSource{&bi, nullptr, 0}, ci, ei, &uk, ps, level};
     run_parallel(p, threads);
   };
   const int per_item = threads_for(c.rows, c.cols, a.cols);
@@ -409,9 +451,6 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
   return packed;
 }
-
-void set_gemm_amx(bool enabled) { g_gemm_amx.store(enabled); }
-bool gemm_amx_enabled() { return g_gemm_amx.load() && gemm_detail::amx_usable(); }
 
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
   MIXPREC_CHECK(is_gemm_float(b_dtype) && is_gemm_float(a_dtype) && k >= 0 && n >= 0,
@@ -461,7 +500,7 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
                      static_cast<std::size_t>(range.n_begin / uk.nr) * whole.panel_bytes() +
                      static_cast<std::size_t>(range.k_begin * uk.nr) * whole.elem;
   const Problem p{a,   BSource{nullptr, base, whole.panel_bytes()}, c, epilogue,
-                  &uk, pack_shape(uk, k1 - range.k_begin)};
+                  &uk, pack_shape(uk, k1 - range.k_begin), b.level_};
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 

@@ -5,16 +5,12 @@
 // TDPBF16PS follows vdpbf16ps's rules (round to nearest even, bf16 subnormal inputs read as zero,
 // subnormal results flushed; docs/NUMERICS.md). The epilogue of one 32 x 32 block runs after the
 // next block's tile instructions are issued, so vector and tile units overlap.
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "../simd/amx_tile.h"
 #include "mixprec/core/allocator.h"
-#include "mixprec/core/cpu_features.h"
 
 namespace mixprec::kernels::gemm_detail {
 namespace {
@@ -30,16 +26,6 @@ AmxRowWriter block_writer(const float* cbuf, int64_t row0, int64_t col0, int row
 }
 
 }  // namespace
-
-bool amx_usable() {
-  static const bool usable = [] {
-    const CpuFeatures& f = cpu_features();
-    if (!(f.amx_tile && f.amx_bf16 && f.os_amx)) return false;
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return usable;
-}
 
 void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_panels,
                     std::size_t panel_stride, int64_t n0, int64_t n1, const MutableMatrixView& c,

@@ -60,10 +60,7 @@ void pack_b_generic(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padde
 void pack_a_generic(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, int mr,
                     DType compute, void* out);
 
-// ---- AMX-BF16 (gemm_amx.cpp) ----
-// CPU, OS (XCR0) and the kernel's permission to use the tiles (arch_prctl, asked once per
-// process).
-bool amx_usable();
+// ---- AMX-BF16 (gemm_amx.cpp), run at the amx kernel level only ----
 constexpr int kAmxNr = 32;  // the bf16 panels' width the AMX block reads
 
 // C[m0:m1, n0:n1] = epilogue(A[m0:m1, :] B[:, n0:n1]) on AMX tiles, 32 x 32 blocks of 2 x 2

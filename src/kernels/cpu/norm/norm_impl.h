@@ -3,7 +3,8 @@
 // norm_<level>.cpp. Statistics are two-pass pairwise sums (reduce_impl.h); the write pass is
 // (x - mean) * scale + shift, scale = rstd * weight, which keeps the subtraction of the mean
 // exact-ish instead of folding it into shift = bias - mean * scale (that loses digits when the
-// mean is large against the spread). Internal linkage throughout (see simd_avx512.h).
+// mean is large against the spread). Each entry switches on x's dtype once (with_load_dtype);
+// below it x's dtype X is a template parameter. Internal linkage throughout (see simd_avx512.h).
 #include <cstdint>
 #include <type_traits>
 
@@ -17,6 +18,7 @@ using elementwise_detail::activate;
 using elementwise_detail::kLaneDType;
 using elementwise_detail::lane_t;
 using elementwise_detail::with_activation;
+using elementwise_detail::with_load_dtype;
 
 // One element of any float dtype, as a lane value (the other lanes of load_n are zero).
 template <class S>
@@ -37,13 +39,13 @@ typename S::F inverse_sqrt(typename S::F v) {
   return S::div(S::set1(1.0f), S::sqrt(v));
 }
 
-template <class S>
-Moments<S> moments(const char* x, DType t, int64_t n, double eps, bool rms) {
+template <class S, DType X>
+Moments<S> moments(const char* x, int64_t n, double eps, bool rms) {
   using F = typename S::F;
-  const auto elem = static_cast<int64_t>(dtype_size(t));
+  constexpr auto elem = static_cast<int64_t>(dtype_size(X));
   const auto count = static_cast<lane_t<S>>(n);
   const F eps_v = S::set1(static_cast<lane_t<S>>(eps));
-  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
+  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, X, m); };
   if (rms) {
     const F ms = S::set1(reduce_detail::row_sum<S>(n,
                                                    [&](int64_t i, int m) {
@@ -69,11 +71,11 @@ void record(double* mean, double* rstd, int64_t index, const Moments<S>& m) {
   if (rstd != nullptr) rstd[index] = S::reduce_max(m.rstd);
 }
 
-template <class S>
-void layer_norm_rows(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+template <class S, DType X>
+void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
-  const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
+  constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   const auto w_elem = static_cast<int64_t>(dtype_size(p.weight_dtype));
   const auto b_elem = static_cast<int64_t>(dtype_size(p.bias_dtype));
@@ -82,12 +84,12 @@ void layer_norm_rows(const LayerNormPlan& p, int64_t lo, int64_t hi) {
   for (int64_t row = lo; row < hi; ++row) {
     const char* x = static_cast<const char*>(p.x) + row * p.len * x_elem;
     char* out = static_cast<char*>(p.out) + row * p.len * out_elem;
-    const Moments<S> mo = moments<S>(x, p.x_dtype, p.len, p.eps, p.rms);
+    const Moments<S> mo = moments<S, X>(x, p.len, p.eps, p.rms);
     record<S>(p.mean, p.rstd, row, mo);
     const F center = p.rms ? S::zero() : mo.mean;
     for (int64_t i = 0; i < p.len; i += W) {
       const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;
-      F v = S::mul(S::sub(S::load_n(x + i * x_elem, p.x_dtype, m), center), mo.rstd);
+      F v = S::mul(S::sub(S::load_n(x + i * x_elem, X, m), center), mo.rstd);
       if (w != nullptr) v = S::mul(v, S::load_n(w + i * w_elem, p.weight_dtype, m));
       if (b != nullptr) v = S::add(v, S::load_n(b + i * b_elem, p.bias_dtype, m));
       S::store_n(out + i * out_elem, p.out_dtype, v, m);
@@ -95,11 +97,17 @@ void layer_norm_rows(const LayerNormPlan& p, int64_t lo, int64_t hi) {
   }
 }
 
-template <class S, Activation A>
+template <class S>
+void layer_norm_rows(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+  with_load_dtype<S>(p.x_dtype,
+                     [&](auto x) { layer_norm_rows_typed<S, decltype(x)::value>(p, lo, hi); });
+}
+
+template <class S, DType X, Activation A>
 void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
-  const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
+  constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   const int64_t per_group = p.c / p.groups;
   for (int64_t unit = lo; unit < hi; ++unit) {
@@ -107,7 +115,7 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
         (unit / p.groups * p.c + unit % p.groups * per_group) * p.hw;  // element offset
     const char* x = static_cast<const char*>(p.x) + first * x_elem;
     char* out = static_cast<char*>(p.out) + first * out_elem;
-    const Moments<S> mo = moments<S>(x, p.x_dtype, per_group * p.hw, p.eps, false);
+    const Moments<S> mo = moments<S, X>(x, per_group * p.hw, p.eps, false);
     record<S>(p.mean, p.rstd, unit, mo);
     for (int64_t k = 0; k < per_group; ++k) {
       const int64_t channel = unit % p.groups * per_group + k;
@@ -120,7 +128,7 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
       for (int64_t i = 0; i < p.hw; i += W) {
         const int m = p.hw - i < W ? static_cast<int>(p.hw - i) : W;
         const F v =
-            S::fmadd(S::sub(S::load_n(xc + i * x_elem, p.x_dtype, m), mo.mean), scale, shift);
+            S::fmadd(S::sub(S::load_n(xc + i * x_elem, X, m), mo.mean), scale, shift);
         S::store_n(oc + i * out_elem, p.out_dtype, activate<S, A>(v), m);
       }
     }
@@ -129,24 +137,27 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
 
 template <class S>
 void group_norm(const GroupNormPlan& p, int64_t lo, int64_t hi) {
-  with_activation(p.activation,
-                  [&](auto act) { group_norm_units<S, decltype(act)::value>(p, lo, hi); });
+  with_load_dtype<S>(p.x_dtype, [&](auto x) {
+    with_activation(p.activation, [&](auto act) {
+      group_norm_units<S, decltype(x)::value, decltype(act)::value>(p, lo, hi);
+    });
+  });
 }
 
-template <class S>
-void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const void* center,
-                  double* sums) {
+template <class S, DType X>
+void channel_sums_typed(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1,
+                        const void* center, double* sums) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr auto kLane = kLaneDType<S>;
-  const auto elem = static_cast<int64_t>(dtype_size(p.x_dtype));
+  constexpr auto elem = static_cast<int64_t>(dtype_size(X));
   const auto lane_elem = static_cast<int64_t>(sizeof(lane_t<S>));
   const char* x = static_cast<const char*>(p.x) + n * p.hw * p.c * elem;
   const int64_t width = int64_t{reduce_detail::kStripVectors} * W;
   for (int64_t c0 = 0; c0 < p.c; c0 += width) {
     reduce_detail::with_strip<S>(c0, p.c - c0 < width ? p.c - c0 : width, [&](const auto& s) {
       constexpr int V = std::remove_reference_t<decltype(s)>::kVectors;
-      auto load = [&](int64_t r, int j) { return s.load(x + r * p.c * elem, p.x_dtype, elem, j); };
+      auto load = [&](int64_t r, int j) { return s.template load<X>(x + r * p.c * elem, j); };
       F acc[V];
       if (center == nullptr) {
         reduce_detail::column_sums<S, V>(r0, r1, load, acc);
@@ -171,14 +182,22 @@ void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, con
   }
 }
 
-template <class S, Activation A>
+template <class S>
+void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const void* center,
+                  double* sums) {
+  with_load_dtype<S>(p.x_dtype, [&](auto x) {
+    channel_sums_typed<S, decltype(x)::value>(p, n, r0, r1, center, sums);
+  });
+}
+
+template <class S, DType X, Activation A>
 void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const char* center,
                 const char* scale, const char* shift) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr auto kLane = kLaneDType<S>;
   constexpr auto lane_elem = static_cast<int64_t>(sizeof(lane_t<S>));
-  const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
+  constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t first = (n * p.hw + r) * p.c;
@@ -186,7 +205,7 @@ void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const
     char* out = static_cast<char*>(p.out) + first * out_elem;
     for (int64_t c = 0; c < p.c; c += W) {
       const int m = p.c - c < W ? static_cast<int>(p.c - c) : W;
-      const F d = S::sub(S::load_n(x + c * x_elem, p.x_dtype, m),
+      const F d = S::sub(S::load_n(x + c * x_elem, X, m),
                          S::load_n(center + c * lane_elem, kLane, m));
       const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m),
                            S::load_n(shift + c * lane_elem, kLane, m));
@@ -198,10 +217,12 @@ void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const
 template <class S>
 void channels_last_apply(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1,
                          const void* center, const void* scale, const void* shift) {
-  with_activation(p.activation, [&](auto act) {
-    apply_rows<S, decltype(act)::value>(p, n, r0, r1, static_cast<const char*>(center),
-                                        static_cast<const char*>(scale),
-                                        static_cast<const char*>(shift));
+  with_load_dtype<S>(p.x_dtype, [&](auto x) {
+    with_activation(p.activation, [&](auto act) {
+      apply_rows<S, decltype(x)::value, decltype(act)::value>(
+          p, n, r0, r1, static_cast<const char*>(center), static_cast<const char*>(scale),
+          static_cast<const char*>(shift));
+    });
   });
 }
 

@@ -25,6 +25,7 @@ namespace {
 
 using elementwise_detail::kIsF64;
 using elementwise_detail::lane_t;
+using elementwise_detail::with_load_dtype;
 
 constexpr int kAccumulators = 4;
 constexpr int64_t kLeafVectors = 16;  // per accumulator
@@ -102,6 +103,11 @@ struct Strip {
   typename S::F load(const char* row, DType t, int64_t elem, int j) const {
     return S::load_n(row + (c0 + int64_t{j} * S::kWidth) * elem, t, m[j]);
   }
+  // The same for a dtype T known at compile time (its switch folds away).
+  template <DType T>
+  typename S::F load(const char* row, int j) const {
+    return load(row, T, static_cast<int64_t>(dtype_size(T)), j);
+  }
   void store(char* row, DType t, int64_t elem, int j, typename S::F v) const {
     S::store_n(row + (c0 + int64_t{j} * S::kWidth) * elem, t, v, m[j]);
   }
@@ -154,12 +160,12 @@ lane_t<S> divisor(const ReducePlan& p) {
   return static_cast<lane_t<S>>(d > 0.0 ? d : 0.0);
 }
 
-template <class S>
+// Below reduce_lines and reduce_partial, x's dtype X is a compile-time value (switched on once).
+template <class S, DType X>
 lane_t<S> reduce_row(const ReducePlan& p, const char* x) {
   using F = typename S::F;
-  const auto elem = static_cast<int64_t>(dtype_size(p.x_dtype));
-  const DType t = p.x_dtype;
-  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
+  constexpr auto elem = static_cast<int64_t>(dtype_size(X));
+  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, X, m); };
   switch (p.kind) {
     case ReduceKind::Max:
       return row_max<S>(p.len, load);
@@ -181,13 +187,12 @@ lane_t<S> reduce_row(const ReducePlan& p, const char* x) {
   return 0;
 }
 
-template <class S, int V>
+template <class S, DType X, int V>
 void reduce_strip(const ReducePlan& p, const char* x, char* out, const Strip<S, V>& s) {
   using F = typename S::F;
-  const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
-  const int64_t row_bytes = p.inner * x_elem;
-  auto load = [&](int64_t r, int j) { return s.load(x + r * row_bytes, p.x_dtype, x_elem, j); };
+  const int64_t row_bytes = p.inner * static_cast<int64_t>(dtype_size(X));
+  auto load = [&](int64_t r, int j) { return s.template load<X>(x + r * row_bytes, j); };
   F acc[V];
   if (p.kind == ReduceKind::Max) {
     column_max<S, V>(p.len, load, acc);
@@ -214,16 +219,16 @@ void reduce_strip(const ReducePlan& p, const char* x, char* out, const Strip<S, 
   for (int j = 0; j < V; ++j) s.store(out, p.out_dtype, out_elem, j, acc[j]);
 }
 
-template <class S>
-void reduce_lines(const ReducePlan& p, int64_t lo, int64_t hi) {
-  const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
+template <class S, DType X>
+void reduce_lines_typed(const ReducePlan& p, int64_t lo, int64_t hi) {
+  constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   const char* x = static_cast<const char*>(p.x);
   char* out = static_cast<char*>(p.out);
   if (p.inner == 1) {
     for (int64_t o = lo; o < hi; ++o)
-      S::store_n(out + o * out_elem, p.out_dtype, S::set1(reduce_row<S>(p, x + o * p.len * x_elem)),
-                 1);
+      S::store_n(out + o * out_elem, p.out_dtype,
+                 S::set1(reduce_row<S, X>(p, x + o * p.len * x_elem)), 1);
     return;
   }
   const int64_t width = int64_t{kStripVectors} * S::kWidth;
@@ -232,17 +237,23 @@ void reduce_lines(const ReducePlan& p, int64_t lo, int64_t hi) {
     const int64_t o = unit / strips, c0 = unit % strips * width;
     const int64_t cols = p.inner - c0 < width ? p.inner - c0 : width;
     with_strip<S>(c0, cols, [&](const auto& strip) {
-      reduce_strip<S>(p, x + o * p.len * p.inner * x_elem, out + o * p.inner * out_elem, strip);
+      reduce_strip<S, X>(p, x + o * p.len * p.inner * x_elem, out + o * p.inner * out_elem,
+                         strip);
     });
   }
 }
 
 template <class S>
-double reduce_partial(PartialKind kind, const void* data, DType t, int64_t n, double center) {
+void reduce_lines(const ReducePlan& p, int64_t lo, int64_t hi) {
+  with_load_dtype<S>(p.x_dtype,
+                     [&](auto x) { reduce_lines_typed<S, decltype(x)::value>(p, lo, hi); });
+}
+
+template <class S, DType X>
+double reduce_partial_typed(PartialKind kind, const char* x, int64_t n, double center) {
   using F = typename S::F;
-  const char* x = static_cast<const char*>(data);
-  const auto elem = static_cast<int64_t>(dtype_size(t));
-  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, t, m); };
+  constexpr auto elem = static_cast<int64_t>(dtype_size(X));
+  auto load = [&](int64_t i, int m) { return S::load_n(x + i * elem, X, m); };
   switch (kind) {
     case PartialKind::Sum:
       return row_sum<S>(n, load);
@@ -259,6 +270,16 @@ double reduce_partial(PartialKind kind, const void* data, DType t, int64_t n, do
     }
   }
   return 0.0;
+}
+
+template <class S>
+double reduce_partial(PartialKind kind, const void* data, DType t, int64_t n, double center) {
+  double result = 0.0;
+  with_load_dtype<S>(t, [&](auto x) {
+    result = reduce_partial_typed<S, decltype(x)::value>(kind, static_cast<const char*>(data), n,
+                                                         center);
+  });
+  return result;
 }
 
 template <class S>
