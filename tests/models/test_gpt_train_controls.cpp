@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -42,16 +43,16 @@ double max_param_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b
   return m;
 }
 
-struct Run {
+struct Outcome {
   double last_loss = 0, held_out = 0, validation = 0;
   std::vector<Tensor> params;
 };
 
-Run train(GPTTrainOptions o, int64_t steps, GPTConfig config = GPTConfig::tiny()) {
+Outcome train(GPTTrainOptions o, int64_t steps, GPTConfig config = GPTConfig::tiny()) {
   Generator gen(5);
   GPT model(config, gen);
   GPTTrainer trainer(model, corpus(), o);
-  Run r;
+  Outcome r;
   for (int64_t s = 0; s < steps; ++s) r.last_loss = trainer.step(s);
   const TokenBatch fixed = corpus().batch_at(Split::Validation, 8, config.context, 99, 0);
   r.held_out = model.loss(fixed.inputs, fixed.targets).item<double>();
@@ -63,11 +64,13 @@ Run train(GPTTrainOptions o, int64_t steps, GPTConfig config = GPTConfig::tiny()
 // The target of issue #15: --grad-accum 4 at batch 2 matches batch 8 within 1e-3 relative on
 // the loss after 20 steps.
 TEST(GPTTrainControls, GradAccumulationEqualsTheLargerBatch) {
-  const Run big = train(options("fp32", 8, 20), 20);
+  const Outcome big = train(options("fp32", 8, 20), 20);
   GPTTrainOptions accum = options("fp32", 2, 20);
   accum.grad_accum = 4;
-  const Run acc = train(accum, 20);
-  const Run small = train(options("fp32", 2, 20), 20);  // what accumulation must not be
+  const Outcome acc = train(accum, 20);
+  const Outcome small = train(options("fp32", 2, 20), 20);  // what accumulation must not be
+  std::printf("step-20 loss: batch 8 %.6f, batch 2 x 4 %.6f, batch 2 %.6f\n", big.last_loss,
+              acc.last_loss, small.last_loss);
   EXPECT_LT(std::abs(acc.last_loss / big.last_loss - 1), 1e-3)
       << acc.last_loss << " vs " << big.last_loss;
   EXPECT_LT(std::abs(acc.held_out / big.held_out - 1), 1e-3)
@@ -81,10 +84,10 @@ TEST(GPTTrainControls, GradAccumulationEqualsTheLargerBatch) {
 // With 16-bit parameters the micro-batch gradients are summed in f32: bf16-params with
 // accumulation stays as close to its larger batch as the f32 runs' rounding allows.
 TEST(GPTTrainControls, GradAccumulationWithBf16Parameters) {
-  const Run big = train(options("bf16-params", 8, 10), 10);
+  const Outcome big = train(options("bf16-params", 8, 10), 10);
   GPTTrainOptions accum = options("bf16-params", 2, 10);
   accum.grad_accum = 4;
-  const Run acc = train(accum, 10);
+  const Outcome acc = train(accum, 10);
   EXPECT_LT(std::abs(acc.held_out / big.held_out - 1), 1e-2)
       << acc.held_out << " vs " << big.held_out;
 }
@@ -96,7 +99,7 @@ TEST(GPTTrainControls, ActivationCheckpointingSameBitsLessMemory) {
       .vocab = 256, .context = 64, .layers = 4, .d_model = 64, .heads = 4, .dropout = 0.1};
   for (const char* precision : {"fp32", "bf16", "bf16-params"}) {
     std::vector<double> peaks;
-    std::vector<Run> runs;
+    std::vector<Outcome> runs;
     for (const bool on : {false, true}) {
       GPTTrainOptions o = options(precision, 8, 3);
       o.checkpoint_activations = on;
@@ -104,7 +107,7 @@ TEST(GPTTrainControls, ActivationCheckpointingSameBitsLessMemory) {
       GPT model(config, gen);
       GPTTrainer trainer(model, corpus(), o);
       EXPECT_EQ(model.activation_checkpointing(), on);
-      Run r;
+      Outcome r;
       r.last_loss = trainer.step(0);  // the optimizer state now exists
       CachingAllocator::global().reset_peak();
       const std::size_t before = CachingAllocator::global().stats().allocated_bytes;
@@ -114,6 +117,8 @@ TEST(GPTTrainControls, ActivationCheckpointingSameBitsLessMemory) {
       r.params = snapshot(model);
       runs.push_back(std::move(r));
     }
+    std::printf("%-12s step memory above the weights: %.2f MiB without, %.2f MiB with\n",
+                precision, peaks[0] / (1 << 20), peaks[1] / (1 << 20));
     EXPECT_EQ(runs[0].last_loss, runs[1].last_loss) << precision;
     EXPECT_EQ(max_param_diff(runs[0].params, runs[1].params), 0.0) << precision;
     EXPECT_LT(peaks[1], 0.7 * peaks[0]) << precision << ": step memory above the weights "
@@ -130,7 +135,7 @@ TEST(GPTTrainControls, StochasticRoundingReachesTheOptimizer) {
   EXPECT_EQ(trainer.optimizer().rounding(), optim::Rounding::Stochastic);
   EXPECT_EQ(trainer.optimizer().seed(), 11u);
   for (int64_t s = 0; s < 5; ++s) trainer.step(s);
-  const Run nearest = train(options("bf16-params", 4, 5), 5);
+  const Outcome nearest = train(options("bf16-params", 4, 5), 5);
   EXPECT_GT(max_param_diff(snapshot(model), nearest.params), 0.0)
       << "stochastic rounding gave the nearest-even weights";
 }
