@@ -103,7 +103,9 @@ Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
   Tensor x = add(token_embedding_->forward(tokens), position_embedding_->forward(positions));
   x = dropout_->forward(x);
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    if (checkpoint_blocks_ && cache == nullptr) {
+    // Not the last block: its backward comes right after its forward, so recomputing it
+    // would cost a block forward and free no memory at the peak (the start of backward).
+    if (checkpoint_blocks_ && cache == nullptr && i + 1 < blocks_.size()) {
       // The node keeps the block alive until its backward ran (or the graph is dropped).
       const std::shared_ptr<GPTBlock> block = blocks_[i];
       x = nn::checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); },

@@ -74,9 +74,10 @@ class GPT final : public nn::Layer {
 
   const GPTConfig& config() const { return config_; }
   // Activation checkpointing per block (nn::checkpoint): while recording for autograd, each
-  // block keeps only its input and recomputes its activations during its own backward (one
-  // more block forward per block, about a third more work), so the stored activations are one
-  // [B, T, D] tensor per block instead of every intermediate. The recomputation draws the same
+  // block but the last keeps only its input and recomputes its activations during its own
+  // backward (one more block forward each), so the stored activations are one [B, T, D] tensor
+  // per block instead of every intermediate. The last block's backward follows its forward at
+  // once: recomputing it would free nothing at the peak. The recomputation draws the same
   // dropout masks, so losses and gradients are the same as without. Off by default; no effect
   // on forward_cached or without gradients.
   void set_activation_checkpointing(bool on) { checkpoint_blocks_ = on; }
