@@ -236,7 +236,7 @@ int run_train_gpt(Args args) {
 
   const StopOnSignal stop;
   ProgressBar bar(command, steps);
-  const double tokens_per_step = static_cast<double>(batch * context);
+  const double tokens_per_step = static_cast<double>(batch * grad_accum * context);
   double validation = 0;
   const auto start_time = std::chrono::steady_clock::now();
   for (int64_t step = start.step; step < steps; ++step) {
