@@ -39,7 +39,8 @@ struct Row {
   double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
 };
 
-int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch) {
+int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch,
+            bool checkpoint_activations) {
   const models::TextDataset data =
       models::TextDataset::from_file(source_path("data/shakespeare.txt"));
   Generator gen(1337);
@@ -49,7 +50,8 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
                               .batch = batch,
                               .lr = 3e-4,
                               .warmup = 1,
-                              .total_steps = warmup + steps});
+                              .total_steps = warmup + steps,
+                              .checkpoint_activations = checkpoint_activations});
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;
   double loss = 0;
@@ -64,7 +66,8 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
   std::printf(
       "{\"mode\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": %.1f, "
       "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f}\n",
-      precision.c_str(), p50, *std::min_element(ms.begin(), ms.end()),
+      (precision + (checkpoint_activations ? " +ckpt" : "")).c_str(), p50,
+      *std::min_element(ms.begin(), ms.end()),
       static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
       static_cast<double>(peak_rss_bytes()) / (1 << 20), loss);
@@ -88,7 +91,7 @@ Row parse_row(const io::JsonValue& v, const std::string& prefix) {
 int run_bench_train(Args args) {
   std::string modes = "fp32,bf16,bf16-params,fp16", one, python = "/usr/bin/python3";
   int64_t warmup = 2, steps = 8, batch = 8;
-  bool json = false, no_peer = false, quick = false;
+  bool json = false, no_peer = false, quick = false, checkpoint_activations = false;
   ArgParser p("bench train",
               "GPT small() training step (6 layers, d_model 384, 6 heads, context 256, AdamW):\n"
               "ms/step, tokens/s and peak memory per precision, with PyTorch in the same run.");
@@ -98,13 +101,15 @@ int run_bench_train(Args args) {
   p.option("--batch", &batch, "sequences per step");
   p.option("--python", &python, "interpreter for the PyTorch peer (Debian's python3-torch)");
   p.flag("--no-peer", &no_peer, "skip PyTorch");
+  p.flag("--checkpoint-activations", &checkpoint_activations,
+         "mixprec with activation checkpointing per block (train gpt's flag)");
   p.flag("--quick", &quick, "fp32 and bf16, 1 + 3 steps, no peer");
   p.flag("--json", &json, "print the results as JSON on stdout");
   p.option("--run-one", &one, "(internal) time one mode and print JSON");
   if (!p.parse(args)) return 0;
   if (steps < 1 || warmup < 0 || batch < 1)
     throw UsageError{"bench train: --steps and --batch must be >= 1"};
-  if (!one.empty()) return run_one(one, warmup, steps, batch);
+  if (!one.empty()) return run_one(one, warmup, steps, batch, checkpoint_activations);
   if (quick) {
     modes = "fp32,bf16";
     warmup = 1;
@@ -118,7 +123,8 @@ int run_bench_train(Args args) {
     std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
     const std::string out = run_and_capture(
         "'" + self + "' bench train --run-one " + mode + " --warmup " + std::to_string(warmup) +
-            " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch),
+            " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch) +
+            (checkpoint_activations ? " --checkpoint-activations" : ""),
         "bench train");
     rows.push_back(parse_row(io::parse_json(out), "mixprec "));
   }

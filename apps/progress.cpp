@@ -49,6 +49,11 @@ void ProgressBar::update(int64_t done, const std::string& metrics) {
   draw(done, metrics, false);
 }
 
+void ProgressBar::note(const std::string& line) {
+  std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
+  std::fflush(stderr);
+}
+
 void ProgressBar::finish(const std::string& metrics) { draw(total_, metrics, true); }
 void ProgressBar::stop(const std::string& metrics) { draw(last_done_, metrics, true); }
 

@@ -20,6 +20,9 @@ class ProgressBar {
   // The final line of work that ended early (stopped, diverged), at the last update's count.
   void stop(const std::string& metrics);
   double elapsed_seconds() const;
+  // A line of its own between updates (an event worth keeping in the log, say a precision
+  // fallback): on a terminal it replaces the bar, which the next update draws again below it.
+  void note(const std::string& line);
 
  private:
   void draw(int64_t done, const std::string& metrics, bool final);

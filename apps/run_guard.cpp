@@ -134,6 +134,7 @@ bool LossMonitor::observe(int64_t step, double loss, bool skipped) {
                      " steps in a row (the forward or the gradients overflow whatever the scale)");
   } else {
     skipped_in_a_row_ = 0;
+    if (hold_saves_for_ > 0 && std::isfinite(loss)) --hold_saves_for_;
     // The optimizer took this step: with a non-finite loss its update is garbage.
     if (!std::isfinite(loss)) fail(step, "the loss is " + exact_text(loss));
   }
@@ -149,9 +150,14 @@ bool LossMonitor::observe(int64_t step, double loss, bool skipped) {
 bool LossMonitor::save_now(bool periodic, bool ending) {
   if (diverged()) return false;
   save_pending_ = save_pending_ || periodic;
-  if (!ending && (!save_pending_ || skipped_in_a_row_ > 0)) return false;
+  if (!ending && (!save_pending_ || skipped_in_a_row_ > 0 || hold_saves_for_ > 0)) return false;
   save_pending_ = false;
   return true;
+}
+
+void LossMonitor::precision_changed(int64_t steps) {
+  skipped_in_a_row_ = 0;
+  hold_saves_for_ = steps;
 }
 
 void LossMonitor::fail(int64_t step, std::string why) {

@@ -99,6 +99,11 @@ class LossMonitor {
   bool save_now(bool periodic, bool ending);
   // Declares divergence found another way (weights no longer finite).
   void fail(int64_t step, std::string why);
+  // After the trainer changed precision because steps kept overflowing (the f16 -> bf16
+  // fallback): the skipped steps before it no longer count towards divergence, and periodic
+  // checkpoints wait until `steps` steps in the new precision were taken with a finite loss, so
+  // a run that diverges soon after the fallback has not replaced the last good checkpoint.
+  void precision_changed(int64_t steps);
 
   void saved(int64_t step) { last_saved_ = step; }
   int64_t last_saved() const { return last_saved_; }  // -1: no checkpoint yet
@@ -111,7 +116,7 @@ class LossMonitor {
  private:
   double decay_;
   std::optional<double> smoothed_, lowest_;
-  int64_t skipped_in_a_row_ = 0, diverged_at_ = -1, last_saved_ = -1;
+  int64_t skipped_in_a_row_ = 0, diverged_at_ = -1, last_saved_ = -1, hold_saves_for_ = 0;
   bool save_pending_ = false;
   std::string why_;
 };

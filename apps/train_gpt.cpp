@@ -1,9 +1,12 @@
 // `mixprec train gpt`: trains a GPT on a text corpus (the shipped Shakespeare by default) in
 // mixed precision, with a progress bar (loss, tokens/s, ETA), periodic validation, atomic
 // checkpoints, exact resume and a text sample at the end.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -15,6 +18,63 @@
 #include "run_guard.h"
 
 namespace mixprec::app {
+namespace {
+
+// Checkpoint metadata of a run that fell back from f16 to bf16: the precision it trains in now
+// (its "precision" setting stays the one asked for, so the same command line resumes it).
+constexpr const char* kFallbackPrecision = "fallback_precision";
+constexpr const char* kFallbackReason = "fallback_reason";
+// After a fallback, steps taken with a finite loss before a periodic checkpoint may replace the
+// last one written in f16.
+constexpr int64_t kCleanStepsBeforeSaving = 10;
+
+// A checkpoint that records a fallback resumes in that precision (when the run still asks for
+// the precision that fell back; with --override to another one, that one is used).
+void resume_fallback(const std::string& checkpoint, models::GPTTrainer& trainer) {
+  const io::SafetensorsMetadata saved = io::SafetensorsFile::open(checkpoint).metadata();
+  const auto it = saved.find(kFallbackPrecision);
+  if (it == saved.end()) return;
+  const std::string expected = models::bf16_fallback_of(trainer.precision()).name();
+  if (it->second == trainer.precision().name()) return;  // --override to the fallback itself
+  if (it->second != expected) {
+    std::fprintf(stderr, "train gpt: %s fell back to %s; --precision %s overrides that\n",
+                 checkpoint.c_str(), it->second.c_str(), trainer.precision().name().c_str());
+    return;
+  }
+  const auto reason = saved.find(kFallbackReason);
+  const std::string why = reason != saved.end() ? reason->second : "an earlier fallback";
+  std::fprintf(stderr, "train gpt: %s fell back from %s to %s (%s): continuing in %s\n",
+               checkpoint.c_str(), trainer.precision().name().c_str(), expected.c_str(),
+               why.c_str(), expected.c_str());
+  trainer.fall_back(why);
+}
+
+// The learning rate at a few steps, so a run's schedule is on record before it starts.
+void print_lr_schedule(const models::GPTTrainer& trainer, int64_t warmup, int64_t steps) {
+  std::vector<int64_t> at = {0,
+                             warmup - 1,
+                             warmup + (steps - warmup) / 4,
+                             warmup + (steps - warmup) / 2,
+                             warmup + 3 * (steps - warmup) / 4,
+                             steps - 1};  // 0-based steps
+  std::erase_if(at, [&](int64_t s) { return s < 0 || s >= steps; });
+  std::sort(at.begin(), at.end());
+  at.erase(std::unique(at.begin(), at.end()), at.end());
+  std::string points;
+  for (const int64_t s : at) {
+    char point[64];
+    std::snprintf(point, sizeof point, "%s%lld %.3g", points.empty() ? "" : ", ",
+                  static_cast<long long>(s + 1), trainer.learning_rate(s));
+    points += point;
+  }
+  std::fprintf(stderr,
+               "train gpt: learning rate: linear warm-up to %.3g over %lld steps, then cosine "
+               "decay to %.3g at step %lld; at step %s\n",
+               trainer.options().lr, static_cast<long long>(warmup), trainer.learning_rate(steps),
+               static_cast<long long>(steps), points.c_str());
+}
+
+}  // namespace
 
 int run_train_gpt(Args args) {
   const std::string command = "train gpt";
@@ -22,16 +82,30 @@ int run_train_gpt(Args args) {
   std::string precision = "auto", out = "runs/gpt", prompt = "ROMEO:";
   int64_t steps = 1000, batch = 8, context = 256, layers = 6, d_model = 384, heads = 6;
   int64_t warmup = 50, seed = 0, eval_every = 200, eval_batches = 8, checkpoint_every = 200;
-  int64_t sample_tokens = 200;
-  double lr = 6e-4, weight_decay = 0.1, clip = 1.0;
-  bool resume = false, overwrite = false, override = false;
+  int64_t sample_tokens = 200, grad_accum = 1, fallback_after = 10;
+  double lr = 6e-4, weight_decay = 0.1, clip = 1.0, loss_scale = 65536.0;
+  bool resume = false, overwrite = false, override = false, checkpoint_activations = false;
+  std::string rounding = "nearest";
   ArgParser p(command,
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
   p.option("--precision", &precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
   p.option("--steps", &steps, "optimizer steps in all (a resumed run continues to this)");
-  p.option("--batch", &batch, "sequences per step");
+  p.option("--batch", &batch, "sequences per micro-batch (per step without --grad-accum)");
+  p.option("--grad-accum", &grad_accum,
+           "micro-batches per optimizer step: a step on N x --batch sequences in the memory "
+           "of --batch");
+  p.flag("--checkpoint-activations", &checkpoint_activations,
+         "keep only each transformer block's input and recompute the rest in backward (less "
+         "memory, about a third more compute; the same losses)");
+  p.option("--rounding", &rounding,
+           "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
+           "(bf16-params, fp16-params)");
+  p.option("--fallback-after", &fallback_after,
+           "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
+           "overflow, or when the loss scale is at its floor (0: never)");
+  p.option("--loss-scale", &loss_scale, "initial loss scale of fp16 training (dynamic)");
   p.option("--context", &context, "sequence length");
   p.option("--layers", &layers, "transformer blocks");
   p.option("--d-model", &d_model, "model width");
@@ -64,12 +138,24 @@ int run_train_gpt(Args args) {
         ">= 1, --eval-every and --sample-tokens >= 0"};
   if ((resume && overwrite) || (override && !resume))
     throw UsageError{"train gpt: --resume excludes --overwrite; --override needs --resume"};
+  if (grad_accum < 1 || fallback_after < 0 || fallback_after >= LossMonitor::kMaxSkippedInARow ||
+      !(loss_scale > 0) || !std::isfinite(loss_scale))
+    throw UsageError{"train gpt: --grad-accum must be >= 1, --fallback-after in [0, " +
+                     std::to_string(LossMonitor::kMaxSkippedInARow) +
+                     ") (that many skipped steps in a row is divergence), --loss-scale a "
+                     "positive finite number"};
+  if (rounding != "nearest" && rounding != "stochastic")
+    throw UsageError{"train gpt: --rounding must be nearest or stochastic, got '" + rounding + "'"};
   if (sample_tokens > 0 && prompt.empty())
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
   // Everything that can be checked is checked before step 1, and before OUT is touched.
   const amp::PrecisionConfig pc =
       parse_usage(command, [&] { return amp::PrecisionConfig::parse(precision); });
+  if (rounding == "stochastic" && !pc.half_params())
+    throw UsageError{
+        "train gpt: --rounding stochastic rounds into 16-bit parameters, and --precision " +
+        precision + " keeps them in f32: use bf16-params or fp16-params"};
   const models::TextDataset data = models::TextDataset::from_file(corpus);
   for (const models::Split split : {models::Split::Train, models::Split::Validation})
     if (data.size(split) < context + 1)
@@ -90,7 +176,13 @@ int run_train_gpt(Args args) {
                               .total_steps = steps,
                               .weight_decay = weight_decay,
                               .clip = clip,
-                              .seed = static_cast<uint64_t>(seed)});
+                              .seed = static_cast<uint64_t>(seed),
+                              .grad_accum = grad_accum,
+                              .checkpoint_activations = checkpoint_activations,
+                              .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
+                                                                   : optim::Rounding::NearestEven,
+                              .loss_scale = loss_scale,
+                              .fallback_after = fallback_after});
   // What a resumed run must share with its checkpoint to continue bit for bit.
   const RunSettings settings = {{"precision", pc.name()},
                                 {"seed", std::to_string(seed)},
@@ -100,39 +192,64 @@ int run_train_gpt(Args args) {
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},
                                 {"clip", exact_text(clip)},
-                                {"corpus", corpus}};
+                                {"corpus", corpus},
+                                {"grad-accum", std::to_string(grad_accum)},
+                                {"rounding", rounding},
+                                {"fallback-after", std::to_string(fallback_after)}};
+  // --checkpoint-activations is not among them: the recomputed activations are the same bits
+  // (tested), so it may change between a run and its resume. --loss-scale neither: a resumed
+  // run continues with the checkpoint's scale.
   const std::string checkpoint = prepare_run_directory(command, out, resume, overwrite);
   ResumePoint start;
   if (resume) {
     start = check_resume(command, checkpoint, settings, override, steps);
     if (start.finished) return 0;
+    resume_fallback(checkpoint, trainer);  // before loading: it may change parameter dtypes
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
   }
   std::fprintf(stderr,
                "train gpt: %s, %lld parameters, precision %s, corpus %s (%lld train / %lld "
-               "validation tokens), batch %lld x %lld tokens\n",
+               "validation tokens), batch %lld x %lld tokens%s%s%s\n",
                model.summary().c_str(), static_cast<long long>(model.num_parameters()),
-               pc.name().c_str(), corpus.c_str(),
+               trainer.precision().name().c_str(), corpus.c_str(),
                static_cast<long long>(data.size(models::Split::Train)),
                static_cast<long long>(data.size(models::Split::Validation)),
-               static_cast<long long>(batch), static_cast<long long>(context));
+               static_cast<long long>(batch), static_cast<long long>(context),
+               grad_accum > 1
+                   ? (" x " + std::to_string(grad_accum) + " micro-batches per step").c_str()
+                   : "",
+               checkpoint_activations ? ", activation checkpointing" : "",
+               rounding == "stochastic" ? ", stochastic rounding" : "");
+  print_lr_schedule(trainer, warmup, steps);
 
   LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
     io::SafetensorsMetadata meta;
     add_settings(meta, settings);
     add_progress(meta, step, monitor.smoothed());
+    if (!trainer.fallback_reason().empty()) {
+      meta[kFallbackPrecision] = trainer.precision().name();
+      meta[kFallbackReason] = trainer.fallback_reason();
+    }
     io::save_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler(), meta);
   };
 
   const StopOnSignal stop;
   ProgressBar bar(command, steps);
-  const double tokens_per_step = static_cast<double>(batch * context);
+  const double tokens_per_step = static_cast<double>(batch * grad_accum * context);
   double validation = 0;
   const auto start_time = std::chrono::steady_clock::now();
   for (int64_t step = start.step; step < steps; ++step) {
     const double loss = trainer.step(step);
-    if (!monitor.observe(step, loss, trainer.scaler().last_step_skipped())) break;
+    if (!monitor.observe(step, loss, trainer.last_step_skipped())) break;
+    if (trainer.fell_back_at_last_step()) {
+      bar.note(std::string(command) + ": step " + std::to_string(step + 1) + ": " +
+               trainer.fallback_reason() + ": falling back from " + pc.name() + " to " +
+               trainer.precision().name() +
+               " (kept in the checkpoint; no checkpoint for the next " +
+               std::to_string(kCleanStepsBeforeSaving) + " steps)");
+      monitor.precision_changed(kCleanStepsBeforeSaving);
+    }
     const bool last = step + 1 == steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
@@ -145,7 +262,7 @@ int run_train_gpt(Args args) {
     std::snprintf(metrics, sizeof metrics, "loss %.4f | val %.4f | %.0f tok/s%s",
                   monitor.smoothed(), validation,
                   tokens_per_step * static_cast<double>(step + 1 - start.step) / seconds,
-                  trainer.scaler().last_step_skipped() ? " | skipped (overflow)" : "");
+                  trainer.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
     if (StopOnSignal::requested()) break;
   }

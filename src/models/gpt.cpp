@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "mixprec/core/error.h"
+#include "mixprec/nn/checkpoint.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
@@ -101,8 +102,18 @@ Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
   // [B, T, D] + [T, D] broadcast over the batch
   Tensor x = add(token_embedding_->forward(tokens), position_embedding_->forward(positions));
   x = dropout_->forward(x);
-  for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = blocks_[i]->forward(x, cache != nullptr ? &cache->layers[i] : nullptr);
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    // Not the last block: its backward comes right after its forward, so recomputing it
+    // would cost a block forward and free no memory at the peak (the start of backward).
+    if (checkpoint_blocks_ && cache == nullptr && i + 1 < blocks_.size()) {
+      // The node keeps the block alive until its backward ran (or the graph is dropped).
+      const std::shared_ptr<GPTBlock> block = blocks_[i];
+      x = nn::checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); },
+                         {x}, dropout_gen_);
+    } else {
+      x = blocks_[i]->forward(x, cache != nullptr ? &cache->layers[i] : nullptr);
+    }
+  }
   if (cache != nullptr) cache->length += t;
   return ln_f_->forward(x);
 }

@@ -79,8 +79,16 @@ overwrite_refused)
 divergence)
   run 0 "${tiny_gpt[@]}" --steps 4 --checkpoint-every 2 --out gpt
   cp gpt/checkpoint.safetensors good.safetensors
-  run 1 "${tiny_gpt[@]}" --steps 100 --checkpoint-every 2 --out gpt --resume --lr 30 --override
+  run 1 "${tiny_gpt[@]}" --steps 100 --checkpoint-every 2 --out gpt --resume --lr 30 --override \
+    --fallback-after 0
   expect_err "diverged at step [0-9]+: .*skipped [0-9]+ steps in a row"
+  expect_err "still holds the last good state \(step 4\)"
+  same_file gpt/checkpoint.safetensors good.safetensors
+  # With the fallback (the default) the overflowing f16 run switches to bf16 first, and
+  # diverges there: still nothing saved after the good state.
+  run 1 "${tiny_gpt[@]}" --steps 100 --checkpoint-every 2 --out gpt --resume --lr 30 --override
+  expect_err "falling back from fp16 to bf16"
+  expect_err "diverged at step [0-9]+"
   expect_err "still holds the last good state \(step 4\)"
   same_file gpt/checkpoint.safetensors good.safetensors
   run 1 "${tiny_gpt[@]}" --steps 200 --precision bf16 --lr 30 --out bf16
@@ -304,6 +312,48 @@ kill9_during_saves)
   run 0 "${args[@]}" --out killed --resume
   no_temporaries killed
   same_file killed/checkpoint.safetensors straight/checkpoint.safetensors
+  ;;
+
+# 13. f16 training that keeps overflowing falls back to bf16, says so, records it in the
+# checkpoint, and a resumed run continues in bf16; controls that change the numbers are settings.
+precision_fallback)
+  run 0 "${tiny_gpt[@]}" --steps 16 --checkpoint-every 2 --loss-scale 1e30 --fallback-after 3 \
+    --out gpt
+  expect_err "step 3: 3 steps in a row skipped for overflow: falling back from fp16 to bf16"
+  grep -aqE '"fallback_precision" *: *"bf16"' gpt/checkpoint.safetensors ||
+    fail "the checkpoint does not record the fallback"
+  grep -aqE '"step" *: *"16"' gpt/checkpoint.safetensors || fail "the final checkpoint is missing"
+  run 0 "${tiny_gpt[@]}" --steps 18 --checkpoint-every 2 --loss-scale 1e30 --fallback-after 3 \
+    --out gpt --resume
+  expect_err "fell back from fp16 to bf16 \(3 steps in a row skipped for overflow\): continuing in bf16"
+  grep -q "falling back" err && fail "the resumed run fell back again"
+  grep -q "skipped (overflow)" err && fail "the resumed run still scales the loss"
+  run 2 "${tiny_gpt[@]}" --steps 20 --out gpt --resume --fallback-after 3 --precision bf16
+  expect_err "settings that differ .*--precision bf16 \(the checkpoint has fp16\)"
+  # 16-bit parameters: fp16-params falls back to bf16-params and resumes with bf16 weights.
+  run 0 "${tiny_gpt[@]}" --precision fp16-params --steps 8 --checkpoint-every 2 \
+    --loss-scale 1e30 --fallback-after 2 --rounding stochastic --out params
+  expect_err "falling back from fp16-params to bf16-params"
+  run 0 "${tiny_gpt[@]}" --precision fp16-params --steps 10 --checkpoint-every 2 \
+    --fallback-after 2 --rounding stochastic --out params --resume
+  expect_err "continuing in bf16-params"
+  for changed in "--grad-accum 2" "--rounding nearest" "--fallback-after 5"; do
+    # shellcheck disable=SC2086
+    run 2 "${tiny_gpt[@]}" --precision fp16-params --steps 12 --fallback-after 2 \
+      --rounding stochastic --out params --resume $changed
+    expect_err "settings that differ .*${changed%% *} "
+  done
+  # Activation checkpointing gives the same bits, so it may change on a resume.
+  run 0 "${tiny_gpt[@]}" --precision fp16-params --steps 12 --fallback-after 2 \
+    --rounding stochastic --out params --resume --checkpoint-activations
+  # Usage mistakes, before anything runs.
+  run 2 "${tiny_gpt[@]}" --steps 2 --rounding stochastic --precision bf16 --out bad
+  expect_err "--rounding stochastic rounds into 16-bit parameters"
+  run 2 "${tiny_gpt[@]}" --steps 2 --fallback-after 25 --out bad
+  expect_err "--fallback-after in \[0, 25\)"
+  run 2 "${tiny_gpt[@]}" --steps 2 --grad-accum 0 --out bad
+  expect_err "--grad-accum must be >= 1"
+  [[ ! -e bad ]] || fail "a refused run created its --out"
   ;;
 
 *)

@@ -73,6 +73,15 @@ class GPT final : public nn::Layer {
   Tensor loss(const Tensor& tokens, const Tensor& targets);
 
   const GPTConfig& config() const { return config_; }
+  // Activation checkpointing per block (nn::checkpoint): while recording for autograd, each
+  // block but the last keeps only its input and recomputes its activations during its own
+  // backward (one more block forward each), so the stored activations are one [B, T, D] tensor
+  // per block instead of every intermediate. The last block's backward follows its forward at
+  // once: recomputing it would free nothing at the peak. The recomputation draws the same
+  // dropout masks, so losses and gradients are the same as without. Off by default; no effect
+  // on forward_cached or without gradients.
+  void set_activation_checkpointing(bool on) { checkpoint_blocks_ = on; }
+  bool activation_checkpointing() const { return checkpoint_blocks_; }
   // Every parameter counted once (the tied head is the embedding).
   int64_t num_parameters() const;
   // "GPT: 6 layers, d_model 384, 6 heads, context 256, vocab 256: 10,844,160 parameters (f32)"
@@ -91,6 +100,7 @@ class GPT final : public nn::Layer {
   std::vector<std::shared_ptr<GPTBlock>> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
   std::shared_ptr<nn::Dropout> dropout_;
+  bool checkpoint_blocks_ = false;
 };
 
 }  // namespace mixprec::models
