@@ -363,6 +363,15 @@ TEST(AnchorFrame, RolloutAndStreamPutTheCleanAnchorInFrontOfTheContext) {
             std::string::npos);
 }
 
+// A two-frame motion model whose change and flow are far from zero.
+std::unique_ptr<UNetVideo> motion_net(Generator& gen) {
+  UNetVideoConfig c = test::tiny_unet(2);
+  c.motion = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  nn::init::uniform_(test::parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
+  return net;
+}
+
 // A motion model: conv_out also makes a flow, and the frame is the last one warped by it plus the
 // change. Extending a trained model with it changes nothing until it trains.
 TEST(Motion, ExtendingAModelWithMotionChangesNothingUntilItTrains) {
@@ -413,10 +422,8 @@ TEST(Motion, AFlowOfOnePixelReadsTheRightNeighbour) {
 
 TEST(Motion, RolloutGradientReachesTheFlowAndNeedsAResidualModel) {
   Generator gen(11);
-  UNetVideoConfig c = test::tiny_unet(2);
-  c.motion = true;
-  UNetVideo net(c, gen);
-  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const auto holder = motion_net(gen);
+  UNetVideo& net = *holder;
   const std::vector<Tensor> window = window_of(4, gen);
   VideoLossOptions options = {.prediction = Prediction::Direct, .context_noise_max = 0};
   EXPECT_NE(test_support::error_of([&] {
@@ -435,10 +442,8 @@ TEST(Motion, RolloutGradientReachesTheFlowAndNeedsAResidualModel) {
 // refused for a model without motion.
 TEST(Motion, ChangePenaltyAddsTheMeanAbsoluteChange) {
   Generator gen(12);
-  UNetVideoConfig c = test::tiny_unet(2);
-  c.motion = true;
-  UNetVideo net(c, gen);
-  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  const auto holder = motion_net(gen);
+  UNetVideo& net = *holder;
   const std::vector<Tensor> window = window_of(3, gen);
   VideoLossOptions options = {.prediction = Prediction::Direct,
                               .context_noise_max = 0,

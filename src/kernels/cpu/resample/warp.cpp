@@ -48,6 +48,24 @@ struct Strides {
   }
 };
 
+// The taps of output pixel (n, y, px): its own position moved by the flow there.
+template <typename A>
+Taps<A> taps_at(const A* flow, const Strides& fs, int64_t n, int64_t y, int64_t px, int64_t h,
+                int64_t w) {
+  return taps<A>(static_cast<A>(px) + flow[fs.at(n, 0, y, px)],
+                 static_cast<A>(y) + flow[fs.at(n, 1, y, px)], h, w);
+}
+
+// Calls body(x's typed data, A{}) for a floating x, A its accumulation type (f64 for f64).
+template <typename Body>
+void visit_floating(const Tensor& x, const Body& body) {
+  visit_dtype(x.dtype(), [&](auto xt) {
+    using X = typename decltype(xt)::type;
+    if constexpr (is_floating(dtype_of<X>))
+      body(x.data<X>(), std::conditional_t<std::is_same_v<X, double>, double, float>{});
+  });
+}
+
 DType accumulation_dtype(const Tensor& x) {
   return x.dtype() == DType::F64 ? DType::F64 : DType::F32;
 }
@@ -76,29 +94,24 @@ void warp2d(const Tensor& x, const Tensor& flow, const Tensor& out) {
                 dtype_name(accumulation_dtype(x)), ", got ", dtype_name(out.dtype()));
   const int64_t batch = x.size(0), channels = x.size(1), h = x.size(2), w = x.size(3);
   const Strides xs(x), fs(flow), os(out);
-  visit_dtype(x.dtype(), [&](auto xt) {
-    using X = typename decltype(xt)::type;
-    if constexpr (is_floating(dtype_of<X>)) {
-      using A = std::conditional_t<std::is_same_v<X, double>, double, float>;
-      const X* xp = x.data<X>();
-      const A* fp = flow.data<A>();
-      A* op = out.data<A>();
-      parallel_for(0, batch * h, 4, [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
-          const int64_t n = r / h, y = r % h;
-          for (int64_t px = 0; px < w; ++px) {
-            const Taps<A> t = taps<A>(static_cast<A>(px) + fp[fs.at(n, 0, y, px)],
-                                      static_cast<A>(y) + fp[fs.at(n, 1, y, px)], h, w);
-            for (int64_t c = 0; c < channels; ++c) {
-              auto v = [&](int64_t yy, int64_t xx) { return static_cast<A>(xp[xs.at(n, c, yy, xx)]); };
-              const A top = (1 - t.ax) * v(t.y0, t.x0) + t.ax * v(t.y0, t.x1);
-              const A bottom = (1 - t.ax) * v(t.y1, t.x0) + t.ax * v(t.y1, t.x1);
-              op[os.at(n, c, y, px)] = (1 - t.ay) * top + t.ay * bottom;
-            }
+  visit_floating(x, [&](const auto* xp, auto zero) {
+    using A = decltype(zero);
+    const A* fp = flow.data<A>();
+    A* op = out.data<A>();
+    parallel_for(0, batch * h, 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t n = r / h, y = r % h;
+        for (int64_t px = 0; px < w; ++px) {
+          const Taps<A> t = taps_at(fp, fs, n, y, px, h, w);
+          for (int64_t c = 0; c < channels; ++c) {
+            auto v = [&](int64_t yy, int64_t xx) { return static_cast<A>(xp[xs.at(n, c, yy, xx)]); };
+            const A top = (1 - t.ax) * v(t.y0, t.x0) + t.ax * v(t.y0, t.x1);
+            const A bottom = (1 - t.ax) * v(t.y1, t.x0) + t.ax * v(t.y1, t.x1);
+            op[os.at(n, c, y, px)] = (1 - t.ay) * top + t.ay * bottom;
           }
         }
-      });
-    }
+      }
+    });
   });
 }
 
@@ -112,43 +125,38 @@ void warp2d_backward(const Tensor& grad, const Tensor& x, const Tensor& flow, co
                 " and dflow of flow's shape");
   const int64_t batch = x.size(0), channels = x.size(1), h = x.size(2), w = x.size(3);
   const Strides xs(x), fs(flow), gs(grad), ds(dx), dfs(dflow);
-  visit_dtype(x.dtype(), [&](auto xt) {
-    using X = typename decltype(xt)::type;
-    if constexpr (is_floating(dtype_of<X>)) {
-      using A = std::conditional_t<std::is_same_v<X, double>, double, float>;
-      const X* xp = x.data<X>();
-      const A* fp = flow.data<A>();
-      const A* gp = grad.data<A>();
-      A* dxp = dx.data<A>();
-      A* dfp = dflow.data<A>();
-      // One sample per task: the scatter into dx stays inside the sample, so no two threads
-      // add to the same element and the sums come out in one order, whatever the threads.
-      parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t n = lo; n < hi; ++n)
-          for (int64_t y = 0; y < h; ++y)
-            for (int64_t px = 0; px < w; ++px) {
-              const Taps<A> t = taps<A>(static_cast<A>(px) + fp[fs.at(n, 0, y, px)],
-                                        static_cast<A>(y) + fp[fs.at(n, 1, y, px)], h, w);
-              A d_sx = 0, d_sy = 0;
-              for (int64_t c = 0; c < channels; ++c) {
-                const A g = gp[gs.at(n, c, y, px)];
-                auto v = [&](int64_t yy, int64_t xx) {
-                  return static_cast<A>(xp[xs.at(n, c, yy, xx)]);
-                };
-                const A v00 = v(t.y0, t.x0), v01 = v(t.y0, t.x1), v10 = v(t.y1, t.x0),
-                        v11 = v(t.y1, t.x1);
-                d_sx += g * ((1 - t.ay) * (v01 - v00) + t.ay * (v11 - v10));
-                d_sy += g * ((1 - t.ax) * (v10 - v00) + t.ax * (v11 - v01));
-                dxp[ds.at(n, c, t.y0, t.x0)] += g * (1 - t.ay) * (1 - t.ax);
-                dxp[ds.at(n, c, t.y0, t.x1)] += g * (1 - t.ay) * t.ax;
-                dxp[ds.at(n, c, t.y1, t.x0)] += g * t.ay * (1 - t.ax);
-                dxp[ds.at(n, c, t.y1, t.x1)] += g * t.ay * t.ax;
-              }
-              dfp[dfs.at(n, 0, y, px)] = t.free_x ? d_sx : 0;
-              dfp[dfs.at(n, 1, y, px)] = t.free_y ? d_sy : 0;
+  visit_floating(x, [&](const auto* xp, auto zero) {
+    using A = decltype(zero);
+    const A* fp = flow.data<A>();
+    const A* gp = grad.data<A>();
+    A* dxp = dx.data<A>();
+    A* dfp = dflow.data<A>();
+    // One sample per task: the scatter into dx stays inside the sample, so no two threads
+    // add to the same element and the sums come out in one order, whatever the threads.
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n)
+        for (int64_t y = 0; y < h; ++y)
+          for (int64_t px = 0; px < w; ++px) {
+            const Taps<A> t = taps_at(fp, fs, n, y, px, h, w);
+            A d_sx = 0, d_sy = 0;
+            for (int64_t c = 0; c < channels; ++c) {
+              const A g = gp[gs.at(n, c, y, px)];
+              auto v = [&](int64_t yy, int64_t xx) {
+                return static_cast<A>(xp[xs.at(n, c, yy, xx)]);
+              };
+              const A v00 = v(t.y0, t.x0), v01 = v(t.y0, t.x1), v10 = v(t.y1, t.x0),
+                      v11 = v(t.y1, t.x1);
+              d_sx += g * ((1 - t.ay) * (v01 - v00) + t.ay * (v11 - v10));
+              d_sy += g * ((1 - t.ax) * (v10 - v00) + t.ax * (v11 - v01));
+              dxp[ds.at(n, c, t.y0, t.x0)] += g * (1 - t.ay) * (1 - t.ax);
+              dxp[ds.at(n, c, t.y0, t.x1)] += g * (1 - t.ay) * t.ax;
+              dxp[ds.at(n, c, t.y1, t.x0)] += g * t.ay * (1 - t.ax);
+              dxp[ds.at(n, c, t.y1, t.x1)] += g * t.ay * t.ax;
             }
-      });
-    }
+            dfp[dfs.at(n, 0, y, px)] = t.free_x ? d_sx : 0;
+            dfp[dfs.at(n, 1, y, px)] = t.free_y ? d_sy : 0;
+          }
+    });
   });
 }
 
