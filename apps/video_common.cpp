@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -16,31 +15,6 @@ namespace mixprec::app {
 
 std::string default_video_model_path() {
   return source_path("checkpoints/video_lightweight.safetensors");
-}
-
-double stream_setting(const models::VideoModelInfo& info, const std::string& path,
-                      const std::string& key, double requested) {
-  if (!std::isnan(requested)) return requested;
-  const auto it = info.extra.find(key);
-  if (it == info.extra.end()) return 0.0;
-  char* end = nullptr;
-  const double value = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || !(value >= 0 && value <= 1))
-    throw Error(path + ": metadata '" + key + "' is '" + it->second +
-                "', expected a number in [0, 1]");
-  return value;
-}
-
-models::StreamOptions stream_options(const models::VideoModelInfo& info, const std::string& path,
-                                     const StreamRequest& request) {
-  const bool direct = info.prediction == models::Prediction::Direct;
-  return {.steps = direct ? 1 : request.steps,
-          .prediction = info.prediction,
-          .seed = static_cast<uint64_t>(request.seed),
-          .context_noise = stream_setting(info, path, "stream_context_noise", request.context_noise),
-          .residual = info.residual,
-          .still_threshold =
-              stream_setting(info, path, "stream_still_threshold", request.still_threshold)};
 }
 
 std::string sampler_text(const models::StreamOptions& options) {
@@ -98,24 +72,6 @@ Tensor planes(const Tensor& t) {
 }
 
 }  // namespace
-
-data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path) {
-  auto field = [&](const char* name, uint64_t max) {
-    const auto it = info.extra.find(name);
-    if (it == info.extra.end())
-      throw Error(path + ": the model file has no '" + name +
-                  "' metadata (the dataset it was trained on); write it with 'mixprec video train'");
-    uint64_t v = 0;
-    const std::string& text = it->second;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v > max)
-      throw Error(path + ": metadata '" + name + "' is '" + text +
-                  "', expected an integer in [0, " + std::to_string(max) + "]");
-    return v;
-  };
-  const auto size = static_cast<int64_t>(field("size", 16384));
-  return data::MovingShapes({.height = size, .width = size}, field("seed", UINT64_MAX));
-}
 
 double ssim(const Tensor& a, const Tensor& b) {
   const Tensor x = planes(a), y = planes(b);

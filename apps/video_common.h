@@ -35,27 +35,12 @@ double median(const std::vector<double>& values);
 // The process's peak resident set size, bytes (getrusage).
 std::size_t peak_rss_bytes();
 
-// The dataset a model file was trained on (its `seed` and `size` metadata): the real frames
-// that start its streams and that the quality report compares them with. A file without them
-// is an Error naming the file and the field.
-data::MovingShapes training_dataset(const models::VideoModelInfo& info, const std::string& path);
+// The model file's dataset and recommended stream settings (models/video_model_file.h).
+using models::stream_options;
+using models::stream_setting;
+using models::StreamRequest;
+using models::training_dataset;
 
-// A stream setting in [0, 1] (`key`: stream_context_noise, stream_still_threshold): `requested`
-// when the user gave one (not NaN), else the value the model file recommends (written by
-// `video train --stream-context-noise / --stream-still-threshold`), else 0.
-double stream_setting(const models::VideoModelInfo& info, const std::string& path,
-                      const std::string& key, double requested);
-// A stream of the model in `path` as the user asked for it: DDIM steps (1 for a direct
-// predictor, which runs one forward whatever is asked), noise seed, and the context noise and
-// still threshold through stream_setting (NaN: the model file's).
-struct StreamRequest {
-  int64_t steps = 4;
-  int64_t seed = 0;
-  double context_noise = std::nan("");
-  double still_threshold = std::nan("");
-};
-models::StreamOptions stream_options(const models::VideoModelInfo& info, const std::string& path,
-                                     const StreamRequest& request);
 // How a stream makes a frame, for progress lines: "4 DDIM steps" or "direct (1 forward)".
 std::string sampler_text(const models::StreamOptions& options);
 

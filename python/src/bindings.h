@@ -35,5 +35,6 @@ void bind_ops(nb::module_& m);
 void bind_modes(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
+void bind_video(nb::module_& m);
 
 }  // namespace mixprec::python

@@ -1,6 +1,8 @@
 #include "mixprec/models/video_model_file.h"
 
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 
 #include "mixprec/core/error.h"
 #include "mixprec/io/module_file.h"
@@ -102,6 +104,49 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
   io::load_module(*model, path);
   if (info != nullptr) *info = std::move(result);
   return model;
+}
+
+data::MovingShapes training_dataset(const VideoModelInfo& info, const std::string& path) {
+  auto field = [&](const char* name, uint64_t max) {
+    const auto it = info.extra.find(name);
+    if (it == info.extra.end())
+      throw Error(path + ": the model file has no '" + name +
+                  "' metadata (the dataset it was trained on); write it with 'mixprec video train'");
+    uint64_t v = 0;
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v > max)
+      throw Error(path + ": metadata '" + name + "' is '" + text +
+                  "', expected an integer in [0, " + std::to_string(max) + "]");
+    return v;
+  };
+  const auto size = static_cast<int64_t>(field("size", 16384));
+  return data::MovingShapes({.height = size, .width = size}, field("seed", UINT64_MAX));
+}
+
+double stream_setting(const VideoModelInfo& info, const std::string& path, const std::string& key,
+                      double requested) {
+  if (!std::isnan(requested)) return requested;
+  const auto it = info.extra.find(key);
+  if (it == info.extra.end()) return 0.0;
+  char* end = nullptr;
+  const double value = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !(value >= 0 && value <= 1))
+    throw Error(path + ": metadata '" + key + "' is '" + it->second +
+                "', expected a number in [0, 1]");
+  return value;
+}
+
+StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
+                             const StreamRequest& request) {
+  const bool direct = info.prediction == Prediction::Direct;
+  return {.steps = direct ? 1 : request.steps,
+          .prediction = info.prediction,
+          .seed = static_cast<uint64_t>(request.seed),
+          .context_noise = stream_setting(info, path, "stream_context_noise", request.context_noise),
+          .residual = info.residual,
+          .still_threshold =
+              stream_setting(info, path, "stream_still_threshold", request.still_threshold)};
 }
 
 }  // namespace mixprec::models

@@ -8,12 +8,16 @@
 //                 "diffusion.prediction"    "v" | "eps"
 //                 "diffusion.steps"         the schedule's length (cosine)
 //                 anything else             the caller's (training command, seed, steps, ...)
+#include <cmath>
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
+#include "mixprec/models/video_streams.h"
 
 namespace mixprec::models {
 
@@ -31,5 +35,28 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
 // Reads `path`, rebuilds the network it describes and loads its weights (f32 parameters,
 // converted exactly from whatever dtype the file holds). Errors name the file and the problem.
 std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelInfo* info);
+
+// The dataset a model file was trained on (its `seed` and `size` metadata): the real frames
+// that start its streams and that the quality report compares them with. A file without them
+// is an Error naming the file and the field.
+data::MovingShapes training_dataset(const VideoModelInfo& info, const std::string& path);
+
+// A stream setting in [0, 1] (`key`: stream_context_noise, stream_still_threshold): `requested`
+// when the user gave one (not NaN), else the value the model file recommends (written by
+// `video train --stream-context-noise / --stream-still-threshold`), else 0.
+double stream_setting(const VideoModelInfo& info, const std::string& path, const std::string& key,
+                      double requested);
+
+// A stream of the model in `path` as the user asked for it: DDIM steps (1 for a direct
+// predictor, which runs one forward whatever is asked), noise seed, and the context noise and
+// still threshold through stream_setting (NaN: the model file's).
+struct StreamRequest {
+  int64_t steps = 4;
+  int64_t seed = 0;
+  double context_noise = std::nan("");
+  double still_threshold = std::nan("");
+};
+StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
+                             const StreamRequest& request);
 
 }  // namespace mixprec::models

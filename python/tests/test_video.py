@@ -1,0 +1,56 @@
+# mixprec.video: the shipped model's stream from Python, frame by frame.
+import itertools
+import pathlib
+
+import numpy as np
+import pytest
+
+import mixprec as mp
+
+SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "checkpoints" / "video_lightweight.safetensors"
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    if not SHIPPED.exists():
+        pytest.skip(f"no shipped model at {SHIPPED}")
+    return str(SHIPPED)
+
+
+def test_stream_yields_8bit_frames_deterministically(shipped):
+    stream = mp.video.VideoStream(shipped, dtype="bf16", seed=3, steps=2)
+    frames = list(itertools.islice(stream, 3))
+    assert stream.frames_generated == 3
+    assert stream.video == 1 << 20  # the first held-out video
+    for f in frames:
+        assert f.shape == (3, 64, 64) and f.dtype == np.float32
+        assert f.min() >= -1.0 and f.max() <= 1.0
+        levels = (f.astype(np.float64) + 1.0) * 127.5  # on the 256 levels a viewer sees
+        np.testing.assert_allclose(levels, np.rint(levels), atol=1e-3)
+    assert np.abs(frames[2] - frames[0]).max() > 0  # the picture changes
+    again = list(itertools.islice(mp.video.VideoStream(shipped, dtype="bf16", seed=3, steps=2), 3))
+    for a, b in zip(frames, again):
+        np.testing.assert_array_equal(a, b)
+    other = next(mp.video.VideoStream(shipped, dtype="bf16", seed=4, steps=2))
+    assert np.abs(other - frames[0]).max() > 0  # another noise seed, another frame
+
+
+def test_to_uint8_is_the_image_writers_mapping():
+    frame = np.array([-1.0, 0.0, 1.0, 2.0, -3.0, np.nan], dtype=np.float32).reshape(3, 1, 2)
+    image = mp.video.to_uint8(frame)
+    assert image.shape == (1, 2, 3) and image.dtype == np.uint8
+    assert image[0, 0].tolist() == [0, 255, 0]  # -1, 1, -3 (clamped)
+    assert image[0, 1].tolist() == [128, 255, 0]  # 0, 2 (clamped), NaN
+    with pytest.raises(ValueError, match=r"\[3, H, W\]"):
+        mp.video.to_uint8(np.zeros((4, 2, 2)))
+
+
+def test_bad_arguments_raise_clear_errors(shipped, tmp_path):
+    with pytest.raises(mp.Error, match="missing.safetensors"):
+        mp.video.VideoStream(tmp_path / "missing.safetensors")
+    with pytest.raises(mp.Error, match="dtype must be f32, bf16 or f16"):
+        mp.video.VideoStream(shipped, dtype="f64")
+    with pytest.raises(mp.Error, match="steps must be >= 1"):
+        mp.video.VideoStream(shipped, steps=0)
+    with pytest.raises(TypeError):
+        mp.video.VideoStream(shipped, dtype=3.5)
