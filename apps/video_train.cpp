@@ -14,12 +14,14 @@
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/checkpoint.h"
+#include "mixprec/models/video_critic.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/nn/precision.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/lr_schedule.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
 #include "progress.h"
 #include "run_guard.h"
@@ -55,13 +57,43 @@ Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule
       .contiguous(MemoryFormat::ChannelsLast);
 }
 
+// One step of the critic on true and generated clips [B, 3T, H, W] (the generated detached):
+// its hinge loss, backward, Adam. Returns the loss. The predictor's backward also leaves
+// gradients in the critic, so they are cleared first.
+double train_critic(models::VideoCritic& critic, optim::Adam& opt, amp::GradScaler& scaler,
+                    const Tensor& real, const Tensor& fake) {
+  opt.zero_grad();
+  const Tensor loss = models::critic_hinge_loss(critic, real, fake);
+  scaler.scale(loss).backward();
+  scaler.unscale(opt);
+  scaler.step(opt);
+  scaler.update();
+  opt.zero_grad();
+  return loss.item<double>();
+}
+
+// The critic of a resumed adversarial run, which must be from the same step as its checkpoint.
+void load_critic(const std::string& path, int64_t step, models::VideoCritic& critic,
+                 optim::Adam& opt, amp::GradScaler& scaler) {
+  if (!std::filesystem::exists(path))
+    throw UsageError{"video train: --resume of an adversarial run needs " + path};
+  const io::SafetensorsMetadata meta = io::load_checkpoint(path, critic, opt, &scaler);
+  const auto saved = meta.find("step");
+  if (saved == meta.end() || saved->second != std::to_string(step))
+    throw Error("video train: " + path + " is from step " +
+                (saved == meta.end() ? std::string("?") : saved->second) +
+                ", the checkpoint from step " + std::to_string(step) +
+                " (a crash between the two writes): resume needs both from one step");
+}
+
 }  // namespace
 
 int run_video_train(Args args) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
               loss_name = "mse";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
-  double change_penalty = 0.0;
+  double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4;
+  int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
@@ -123,6 +155,15 @@ int run_video_train(Args args) {
            "motion models: weight of the mean absolute change added after the warp, so shapes "
            "move with the flow instead of fading (0: off; below 1 so uncovered background can "
            "still be painted)");
+  p.option("--adversarial", &adversarial,
+           "direct models: weight of an adversarial term, a critic judging the clip of context "
+           "and predicted frames against true clips, so unsure shapes are drawn somewhere "
+           "likely instead of blurred or eroded (0: off; docs/VIDEO.md)");
+  p.option("--adversarial-from", &adversarial_from,
+           "the step the predictor starts to get the adversarial term (the critic trains from "
+           "the start)");
+  p.option("--critic-lr", &critic_lr, "the critic's Adam learning rate (constant, beta1 0.5)");
+  p.option("--critic-width", &critic_width, "channels of the critic's first layer");
   p.flag("--noise-level", &noise_level,
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
@@ -171,6 +212,10 @@ int run_video_train(Args args) {
     throw UsageError{"video train: --motion needs --prediction direct and --residual"};
   if (change_penalty < 0 || (change_penalty > 0 && !motion))
     throw UsageError{"video train: --change-penalty must be >= 0 and needs --motion"};
+  if (!(adversarial >= 0) || (adversarial > 0 && !direct) || adversarial_from < 0 ||
+      !(critic_lr > 0) || critic_width < 8 || critic_width % 8 != 0)
+    throw UsageError{"video train: --adversarial must be >= 0 and needs --prediction direct; "
+                     "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -207,6 +252,12 @@ int run_video_train(Args args) {
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
   amp::GradScaler scaler(pc.scaler_options());
+  // The adversary (--adversarial): its own weights, Adam (beta1 0.5, as GANs use) and scaler.
+  Generator critic_init(static_cast<uint64_t>(seed) ^ 0xc217ULL);
+  models::VideoCritic critic(context_frames + unroll, 3, critic_width, critic_init);
+  nn::to_precision(critic, pc);
+  optim::Adam critic_opt(critic.parameters(), {.lr = critic_lr, .beta1 = 0.5});
+  amp::GradScaler critic_scaler(pc.scaler_options());
   const models::NoiseSchedule schedule = models::NoiseSchedule::cosine(1000);
   const DType input_dtype = pc.half_params() ? pc.params : DType::F32;
 
@@ -223,6 +274,10 @@ int run_video_train(Args args) {
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
+                                {"adversarial", exact_text(adversarial)},
+                                {"adversarial-from", std::to_string(adversarial_from)},
+                                {"critic-lr", exact_text(critic_lr)},
+                                {"critic-width", std::to_string(critic_width)},
                                 {"residual", residual ? "1" : "0"},
                                 {"context-noise", exact_text(context_noise)},
                                 {"context-blur", exact_text(context_blur)},
@@ -238,6 +293,7 @@ int run_video_train(Args args) {
                                 {"clip", exact_text(clip)},
                                 {"init", init_from}};
   const std::string checkpoint = prepare_run_directory("video train", out, resume, overwrite);
+  const std::string critic_path = out + "/critic.safetensors";
   ResumePoint resumed;
   int64_t start = 0;
   if (resume) {
@@ -245,6 +301,7 @@ int run_video_train(Args args) {
     if (resumed.finished) return 0;
     start = resumed.step;
     io::load_checkpoint(checkpoint, model, opt, &scaler);
+    if (adversarial > 0) load_critic(critic_path, start, critic, critic_opt, critic_scaler);
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
@@ -268,6 +325,11 @@ int run_video_train(Args args) {
     io::SafetensorsMetadata meta = run_info;
     add_settings(meta, settings);
     add_progress(meta, step, loss);
+    // The critic first: a crash between the two leaves a checkpoint one interval older than the
+    // critic, which --resume reports rather than continuing from mismatched halves.
+    if (adversarial > 0)
+      io::save_checkpoint(critic_path, critic, critic_opt, &critic_scaler,
+                          {{"step", std::to_string(step)}});
     io::save_checkpoint(checkpoint, model, opt, &scaler, meta);
     models::VideoModelInfo info{.config = model.config(),
                                 .prediction = pred,
@@ -281,6 +343,7 @@ int run_video_train(Args args) {
     info.extra["unroll"] = std::to_string(unroll);
     info.extra["free_run"] = std::to_string(free_run);
     info.extra["regression_loss"] = loss_name;
+    info.extra["adversarial"] = std::to_string(adversarial);
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
@@ -318,12 +381,31 @@ int run_video_train(Args args) {
                                                    .free_run_max = free_run,
                                                    .regression = regression,
                                                    .change_penalty = change_penalty};
-    Tensor loss;
+    Tensor loss, total;
+    double critic_loss = 0, adversarial_loss = 0;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
       if (direct) {
+        std::vector<Tensor> shown;
         loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
-                                          anchor_frames);
+                                          anchor_frames, adversarial > 0 ? &shown : nullptr);
+        total = loss;
+        if (adversarial > 0) {
+          // The critic's step on this batch first (fake clips detached), then the predictor's
+          // adversarial term against the updated critic.
+          const auto first_true = window.end() - static_cast<std::ptrdiff_t>(shown.size());
+          std::vector<Tensor> real(first_true, window.end());
+          for (Tensor& frame : real) frame = models::quantize_8bit(frame);
+          std::vector<Tensor> fake;
+          for (const Tensor& frame : shown) fake.push_back(frame.detach());
+          critic_loss = train_critic(critic, critic_opt, critic_scaler, models::context_of(real),
+                                     models::context_of(fake));
+          if (step >= adversarial_from) {
+            const Tensor term = models::generator_adversarial_loss(critic, models::context_of(shown));
+            adversarial_loss = term.item<double>();
+            total = add(loss, mul(term, adversarial));
+          }
+        }
       } else {
         Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
         if (own > 0)
@@ -331,9 +413,10 @@ int run_video_train(Args args) {
                                         residual, input_dtype, gen, context);
         loss = models::video_diffusion_loss(model, schedule, context, window.back(), loss_options,
                                             input_dtype, gen);
+        total = loss;
       }
     }
-    scaler.scale(loss).backward();
+    scaler.scale(total).backward();
     scaler.unscale(opt);
     if (clip > 0) nn::clip_grad_norm(model.parameters(), clip);
     scaler.step(opt);
@@ -341,9 +424,13 @@ int run_video_train(Args args) {
     opt.zero_grad();
     if (!monitor.observe(step, loss.item<double>(), scaler.last_step_skipped())) break;
     smoothed = monitor.smoothed();
-    char metrics[96];
-    std::snprintf(metrics, sizeof metrics, "loss %.4f | lr %.2e%s", smoothed, opt.lr(),
-                  scaler.last_step_skipped() ? " | skipped (overflow)" : "");
+    char metrics[160];
+    char adversary[64] = "";
+    if (adversarial > 0)
+      std::snprintf(adversary, sizeof adversary, " | critic %.3f adv %.3f", critic_loss,
+                    adversarial_loss);
+    std::snprintf(metrics, sizeof metrics, "loss %.4f%s | lr %.2e%s", smoothed, adversary,
+                  opt.lr(), scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
     if (monitor.save_now((step + 1) % checkpoint_every == 0,
                          step + 1 == steps || StopOnSignal::requested()))

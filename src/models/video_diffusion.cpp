@@ -258,7 +258,7 @@ Tensor with_anchor(const Tensor& anchor, const Tensor& context) {
 
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen,
-                          const Tensor& anchor) {
+                          const Tensor& anchor, std::vector<Tensor>* shown) {
   const auto k = static_cast<std::size_t>(model.config().context_frames);
   MIXPREC_CHECK(options.prediction == Prediction::Direct,
                 "[video_rollout_loss] is the loss of a direct predictor");
@@ -299,17 +299,19 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     sigma = context_noise_std(batch, options, gen);
   }
   // One frame of the rollout from `frames`: what the stream shows (clamped, 8-bit by a
-  // straight-through rounding) becomes the newest context frame; returns the unclamped frame
-  // (and leaves a motion model's change in `change` when it is penalized).
-  Tensor change;
+  // straight-through rounding) becomes the newest context frame.
+  struct Step {
+    Tensor raw;     // the unclamped frame, for the loss
+    Tensor change;  // a motion model's change after the warp, for its penalty
+  };
   auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
     input = with_anchor(anchor_input, input);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
-    const Tensor raw = frame_of(out, options.residual ? frames.back() : Tensor());
-    if (options.change_penalty > 0) change = out.narrow(1, 0, channels);
-    Tensor next = clamp(raw, -1.0, 1.0);
+    Step made{.raw = frame_of(out, options.residual ? frames.back() : Tensor()),
+              .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor()};
+    Tensor next = clamp(made.raw, -1.0, 1.0);
     if (options.quantize_context) {
       Tensor rounding;
       {
@@ -320,22 +322,27 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     }
     frames.erase(frames.begin());
     frames.push_back(next);
-    return raw;
+    return made;
   };
   {
     NoGrad no_grad;
     for (std::size_t j = 0; j < free_run; ++j) step();
+  }
+  if (shown != nullptr) {
+    shown->clear();
+    for (const Tensor& frame : frames) shown->push_back(frame.detach());
   }
   Tensor total;
   const std::size_t targets = window.size() - free_max - k;
   for (std::size_t j = 0; j < targets; ++j) {
     // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
     // beyond the range); the next context gets what a stream keeps.
-    const Tensor raw = step();
-    Tensor loss = regression_loss(raw, window[free_max + k + j].to(DType::F32).contiguous(cl),
+    const Step made = step();
+    if (shown != nullptr) shown->push_back(frames.back());
+    Tensor loss = regression_loss(made.raw, window[free_max + k + j].to(DType::F32).contiguous(cl),
                                   options.regression);
     if (options.change_penalty > 0)
-      loss = add(loss, mul(mean_abs(mul(change, 2.0)), options.change_penalty));
+      loss = add(loss, mul(mean_abs(mul(made.change, 2.0)), options.change_penalty));
     total = j == 0 ? loss : add(total, loss);
   }
   return mul(total, 1.0 / static_cast<double>(targets));

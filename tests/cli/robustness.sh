@@ -239,6 +239,10 @@ usage_exit_codes)
   expect_err "--loss needs --prediction direct"
   run 2 "${tiny_video[@]}" --steps 1 --anchor --out video
   expect_err "--anchor needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --adversarial 0.1 --out video
+  expect_err "--adversarial must be >= 0 and needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --prediction direct --adversarial 0.1 --critic-width 12 \
+    --out video
   run 2 video generate --precision fp8
   run 2 stream run --input nothing.h5 --output out.cxi --overload spill
   expect_err "unknown overload policy 'spill', expected block|drop"
@@ -312,6 +316,26 @@ kill9_during_saves)
   run 0 "${args[@]}" --out killed --resume
   no_temporaries killed
   same_file killed/checkpoint.safetensors straight/checkpoint.safetensors
+  ;;
+
+# 14. An adversarial run resumes bit for bit, the critic included, and refuses to resume without
+# its critic or with one from another step.
+adversarial_resume)
+  adv=("${tiny_video[@]}" --prediction direct --residual --context-frames 2 --unroll 2
+       --adversarial 0.1 --adversarial-from 1)
+  run 0 "${adv[@]}" --steps 3 --out straight
+  expect_err "critic [0-9.]+ adv [0-9.-]+"
+  run 0 "${adv[@]}" --steps 2 --out resumed
+  cp resumed/critic.safetensors critic_at_2.safetensors
+  run 0 "${adv[@]}" --steps 3 --out resumed --resume
+  same_file resumed/checkpoint.safetensors straight/checkpoint.safetensors
+  same_file resumed/critic.safetensors straight/critic.safetensors
+  cp critic_at_2.safetensors resumed/critic.safetensors
+  run 1 "${adv[@]}" --steps 4 --out resumed --resume
+  expect_err "critic.safetensors is from step 2, the checkpoint from step 3"
+  rm resumed/critic.safetensors
+  run 2 "${adv[@]}" --steps 4 --out resumed --resume
+  expect_err "needs resumed/critic.safetensors"
   ;;
 
 # 13. f16 training that keeps overflowing falls back to bf16, says so, records it in the

@@ -85,9 +85,14 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
 // error of the N frames (options.regression), averaged, plus options.change_penalty's term.
 // An anchor model (Config::anchor_frame) also takes `anchor` [B, 3, H, W]: a real frame of the
 // same video, as a stream's first frame is; it is rounded to 8 bits and never corrupted.
+// `shown`, when given, receives the clip an adversary judges (video_critic.h): the K context
+// frames the graded frames were predicted from (without a gradient; after a free run the
+// model's own), then the N graded frames as a stream shows them (clamped, 8-bit by the
+// straight-through rounding, with their gradient). Its true counterpart is window's last K + N
+// frames, 8-bit.
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen,
-                          const Tensor& anchor = {});
+                          const Tensor& anchor = {}, std::vector<Tensor>* shown = nullptr);
 
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
