@@ -92,7 +92,7 @@ int run_one(const RunOne& o) {
   const data::MovingShapes videos({}, 0);
   models::VideoStream stream(
       *model, models::NoiseSchedule::cosine(info.schedule_steps),
-      videos.clip(data::MovingShapesConfig{}.num_videos, 0, model->config().context_frames),
+      videos.clip(data::MovingShapesConfig{}.held_out(0), 0, model->config().context_frames),
       stream_options(info, o.checkpoint, {.steps = o.steps, .seed = o.seed}));
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();

@@ -160,7 +160,7 @@ void LiveVideo::load_model(const std::string& precision) {
 std::vector<Tensor> LiveVideo::start_frames() const {
   std::vector<Tensor> first;
   for (int64_t i = 0; i < options_.streams; ++i)
-    first.push_back(videos_->clip(videos_->config().num_videos + settings_.start_video + i, 0,
+    first.push_back(videos_->clip(videos_->config().held_out(settings_.start_video + i), 0,
                                   model_->config().context_frames));
   return first;
 }

@@ -92,7 +92,7 @@ int run_video_drift(Args args) {
     std::vector<models::VideoQualityReport> reports;
     ProgressBar bar("drift " + path, frames * videos);
     for (int64_t v = 0; v < videos; ++v) {
-      const int64_t video = config.num_videos + v;  // held out from training
+      const int64_t video = config.held_out(v);
       const int64_t k = model->config().context_frames;  // ground-truth frames to start from
       const Tensor truth = data.clip(video, 0, frames + k);
       models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
@@ -117,12 +117,12 @@ int run_video_drift(Args args) {
       reports.push_back(quality.report());
     }
     bar.finish();
-    print_quality(path, config.num_videos, seed, reports);
+    print_quality(path, config.held_out(0), seed, reports);
     json += std::string(psnr_by_model.empty() ? "" : ", ") + "{\"model\": " + io::json_quote(path) +
             ", \"videos\": [";
     for (std::size_t v = 0; v < reports.size(); ++v)
       json += std::string(v ? ", " : "") + "{\"video\": " +
-              std::to_string(config.num_videos + static_cast<int64_t>(v)) +
+              std::to_string(config.held_out(static_cast<int64_t>(v))) +
               ", \"seed\": " + std::to_string(seed + static_cast<int64_t>(v)) +
               ", \"quality\": " + models::quality_report_json(reports[v]) + "}";
     json += "]}";

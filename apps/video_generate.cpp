@@ -118,7 +118,7 @@ int run_video_generate(Args args) {
   apply_precision(*model, prec);
   const data::MovingShapes videos = training_dataset(info, checkpoint);
   const int64_t size = videos.config().height;
-  const int64_t first_video = video >= 0 ? video : videos.config().num_videos;  // never trained on
+  const int64_t first_video = video >= 0 ? video : videos.config().held_out(0);
   const int64_t k = model->config().context_frames;
   const models::StreamOptions options = stream_options(
       info, checkpoint,

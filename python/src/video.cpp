@@ -32,7 +32,7 @@ class ModelStream {
     MIXPREC_CHECK(steps >= 1, "[VideoStream] steps must be >= 1, got ", steps);
     if (dtype != DType::F32) model_->to(dtype);
     const data::MovingShapes videos = models::training_dataset(info_, checkpoint);
-    video_ = video < 0 ? videos.config().num_videos : video;
+    video_ = video < 0 ? videos.config().held_out(0) : video;
     const models::StreamOptions options = models::stream_options(
         info_, checkpoint, {.steps = steps, .seed = seed, .context_noise = context_noise});
     stream_ = std::make_unique<models::VideoStream>(

@@ -13,7 +13,7 @@ namespace mixprec::models {
 namespace {
 
 data::MovingShapes dataset() { return data::MovingShapes({}, 0); }
-int64_t held_out(int64_t i) { return data::MovingShapesConfig{}.num_videos + i; }
+int64_t held_out(int64_t i) { return data::MovingShapesConfig{}.held_out(i); }
 Tensor blurred(const Tensor& frame, double sigma) {
   return blur_frames(frame.unsqueeze(0), {sigma}).select(0, 0);
 }

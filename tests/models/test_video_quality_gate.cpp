@@ -32,7 +32,7 @@ VideoQualityReport shipped_stream_report(int64_t held_out, uint64_t seed) {
   auto model = load_video_model(kShippedModel, &info);
   model->to(DType::BF16);
   const data::MovingShapes videos({}, std::stoull(info.extra.at("seed")));
-  const int64_t video = videos.config().num_videos + held_out;
+  const int64_t video = videos.config().held_out(held_out);
   const int64_t k = model->config().context_frames;
   VideoStream stream(*model, NoiseSchedule::cosine(info.schedule_steps), videos.clip(video, 0, k),
                      {.steps = 4, .prediction = info.prediction, .seed = seed, .residual = info.residual});

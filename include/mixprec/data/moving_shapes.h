@@ -40,6 +40,9 @@ struct MovingShapesConfig {
   // and any t >= 0.
   int64_t num_videos = 1 << 20;
   int64_t frames_per_video = 1000;  // >= 2
+  // The i-th (>= 0) held-out video: never drawn by batch() or windows(), so evaluations and the
+  // first frames of streams start from scenes the model was not trained on.
+  int64_t held_out(int64_t i) const { return num_videos + i; }
 };
 
 class MovingShapes {
