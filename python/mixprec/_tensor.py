@@ -88,7 +88,19 @@ Tensor.tolist = _tolist
 Tensor.__matmul__ = lambda self, other: (_mixprec.matmul(self, other) if isinstance(other, Tensor)
                                          else NotImplemented)
 Tensor.__neg__ = lambda self: _mixprec.neg(self)
+
+
+def _method(op):
+    # An extension function is not a descriptor: as a class attribute it would not receive
+    # self, so t.sum() wraps it.
+    def method(self, *args, **kwargs):
+        return op(self, *args, **kwargs)
+
+    method.__name__ = op.__name__
+    method.__doc__ = op.__doc__
+    return method
+
+
 for _name in ("sum", "mean", "relu", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "silu",
-              "softmax", "log_softmax"):
-    setattr(Tensor, _name, getattr(_mixprec, _name))
-Tensor.matmul = _mixprec.matmul
+              "softmax", "log_softmax", "matmul"):
+    setattr(Tensor, _name, _method(getattr(_mixprec, _name)))

@@ -50,7 +50,8 @@ std::optional<Number> number_arg(nb::handle x) {
     return Number{v, false};
   }
   // numpy scalars (np.float32(2), np.int64(3)), not arrays. Held for the process's lifetime.
-  static const nb::handle generic = nb::module_::import_("numpy").attr("generic").release();
+  static const nb::handle generic =
+      nb::object(nb::module_::import_("numpy").attr("generic")).release();
   if (PyObject_IsInstance(o, generic.ptr()) == 1) {
     const char kind = nb::cast<std::string>(x.attr("dtype").attr("kind"))[0];
     if (kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b')

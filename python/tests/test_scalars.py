@@ -152,19 +152,28 @@ def test_gradients_of_scalar_ops():
 
 
 def test_against_pytorch_when_installed():
+    """PyTorch's f32 path rounded once is the same bits. PyTorch's own bf16 CPU kernels (1.13)
+    round the number to bf16 first, so they agree with mixprec only for numbers that are bf16
+    numbers (3, -2.5; 0.001 and 0.1 differ: the contract here is the f32 one); and they compute
+    s / a as s * (1 / a), rounded twice, so that form is left to the f32 reference above."""
     torch = pytest.importorskip("torch")
     bits = all_bits()
     x = mp.from_numpy(bits.copy(), dtype="bf16")
     tx = torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)
     for name, op in OPS:
+        if name == "s / a":
+            continue
         for s in NUMBERS:
             got = np.asarray(op(x, s)).view(np.uint16)
-            want = op(tx, s)
-            assert want.dtype == torch.bfloat16
-            want_bits = want.view(torch.int16).numpy().view(np.uint16)
-            nan = torch.isnan(want).numpy()
-            assert_same_bits(got, want_bits, np.isnan(bf16_values(got)), nan,
-                             f"bf16 {name} with s={s} vs PyTorch")
+            nan = np.isnan(bf16_values(got))
+            via_f32 = op(tx.float(), s).bfloat16()
+            assert op(tx, s).dtype == torch.bfloat16  # the same promotion rule
+            assert_same_bits(got, via_f32.view(torch.int16).numpy().view(np.uint16), nan,
+                             torch.isnan(via_f32).numpy(), f"bf16 {name} with s={s} vs PyTorch f32")
+            if s in (3, -2.5):
+                direct = op(tx, s)
+                assert_same_bits(got, direct.view(torch.int16).numpy().view(np.uint16), nan,
+                                 torch.isnan(direct).numpy(), f"bf16 {name} with s={s} vs PyTorch")
     # The gradient through a scalar op, loss-scaled in bf16 (PyTorch keeps it too).
     a = mp.full([5], 3.0, "bf16").requires_grad_()
     (a / 7.0).backward(mp.full([5], 65536.0, "bf16"))
