@@ -148,9 +148,6 @@ void bind_gpt(nb::module_& m) {
              int64_t batch, double lr, int64_t warmup, int64_t steps, double weight_decay,
              double clip, uint64_t seed, int64_t grad_accum, bool checkpoint_activations,
              const std::string& rounding, double loss_scale, int64_t fallback_after) {
-            MIXPREC_CHECK(rounding == "nearest" || rounding == "stochastic",
-                          "[Trainer] rounding must be 'nearest' or 'stochastic', got '", rounding,
-                          "'");
             const models::GPTTrainOptions options{
                 .precision = amp::PrecisionConfig::parse(precision),
                 .batch = batch,
@@ -162,8 +159,7 @@ void bind_gpt(nb::module_& m) {
                 .seed = seed,
                 .grad_accum = grad_accum,
                 .checkpoint_activations = checkpoint_activations,
-                .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
-                                                     : optim::Rounding::NearestEven,
+                .rounding = rounding_arg(rounding),
                 .loss_scale = loss_scale,
                 .fallback_after = fallback_after};
             nb::gil_scoped_release release;
