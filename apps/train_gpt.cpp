@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/models/byte_tokenizer.h"
+#include "mixprec/models/gpt_checkpoint.h"
 #include "mixprec/models/gpt_generate.h"
 #include "mixprec/models/gpt_train.h"
 #include "progress.h"
@@ -188,6 +189,9 @@ int run_train_gpt(Args args) {
                                 {"seed", std::to_string(seed)},
                                 {"batch", std::to_string(batch)},
                                 {"context", std::to_string(context)},
+                                {"layers", std::to_string(layers)},
+                                {"d-model", std::to_string(d_model)},
+                                {models::kGPTHeadsKey, std::to_string(heads)},  // for load_gpt
                                 {"lr", exact_text(lr)},
                                 {"warmup", std::to_string(warmup)},
                                 {"weight-decay", exact_text(weight_decay)},

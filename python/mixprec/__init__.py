@@ -68,6 +68,7 @@ from ._tensor import from_numpy, numpy_bf16_dtype, tensor
 from ._modes import autocast, enable_grad, inference_mode, no_grad
 from . import nn  # noqa: E402  (mixprec.nn, after the names it uses)
 from . import video  # noqa: E402  (mixprec.video)
+from . import gpt  # noqa: E402  (mixprec.gpt)
 
 f64 = float64 = DType.f64
 f32 = float32 = DType.f32

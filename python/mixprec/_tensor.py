@@ -80,33 +80,27 @@ def _tolist(self: Tensor):
     return _numpy(self).tolist() if self.dtype != DType.bf16 else self.to("f32").numpy().tolist()
 
 
-def _binary(op):
-    def method(self, other):
-        if isinstance(other, Tensor):
-            return op(self, other)
-        return NotImplemented
+Tensor.numpy = _numpy
+# numpy scalars and arrays defer to the Tensor's operators (np.float32(2) * t is a Tensor), as
+# they do for torch.Tensor; a Tensor op an array is a TypeError, not a silent numpy result.
+Tensor.__array_priority__ = 1000
+Tensor.tolist = _tolist
+Tensor.__matmul__ = lambda self, other: (_mixprec.matmul(self, other) if isinstance(other, Tensor)
+                                         else NotImplemented)
+Tensor.__neg__ = lambda self: _mixprec.neg(self)
 
+
+def _method(op):
+    # An extension function is not a descriptor: as a class attribute it would not receive
+    # self, so t.sum() wraps it.
+    def method(self, *args, **kwargs):
+        return op(self, *args, **kwargs)
+
+    method.__name__ = op.__name__
+    method.__doc__ = op.__doc__
     return method
 
 
-def _scale(self, other):
-    if isinstance(other, Tensor):
-        return _mixprec.mul(self, other)
-    if isinstance(other, (int, float)) and not isinstance(other, bool):
-        return _mixprec.mul(self, float(other))  # applied in f32, never rounded to 16 bits first
-    return NotImplemented
-
-
-Tensor.numpy = _numpy
-Tensor.tolist = _tolist
-Tensor.__add__ = _binary(_mixprec.add)
-Tensor.__sub__ = _binary(_mixprec.sub)
-Tensor.__truediv__ = _binary(_mixprec.div)
-Tensor.__matmul__ = _binary(_mixprec.matmul)
-Tensor.__mul__ = _scale
-Tensor.__rmul__ = _scale
-Tensor.__neg__ = lambda self: _mixprec.neg(self)
 for _name in ("sum", "mean", "relu", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "silu",
-              "softmax", "log_softmax"):
-    setattr(Tensor, _name, getattr(_mixprec, _name))
-Tensor.matmul = _mixprec.matmul
+              "softmax", "log_softmax", "matmul"):
+    setattr(Tensor, _name, _method(getattr(_mixprec, _name)))

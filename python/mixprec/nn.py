@@ -21,6 +21,7 @@ from ._mixprec import (  # noqa: F401  (re-exported)
     RMSNorm,
     Sequential,
     SiLU,
+    clip_grad_norm_,
     load_module,
     save_module,
 )

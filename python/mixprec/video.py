@@ -14,7 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._mixprec import _VideoStream
+from ._mixprec import UNetVideo, _VideoStream
+from ._mixprec import load_video_model as _load_video_model
+
+
+def load_model(path) -> UNetVideo:
+    """The network of a video model file, f32 (model.to("bf16") for true half precision).
+
+        model = mp.video.load_model("checkpoints/video_lightweight.safetensors")
+        with mp.inference_mode():
+            v = model(x_t, context, timesteps)   # [B, 3, H, W], [B, 3F, H, W], [B]
+    """
+    return _load_video_model(str(path))
 
 
 class VideoStream:
@@ -60,4 +71,4 @@ def to_uint8(frame) -> np.ndarray:
     return np.minimum(np.floor((v + 1.0) * 127.5 + 0.5), 255).astype(np.uint8).transpose(1, 2, 0)
 
 
-__all__ = ["VideoStream", "to_uint8"]
+__all__ = ["UNetVideo", "VideoStream", "load_model", "to_uint8"]

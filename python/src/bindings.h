@@ -4,8 +4,11 @@
 // mixprec::Error reaches Python as mixprec.Error with the same message.
 #include <nanobind/nanobind.h>
 
+#include <string>
+
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/optim/optimizer.h"
 
 namespace mixprec::python {
 
@@ -14,6 +17,9 @@ namespace nb = nanobind;
 // A dtype argument as Python spells it: a mixprec.DType member or a name ("f32", "bfloat16",
 // ...; parse_dtype's names). Anything else raises TypeError.
 DType dtype_arg(nb::handle value);
+
+// "nearest" or "stochastic": how an optimizer rounds f32 master weights into 16-bit parameters.
+optim::Rounding rounding_arg(const std::string& name);
 
 // numpy's __array_interface__ type string for a dtype ("<f4", ...); bf16 is "<u2", the raw
 // bits, which the Python layer reinterprets as ml_dtypes.bfloat16 when that is installed.
@@ -36,5 +42,6 @@ void bind_modes(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_video(nb::module_& m);
+void bind_gpt(nb::module_& m);
 
 }  // namespace mixprec::python

@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,80 @@ std::vector<int64_t> dims_arg(nb::handle dim) {
   return nb::cast<std::vector<int64_t>>(dim);
 }
 
+// The number in a Python operator or op call (a + 1.0, 2 * a, mp.add(a, 3)): a bool, int or
+// float, or a numpy scalar. Anything else is not a number (nullopt), so the operator returns
+// NotImplemented and Python tries the other operand or raises its TypeError.
+struct Number {
+  double value;
+  bool is_float;  // a float makes an integer tensor f32 first (PyTorch's promotion)
+};
+
+std::optional<Number> number_arg(nb::handle x) {
+  PyObject* o = x.ptr();
+  if (PyFloat_Check(o)) return Number{PyFloat_AS_DOUBLE(o), true};
+  if (PyLong_Check(o)) {
+    const double v = PyLong_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    return Number{v, false};
+  }
+  // numpy scalars (np.float32(2), np.int64(3)), not arrays. Held for the process's lifetime.
+  static const nb::handle generic =
+      nb::object(nb::module_::import_("numpy").attr("generic")).release();
+  if (PyObject_IsInstance(o, generic.ptr()) == 1) {
+    const char kind = nb::cast<std::string>(x.attr("dtype").attr("kind"))[0];
+    if (kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b')
+      return Number{nb::cast<double>(x.attr("__float__")()), kind == 'f'};
+  }
+  return std::nullopt;
+}
+
+// PyTorch's rule for a Python scalar: it never changes a floating tensor's dtype; a float with
+// an integer or bool tensor computes in f32 (the default dtype). An int with an integer tensor
+// stays integer in PyTorch; mixprec has no integer arithmetic, so the op reports that.
+Tensor scalar_operand_tensor(const Tensor& a, const Number& s) {
+  return s.is_float && !is_floating(a.dtype()) ? a.to(DType::F32) : a;
+}
+
+// One arithmetic operator: between tensors, and with a number on either side.
+struct Arith {
+  const char *name, *method, *reflected_method;
+  Tensor (*tensors)(const Tensor&, const Tensor&);
+  Tensor (*tensor_number)(const Tensor&, double);
+  Tensor (*number_tensor)(double, const Tensor&);
+};
+
+const Arith kArith[] = {
+    {"add", "__add__", "__radd__", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+     [](const Tensor& a, double s) { return add(a, s); },
+     [](double s, const Tensor& a) { return add(a, s); }},
+    {"sub", "__sub__", "__rsub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+     [](const Tensor& a, double s) { return sub(a, s); },
+     [](double s, const Tensor& a) { return sub(s, a); }},
+    {"mul", "__mul__", "__rmul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+     [](const Tensor& a, double s) { return mul(a, s); },
+     [](double s, const Tensor& a) { return mul(a, s); }},
+    {"div", "__truediv__", "__rtruediv__",
+     [](const Tensor& a, const Tensor& b) { return div(a, b); },
+     [](const Tensor& a, double s) { return div(a, s); },
+     [](double s, const Tensor& a) { return div(s, a); }},
+};
+
+// self op other (other op self when reflected); nullopt when other is neither a Tensor nor a
+// number. The GIL is released around the op.
+std::optional<Tensor> arith(const Arith& op, const Tensor& self, nb::handle other,
+                            bool reflected) {
+  if (nb::isinstance<Tensor>(other)) {
+    const Tensor& b = nb::cast<const Tensor&>(other);
+    nb::gil_scoped_release release;
+    return reflected ? op.tensors(b, self) : op.tensors(self, b);
+  }
+  const std::optional<Number> s = number_arg(other);
+  if (!s) return std::nullopt;
+  nb::gil_scoped_release release;
+  const Tensor a = scalar_operand_tensor(self, *s);
+  return reflected ? op.number_tensor(s->value, a) : op.tensor_number(a, s->value);
+}
+
 kernels::Reduction reduction_arg(const std::string& name) {
   if (name == "mean") return kernels::Reduction::Mean;
   if (name == "sum") return kernels::Reduction::Sum;
@@ -43,13 +118,44 @@ kernels::Reduction reduction_arg(const std::string& name) {
 
 void bind_ops(nb::module_& m) {
   using Unary = Tensor (*)(const Tensor&);
-  using Binary = Tensor (*)(const Tensor&, const Tensor&);
-  m.def("add", static_cast<Binary>(&mixprec::add), nb::arg("a"), nb::arg("b"), Release());
-  m.def("sub", static_cast<Binary>(&mixprec::sub), nb::arg("a"), nb::arg("b"), Release());
-  m.def("mul", static_cast<Binary>(&mixprec::mul), nb::arg("a"), nb::arg("b"), Release());
-  m.def("mul", static_cast<Tensor (*)(const Tensor&, double)>(&mixprec::mul), nb::arg("a"),
-        nb::arg("s"), Release(), "a * s with the scalar applied in f32 (never rounded first).");
-  m.def("div", static_cast<Binary>(&mixprec::div), nb::arg("a"), nb::arg("b"), Release());
+  // add, sub, mul, div: functions (b a tensor or a number) and Tensor's operators (a number on
+  // either side). A number is applied in f32 (f64 for f64) and never changes a floating
+  // tensor's dtype (DESIGN.md, opmath; PyTorch's rule for Python scalars).
+  nb::handle tensor_class = nb::type<Tensor>();
+  for (const Arith& op : kArith) {
+    m.def(
+        op.name,
+        [&op](const Tensor& a, nb::handle b) {
+          std::optional<Tensor> out = arith(op, a, b, false);
+          if (!out)
+            throw nb::type_error((std::string("[") + op.name + "] b must be a Tensor or a number, got " +
+                                  nb::type_name(b.type()).c_str())
+                                     .c_str());
+          return std::move(*out);
+        },
+        nb::arg("a"), nb::arg("b"));
+    for (const bool reflected : {false, true})
+      nb::cpp_function_def(
+          [&op, reflected](const Tensor& self, nb::handle other) -> nb::object {
+            std::optional<Tensor> out = arith(op, self, other, reflected);
+            return out ? nb::cast(std::move(*out)) : nb::borrow(Py_NotImplemented);
+          },
+          nb::scope(tensor_class), nb::name(reflected ? op.reflected_method : op.method),
+          nb::is_method(), nb::is_operator());
+  }
+  nb::cpp_function_def(
+      [](const Tensor& self, nb::handle exponent) -> nb::object {
+        const std::optional<Number> p = number_arg(exponent);
+        if (!p) return nb::borrow(Py_NotImplemented);
+        const Tensor x = scalar_operand_tensor(self, *p);
+        Tensor out;
+        {
+          nb::gil_scoped_release release;
+          out = pow(x, p->value);
+        }
+        return nb::cast(std::move(out));
+      },
+      nb::scope(tensor_class), nb::name("__pow__"), nb::is_method(), nb::is_operator());
   m.def("matmul", &matmul, nb::arg("a"), nb::arg("b"), Release());
   m.def(
       "linear",

@@ -17,13 +17,13 @@
 #include "mixprec/optim/sgd.h"
 
 namespace mixprec::python {
-namespace {
-
 optim::Rounding rounding_arg(const std::string& name) {
   if (name == "nearest") return optim::Rounding::NearestEven;
   if (name == "stochastic") return optim::Rounding::Stochastic;
   throw Error("[optimizer] rounding must be 'nearest' or 'stochastic', got '" + name + "'");
 }
+
+namespace {
 
 // An undefined tensor (no master weight for an f32 parameter) is None in Python.
 nb::object maybe_tensor(const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); }

@@ -137,7 +137,7 @@ def test_user_mistakes_raise_with_the_cpp_message():
     with pytest.raises(TypeError, match="indexed by"):
         mp.zeros([2])[1.5]
     with pytest.raises(TypeError):
-        mp.zeros([2]) + 1.0
+        mp.zeros([2]) + "1"
     with pytest.raises(TypeError, match="dtype"):
         mp.zeros([2], dtype=3)
     with pytest.raises(mp.Error, match="reduction"):

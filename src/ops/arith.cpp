@@ -135,12 +135,31 @@ Tensor opmath_scalar(double s, DType tensor_dtype) {
   return Tensor::scalar(s, tensor_dtype == DType::F64 ? DType::F64 : DType::F32);
 }
 
-// mul(x, s): g * s, itself a scalar op, so a loss-scaled gradient through a tiny constant keeps
-// the rule too.
-struct MulScalarBackward final : Node {
+// The gradient of a scalar op is itself made of scalar ops (and tensor ops on g), so a
+// loss-scaled gradient through a tiny constant keeps the opmath rule too. s / a saves a and
+// the output: d(s / a)/da = -(s / a) / a.
+struct ScalarBackward final : Node {
+  BinaryOp op;
   double s;
-  std::string_view name() const override { return "MulScalarBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor> g) override { return {mul(g[0], s)}; }
+  bool scalar_first;  // s op a rather than a op s
+  Tensor a, out;      // s / a only
+  std::string_view name() const override { return "ScalarBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor> g) override {
+    switch (op) {
+      case BinaryOp::Add:
+        return {g[0]};
+      case BinaryOp::Sub:
+        return {scalar_first ? neg(g[0]) : g[0]};
+      case BinaryOp::Mul:
+        return {mul(g[0], s)};
+      case BinaryOp::Div:
+        return {scalar_first ? neg(div(mul(g[0], out), a)) : div(g[0], s)};
+      default:
+        MIXPREC_ASSERT(false && "scalar op without a backward");
+    }
+    return {Tensor()};
+  }
+  void release_saved() override { a = out = Tensor(); }
 };
 
 // pow(x, p): g p x^(p - 1);  clamp: g where lo <= x <= hi (bounds inclusive, as torch.clamp).
@@ -169,6 +188,30 @@ struct ClampBackward final : Node {
   }
   void release_saved() override { x = Tensor(); }
 };
+
+// a op s, or s op a: the kernel takes s as a 0-d f32 (f64) tensor and writes a's dtype.
+Tensor scalar_op(BinaryOp op, const Tensor& a_in, double s, bool scalar_first) {
+  const auto [a] = autocast_args(AutocastOp::Scalar, a_in);
+  ops_detail::check_float(kernels::binary_op_name(op).data(), a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.suggest_memory_format());
+  {
+    NoGrad no_grad;
+    const Tensor scalar = opmath_scalar(s, a.dtype());
+    scalar_first ? kernels::binary(op, scalar, a, out) : kernels::binary(op, a, scalar, out);
+  }
+  if (autograd::needs_grad({&a})) {
+    auto node = std::make_shared<ScalarBackward>();
+    node->op = op;
+    node->s = s;
+    node->scalar_first = scalar_first;
+    if (op == BinaryOp::Div && scalar_first) {
+      node->a = a.detach();
+      node->out = out.detach();
+    }
+    autograd::record(node, {&a}, {&out});
+  }
+  return out;
+}
 
 // What a unary op's backward needs: nothing, its input, or its output.
 enum class Saved { Nothing, Input, Output };
@@ -214,21 +257,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return binary_op<DivBackward>(AutocastOp::Div, BinaryOp::Div, a, b);
 }
 
-Tensor mul(const Tensor& a_in, double s) {
-  const auto [a] = autocast_args(AutocastOp::MulScalar, a_in);
-  ops_detail::check_float("mul", a);
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.suggest_memory_format());
-  {
-    NoGrad no_grad;
-    kernels::binary(BinaryOp::Mul, a, opmath_scalar(s, a.dtype()), out);
-  }
-  if (autograd::needs_grad({&a})) {
-    auto node = std::make_shared<MulScalarBackward>();
-    node->s = s;
-    autograd::record(node, {&a}, {&out});
-  }
-  return out;
-}
+Tensor add(const Tensor& a, double s) { return scalar_op(BinaryOp::Add, a, s, false); }
+Tensor sub(const Tensor& a, double s) { return scalar_op(BinaryOp::Sub, a, s, false); }
+Tensor sub(double s, const Tensor& a) { return scalar_op(BinaryOp::Sub, a, s, true); }
+Tensor mul(const Tensor& a, double s) { return scalar_op(BinaryOp::Mul, a, s, false); }
+Tensor div(const Tensor& a, double s) { return scalar_op(BinaryOp::Div, a, s, false); }
+Tensor div(double s, const Tensor& a) { return scalar_op(BinaryOp::Div, a, s, true); }
 
 Tensor neg(const Tensor& x) { return unary_op(AutocastOp::Neg, UnaryOp::Neg, x, Saved::Nothing); }
 Tensor exp(const Tensor& x) { return unary_op(AutocastOp::Exp, UnaryOp::Exp, x, Saved::Output); }

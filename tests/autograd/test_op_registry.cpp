@@ -54,6 +54,10 @@ const std::vector<OpCase>& registry() {
       {"mul_broadcast", {{{2, 3, 4}}, {{3, 1}}}, [](auto& x) { return x[0] * x[1]; }},
       {"div", {{{3, 4}}, {{4}, 1.0, 2.0}}, [](auto& x) { return x[0] / x[1]; }},
       {"neg_scale", {{{5}}}, [](auto& x) { return -x[0] * 0.5; }},
+      {"add_scalar", {{{5}}}, [](auto& x) { return x[0] + 0.3; }},
+      {"rsub_scalar", {{{5}}}, [](auto& x) { return 2.0 - x[0]; }},
+      {"div_scalar", {{{5}}}, [](auto& x) { return x[0] / 3.0; }},
+      {"rdiv_scalar", {{{5}, 0.5, 2.0}}, [](auto& x) { return 1.5 / x[0]; }},
       {"exp", {{{7}}}, [](auto& x) { return exp(x[0]); }},
       {"log", {{{7}, 0.5, 3.0}}, [](auto& x) { return log(x[0]); }},
       {"sqrt", {{{7}, 0.5, 3.0}}, [](auto& x) { return sqrt(x[0]); }},
@@ -267,6 +271,22 @@ const std::vector<ScalarCase>& scalar_cases() {
       {"clamp_bf16_low_bound", DType::BF16, 0.0,
        [](const Tensor& x) { return clamp(x, 1e-7, 1.0); }, in_bf16(1e-7f)},
       {"mul_f64", DType::F64, 3.0, [](const Tensor& x) { return mul(x, 0.1); }, 3.0 * 0.1},
+      // 1 + (2^-8 + 2^-20) is above the tie between 1 and 1 + 2^-7: it rounds up. The number
+      // rounded to bf16 first (2^-8) would make it the tie, which rounds to 1.
+      {"add_bf16_above_tie", DType::BF16, 1.0,
+       [](const Tensor& x) { return x + (std::ldexp(1.0, -8) + std::ldexp(1.0, -20)); },
+       1.0 + std::ldexp(1.0, -7)},
+      // 1000 / 1e7 in f32 is 1e-4 (1678 * 2^-24 in f16); 1e7 rounded to f16 first is inf: 0.
+      {"div_f16_tiny", DType::F16, 1000.0, [](const Tensor& x) { return x / 1e7; },
+       1678 * std::ldexp(1.0, -24)},
+      // (1 + 2^-8 + 2^-20) - 2^-7 = 1 - 2^-8 + 2^-20 rounds to 1 - 2^-8; with the number
+      // rounded to bf16 first (1 + 2^-7) it would be 1.
+      {"rsub_bf16", DType::BF16, std::ldexp(1.0, -7),
+       [](const Tensor& x) { return (1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -20)) - x; },
+       1.0 - std::ldexp(1.0, -8)},
+      {"rdiv_f16", DType::F16, 3.0, [](const Tensor& x) { return 1.0 / x; },
+       static_cast<double>(static_cast<float>(Half(1.0f / 3.0f)))},
+      {"sub_f64", DType::F64, 0.3, [](const Tensor& x) { return x - 0.1; }, 0.3 - 0.1},
   };
   return cases;
 }

@@ -151,7 +151,7 @@ signal_saves_and_resumes)
 # 5. --resume refuses settings that differ from the checkpoint's unless --override.
 resume_settings)
   run 0 "${tiny_gpt[@]}" --steps 2 --out gpt
-  for changed in "--seed 1" "--batch 3" "--precision bf16" "--context 8"; do
+  for changed in "--seed 1" "--batch 3" "--precision bf16" "--context 8" "--heads 2"; do
     # shellcheck disable=SC2086
     run 2 "${tiny_gpt[@]}" --steps 3 --out gpt --resume $changed
     expect_err "settings that differ .*${changed%% *} .*the checkpoint has"

@@ -52,7 +52,7 @@ enum class AutocastOp : uint8_t {
   Div,
   Cat,
   // Keep
-  MulScalar,
+  Scalar,  // add, sub, mul, div with a number
   Neg,
   Relu,
   Sqrt,
@@ -101,7 +101,7 @@ inline constexpr std::array kAutocastPolicy = {
     AutocastRow{AutocastOp::Mul, "mul", CastPolicy::Promote},
     AutocastRow{AutocastOp::Div, "div", CastPolicy::Promote},
     AutocastRow{AutocastOp::Cat, "cat", CastPolicy::Promote},
-    AutocastRow{AutocastOp::MulScalar, "mul_scalar", CastPolicy::Keep},
+    AutocastRow{AutocastOp::Scalar, "scalar_arith", CastPolicy::Keep},
     AutocastRow{AutocastOp::Neg, "neg", CastPolicy::Keep},
     AutocastRow{AutocastOp::Relu, "relu", CastPolicy::Keep},
     AutocastRow{AutocastOp::Sqrt, "sqrt", CastPolicy::Keep},
