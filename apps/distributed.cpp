@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mixprec/core/error.h"
 
 namespace mixprec::app {
 namespace {
@@ -106,6 +107,26 @@ int run_on_ranks(const std::string& command, Args args,
     output.error(rank + "error: " + e.what());
     world.abort(1);
   }
+}
+
+void check_replicas(const std::string& command, const Communicator& world,
+                    const std::vector<Tensor>& params, int64_t step) {
+  if (world.distributed() && !nn::replicas_agree(world, params))
+    throw Error(command + ": at step " + std::to_string(step) +
+                " the ranks' weights differ: a replica diverged (no checkpoint written)");
+}
+
+Tensor rank_share(const Communicator& world, const Tensor& global_batch) {
+  if (!world.distributed()) return global_batch;
+  const int64_t share = global_batch.size(0) / world.size();
+  return global_batch.narrow(0, share * world.rank(), share);
+}
+
+void fork_per_rank(const Communicator& world, Generator& gen) {
+  if (!world.distributed()) return;
+  const GeneratorState s = gen.state();
+  gen.set_state({s.seed ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(world.rank() + 1)),
+                 s.offset});
 }
 
 void print_rank_times(const std::string& command, const Communicator& world,

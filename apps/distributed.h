@@ -10,6 +10,8 @@
 
 #include "commands.h"
 #include "mixprec/core/communicator.h"
+#include "mixprec/core/random.h"
+#include "mixprec/core/tensor.h"
 #include "mixprec/nn/data_parallel.h"
 
 namespace mixprec::app {
@@ -22,6 +24,17 @@ namespace mixprec::app {
 // (on that rank's own stderr) and ends the whole job with status 2 or 1.
 int run_on_ranks(const std::string& command, Args args,
                  const std::function<int(const Communicator&)>& body);
+
+// Before a checkpoint of `step`, on every rank: an Error unless every rank's weights hash as
+// rank 0's (a replica that diverged is never saved nor averaged into the others).
+void check_replicas(const std::string& command, const Communicator& world,
+                    const std::vector<Tensor>& params, int64_t step);
+
+// Rank r's share of a global batch (dim 0 cut into equal parts): the r-th part, a view.
+Tensor rank_share(const Communicator& world, const Tensor& global_batch);
+// Gives `gen` a stream of its own on each rank (for the noise each rank draws for its own
+// share; after the draws all ranks share, such as the global batch). Alone: unchanged.
+void fork_per_rank(const Communicator& world, Generator& gen);
 
 // This rank's seconds of training and of communication, gathered at the end and printed by rank
 // 0 as one line per rank: "rank R: S s of steps, C s computing, E s in all-reduce not hidden

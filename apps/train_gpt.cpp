@@ -257,11 +257,8 @@ int train_gpt(Args args, const Communicator& world) {
 
   LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
-    // Every rank checks that the replicas still agree; rank 0 alone writes.
-    if (!nn::replicas_agree(world, model.parameters()))
-      throw Error(command + ": at step " + std::to_string(step) +
-                  " the ranks' weights differ: a replica diverged (no checkpoint written)");
-    if (!world.is_root()) return;
+    check_replicas(command, world, model.parameters(), step);
+    if (!world.is_root()) return;  // rank 0 writes for every rank
     io::SafetensorsMetadata meta;
     add_settings(meta, settings);
     add_progress(meta, step, monitor.smoothed());
