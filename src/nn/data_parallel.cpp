@@ -8,7 +8,6 @@
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/mode/grad_mode.h"
-#include "mixprec/ops/arith.h"
 
 namespace mixprec::nn {
 namespace {
@@ -29,7 +28,9 @@ std::span<float> span_of(Tensor& buffer) {
 
 void broadcast_parameters(const Communicator& world, const std::vector<Tensor>& params, int root) {
   for (const Tensor& p : params) {
-    MIXPREC_CHECK(p.is_contiguous(), "[DataParallel] broadcast needs contiguous parameters");
+    // Dense (any dim order, channels_last included): its elements are numel() end to end.
+    MIXPREC_CHECK(p.is_non_overlapping_and_dense(),
+                  "[DataParallel] broadcast needs dense parameters");
     world.broadcast(p.data_ptr(), static_cast<std::size_t>(p.numel()) * p.element_size(), root);
   }
 }
@@ -180,13 +181,21 @@ void DataParallel::finish() {
       options_.reduction == GradReduction::Mean ? 1.0 / static_cast<double>(world_.size()) : 1.0;
   NoGrad no_grad;
   timed(times_.packing, [&] {
-    for (Bucket& bucket : buckets_)
+    for (Bucket& bucket : buckets_) {
+      if (factor != 1.0) {
+        const auto f = static_cast<float>(factor);
+        for (float& x : span_of(bucket.buffer)) x *= f;
+      }
       for (std::size_t slot = 0; slot < bucket.params.size(); ++slot) {
         const Tensor& p = params_[bucket.params[slot]];
-        const Tensor sum =
+        const Tensor reduced =
             bucket.buffer.narrow(0, bucket.offsets[slot], p.numel()).view(p.shape());
-        p.autograd_meta()->grad = factor == 1.0 ? sum.clone() : mul(sum, factor);
+        // In the parameter's own layout (channels_last convolutions), as gradients are.
+        const Tensor grad = Tensor::empty_like(p, DType::F32);
+        grad.copy_(reduced);
+        p.autograd_meta()->grad = grad;
       }
+    }
   });
 }
 

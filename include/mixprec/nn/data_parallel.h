@@ -22,9 +22,9 @@
 // waits for the ones before it). A parameter no gradient reached counts as zeros.
 //
 // Precision: 16-bit gradients are widened into the f32 buckets and summed in f32; the result
-// replaces .grad() as an f32 tensor (as GradScaler::unscale does; the optimizers and
-// clip_grad_norm read it), so the reduction rounds once, not once per rank. An f32 .grad() is
-// overwritten in place. Mean multiplies the f32 sum by 1/size.
+// replaces .grad() as an f32 tensor in the parameter's layout (as GradScaler::unscale does; the
+// optimizers and clip_grad_norm read it), so the reduction rounds once, not once per rank.
+// Mean multiplies the f32 sum by 1/size (exact for a power of two).
 //
 // Gradient accumulation: hooks act only after expect_gradients(), so earlier micro-batches
 // accumulate locally and only the last backward of a step communicates.
