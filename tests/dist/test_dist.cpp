@@ -62,6 +62,30 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 double max_abs(const Tensor& a) { return max_abs_diff(a, Tensor::zeros(a.shape(), DType::F32)); }
 
+// Started without mpirun (CTest dist.world_of_one): one rank, collectives are the identity and
+// MPI is never initialized.
+TEST(Communicator, AloneIsAWorldOfOne) {
+  if (world().distributed()) GTEST_SKIP() << "under mpirun";
+  EXPECT_EQ(Communicator::launched_ranks(), 1);
+  EXPECT_EQ(world().rank(), 0);
+  EXPECT_EQ(world().size(), 1);
+  std::vector<float> v = {1.5f, -2.0f};
+  world().all_reduce_sum(v);
+  EXPECT_EQ(v[1], -2.0f);
+  EXPECT_TRUE(world().any(true));
+  EXPECT_FALSE(world().any(false));
+  EXPECT_EQ(world().all_reduce_sum(0.25), 0.25);
+  Communicator::Request request = world().start_all_reduce_sum(v);
+  EXPECT_FALSE(request.pending());
+  models::GPTTrainOptions options{.precision = amp::PrecisionConfig::parse("fp32"),
+                                  .batch = 2,
+                                  .world = &world()};
+  Generator gen(5);
+  models::GPT model(tiny(), gen);
+  models::GPTTrainer trainer(model, corpus(), options);
+  EXPECT_EQ(trainer.data_parallel(), nullptr) << "a world of one reduces nothing";
+}
+
 TEST(Communicator, Collectives) {
   ASSERT_EQ(world().size(), 2) << "run under mpirun -np 2";
   const int r = world().rank();
