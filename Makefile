@@ -8,9 +8,11 @@ CMAKE_ARGS ?=
 # Debian packages the build and the tests need; the benchmarks add their peer libraries.
 # python3-dev, python3-pytest and python3-pip: the Python bindings (python/, docs/PYTHON.md),
 # built against Debian's python3 ($(PYTHON)); nanobind comes from PyPI (install_nanobind.sh).
+# libopenmpi-dev and openmpi-bin: data-parallel training under mpirun and its 2-rank tests
+# (optional for the build: without an MPI it trains in one process, docs/DISTRIBUTED.md).
 DEPS = cmake ninja-build g++ libgtest-dev python3-numpy libpng-dev libgif-dev libturbojpeg0-dev \
   libcpp-httplib-dev pkgconf libhdf5-dev python3-h5py libzmq3-dev python3-dev python3-pytest \
-  python3-pip
+  python3-pip libopenmpi-dev openmpi-bin
 # The Python the bindings are built for and tested with: Debian's, where apt puts numpy and
 # pytest, whatever python3 comes first on PATH.
 PYTHON ?= /usr/bin/python3

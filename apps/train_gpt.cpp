@@ -5,11 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli_args.h"
 #include "commands.h"
+#include "distributed.h"
+#include "mixprec/core/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/models/byte_tokenizer.h"
 #include "mixprec/models/gpt_checkpoint.h"
@@ -75,9 +78,7 @@ void print_lr_schedule(const models::GPTTrainer& trainer, int64_t warmup, int64_
                static_cast<long long>(steps), points.c_str());
 }
 
-}  // namespace
-
-int run_train_gpt(Args args) {
+int train_gpt(Args args, const Communicator& world) {
   const std::string command = "train gpt";
   std::string corpus = source_path("data/shakespeare.txt");
   std::string precision = "auto", out = "runs/gpt", prompt = "ROMEO:";
@@ -86,7 +87,9 @@ int run_train_gpt(Args args) {
   int64_t sample_tokens = 200, grad_accum = 1, fallback_after = 10;
   double lr = 6e-4, weight_decay = 0.1, clip = 1.0, loss_scale = 65536.0;
   bool resume = false, overwrite = false, override = false, checkpoint_activations = false;
-  std::string rounding = "nearest";
+  std::string rounding = "nearest", log_losses;
+  double bucket_mb = 4.0;
+  bool no_overlap = false;
   ArgParser p(command,
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
@@ -127,10 +130,20 @@ int run_train_gpt(Args args) {
          "bit-identical)");
   p.option("--prompt", &prompt, "prompt of the sample printed at the end");
   p.option("--sample-tokens", &sample_tokens, "tokens to sample at the end (0: none)");
+  p.option("--log-losses", &log_losses,
+           "write each step's loss to this file (\"step loss skipped\" per line, 9 digits)");
+  p.option("--bucket-mb", &bucket_mb,
+           "under mpirun: megabytes of f32 gradients per all-reduce bucket");
+  p.flag("--no-overlap", &no_overlap,
+         "under mpirun: all-reduce the gradients after backward instead of behind it");
   p.epilog(
       "A run stops on Ctrl-C or SIGTERM after saving a checkpoint (a second signal aborts), and\n"
       "stops without saving when it diverges (exit 1). Exit status: 0 done, 1 failed or\n"
-      "diverged, 2 usage mistake, 128+N stopped by signal N (continue with --resume).");
+      "diverged, 2 usage mistake, 128+N stopped by signal N (continue with --resume).\n\n"
+      "Data parallel: 'mpirun -np N mixprec train gpt ...' trains on N ranks, each on --batch\n"
+      "sequences of a global batch of N x --batch (the same data as one process with that\n"
+      "batch); gradients are averaged in f32, rank 0 prints and writes the checkpoint, which\n"
+      "resumes on any number of ranks with the same global batch (docs/DISTRIBUTED.md).");
   if (!p.parse(args)) return 0;
   if (steps < 1 || batch < 1 || warmup < 1 || checkpoint_every < 1 || eval_batches < 1 ||
       eval_every < 0 || sample_tokens < 0)
@@ -147,6 +160,8 @@ int run_train_gpt(Args args) {
                      "positive finite number"};
   if (rounding != "nearest" && rounding != "stochastic")
     throw UsageError{"train gpt: --rounding must be nearest or stochastic, got '" + rounding + "'"};
+  if (!(bucket_mb > 0) || !std::isfinite(bucket_mb))
+    throw UsageError{"train gpt: --bucket-mb must be a positive number"};
   if (sample_tokens > 0 && prompt.empty())
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
@@ -169,6 +184,7 @@ int run_train_gpt(Args args) {
       .vocab = 256, .context = context, .layers = layers, .d_model = d_model, .heads = heads};
   Generator init(static_cast<uint64_t>(seed));
   models::GPT model(config, init);
+  nn::broadcast_parameters(world, model.parameters());  // every rank starts from rank 0's weights
   models::GPTTrainer trainer(model, data,
                              {.precision = pc,
                               .batch = batch,
@@ -183,11 +199,15 @@ int run_train_gpt(Args args) {
                               .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
                                                                    : optim::Rounding::NearestEven,
                               .loss_scale = loss_scale,
-                              .fallback_after = fallback_after});
+                              .fallback_after = fallback_after,
+                              .world = &world,
+                              .data_parallel = {.bucket_mb = bucket_mb, .overlap = !no_overlap}});
+  // Under mpirun --batch is each rank's share: a run is its global batch, whatever the ranks.
+  const int64_t global_batch = batch * world.size();
   // What a resumed run must share with its checkpoint to continue bit for bit.
   const RunSettings settings = {{"precision", pc.name()},
                                 {"seed", std::to_string(seed)},
-                                {"batch", std::to_string(batch)},
+                                {"batch", std::to_string(global_batch)},
                                 {"context", std::to_string(context)},
                                 {"layers", std::to_string(layers)},
                                 {"d-model", std::to_string(d_model)},
@@ -203,31 +223,46 @@ int run_train_gpt(Args args) {
   // --checkpoint-activations is not among them: the recomputed activations are the same bits
   // (tested), so it may change between a run and its resume. --loss-scale neither: a resumed
   // run continues with the checkpoint's scale.
-  const std::string checkpoint = prepare_run_directory(command, out, resume, overwrite);
+  // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
+  const std::string checkpoint = world.is_root()
+                                     ? prepare_run_directory(command, out, resume, overwrite)
+                                     : out + "/checkpoint.safetensors";
   ResumePoint start;
   if (resume) {
     start = check_resume(command, checkpoint, settings, override, steps);
     if (start.finished) return 0;
     resume_fallback(checkpoint, trainer);  // before loading: it may change parameter dtypes
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
+    if (!nn::replicas_agree(world, model.parameters()))
+      throw Error(command + ": the ranks loaded different weights from " + checkpoint +
+                  ": every rank must see the same file (a shared file system)");
   }
   std::fprintf(stderr,
                "train gpt: %s, %lld parameters, precision %s, corpus %s (%lld train / %lld "
-               "validation tokens), batch %lld x %lld tokens%s%s%s\n",
+               "validation tokens), batch %lld x %lld tokens%s%s%s%s\n",
                model.summary().c_str(), static_cast<long long>(model.num_parameters()),
                trainer.precision().name().c_str(), corpus.c_str(),
                static_cast<long long>(data.size(models::Split::Train)),
                static_cast<long long>(data.size(models::Split::Validation)),
-               static_cast<long long>(batch), static_cast<long long>(context),
+               static_cast<long long>(global_batch), static_cast<long long>(context),
                grad_accum > 1
                    ? (" x " + std::to_string(grad_accum) + " micro-batches per step").c_str()
                    : "",
                checkpoint_activations ? ", activation checkpointing" : "",
-               rounding == "stochastic" ? ", stochastic rounding" : "");
+               rounding == "stochastic" ? ", stochastic rounding" : "",
+               world.distributed()
+                   ? (", data parallel on " + std::to_string(world.size()) + " ranks of " +
+                      std::to_string(batch) + " sequences (" +
+                      std::to_string(trainer.data_parallel()->num_buckets()) +
+                      " all-reduce buckets" + (no_overlap ? ", after backward)" : ")"))
+                         .c_str()
+                   : "");
   print_lr_schedule(trainer, warmup, steps);
 
   LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
+    check_replicas(command, world, model.parameters(), step);
+    if (!world.is_root()) return;  // rank 0 writes for every rank
     io::SafetensorsMetadata meta;
     add_settings(meta, settings);
     add_progress(meta, step, monitor.smoothed());
@@ -240,11 +275,27 @@ int run_train_gpt(Args args) {
 
   const StopOnSignal stop;
   ProgressBar bar(command, steps);
-  const double tokens_per_step = static_cast<double>(batch * grad_accum * context);
-  double validation = 0;
+  const double tokens_per_step = static_cast<double>(global_batch * grad_accum * context);
+  double validation = 0, step_seconds = 0;
+  std::ofstream loss_log;
+  if (!log_losses.empty() && world.is_root()) {
+    loss_log.open(log_losses);
+    if (!loss_log) throw Error(command + ": cannot write --log-losses " + log_losses);
+  }
   const auto start_time = std::chrono::steady_clock::now();
   for (int64_t step = start.step; step < steps; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
     const double loss = trainer.step(step);
+    step_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    if (loss_log.is_open()) {
+      char line[64];
+      std::snprintf(line, sizeof line, "%lld %.9g %d\n", static_cast<long long>(step + 1), loss,
+                    trainer.last_step_skipped() ? 1 : 0);
+      loss_log << line << std::flush;
+    }
+    // A signal may reach the ranks at different steps: they stop together at the first one.
+    const bool stop_requested = world.any(StopOnSignal::requested());
     if (!monitor.observe(step, loss, trainer.last_step_skipped())) break;
     if (trainer.fell_back_at_last_step()) {
       bar.note(std::string(command) + ": step " + std::to_string(step + 1) + ": " +
@@ -257,7 +308,7 @@ int run_train_gpt(Args args) {
     const bool last = step + 1 == steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
-    if (monitor.save_now((step + 1) % checkpoint_every == 0, last || StopOnSignal::requested()))
+    if (monitor.save_now((step + 1) % checkpoint_every == 0, last || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1); });
     if (monitor.diverged()) break;
     const double seconds =
@@ -268,8 +319,10 @@ int run_train_gpt(Args args) {
                   tokens_per_step * static_cast<double>(step + 1 - start.step) / seconds,
                   trainer.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
-    if (StopOnSignal::requested()) break;
+    if (stop_requested) break;
   }
+  if (world.distributed())
+    print_rank_times(command, world, step_seconds, trainer.data_parallel()->times());
   if (const int status = end_of_loop(command, monitor, bar, checkpoint)) return status;
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f | val %.4f", monitor.smoothed(),
@@ -277,7 +330,7 @@ int run_train_gpt(Args args) {
   bar.finish(final_metrics);
   std::printf("final train loss %.4f, validation loss %.4f; checkpoint %s\n", monitor.smoothed(),
               validation, checkpoint.c_str());
-  if (sample_tokens > 0) {
+  if (sample_tokens > 0 && world.is_root()) {
     Generator gen(static_cast<uint64_t>(seed) + 1);
     const std::vector<int64_t> text =
         models::generate(model, models::ByteTokenizer::encode(prompt), sample_tokens, 0.8, 40, gen);
@@ -285,6 +338,13 @@ int run_train_gpt(Args args) {
                 models::ByteTokenizer::decode(text).c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int run_train_gpt(Args args) {
+  return run_on_ranks("train gpt", args,
+                      [&](const Communicator& world) { return train_gpt(args, world); });
 }
 
 int run_train(Args args) {

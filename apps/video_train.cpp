@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "cli_args.h"
 #include "commands.h"
+#include "distributed.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
@@ -86,9 +88,7 @@ void load_critic(const std::string& path, int64_t step, models::VideoCritic& cri
                 " (a crash between the two writes): resume needs both from one step");
 }
 
-}  // namespace
-
-int run_video_train(Args args) {
+int video_train(Args args, const Communicator& world) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
               loss_name = "mse";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
@@ -216,6 +216,9 @@ int run_video_train(Args args) {
       !(critic_lr > 0) || critic_width < 8 || critic_width % 8 != 0)
     throw UsageError{"video train: --adversarial must be >= 0 and needs --prediction direct; "
                      "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
+  if (adversarial > 0 && world.distributed())
+    throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
+                     "train its own critic)"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -249,8 +252,12 @@ int run_video_train(Args args) {
     else
       models::load_extending(model, *source);
   }
+  nn::broadcast_parameters(world, model.parameters());  // under mpirun: rank 0's weights
   nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
+  // Under mpirun --batch is each rank's share of a global batch of ranks x --batch.
+  std::optional<nn::DataParallel> ranks;
+  if (world.distributed()) ranks.emplace(world, opt.params());
   amp::GradScaler scaler(pc.scaler_options());
   // The adversary (--adversarial): its own weights, Adam (beta1 0.5, as GANs use) and scaler.
   Generator critic_init(static_cast<uint64_t>(seed) ^ 0xc217ULL);
@@ -266,7 +273,7 @@ int run_video_train(Args args) {
   const RunSettings settings = {{"preset", preset},
                                 {"precision", pc.name()},
                                 {"seed", std::to_string(seed)},
-                                {"batch", std::to_string(batch)},
+                                {"batch", std::to_string(batch * world.size())},
                                 {"prediction", prediction},
                                 {"size", std::to_string(size)},
                                 {"context-frames", std::to_string(context_frames)},
@@ -292,7 +299,9 @@ int run_video_train(Args args) {
                                 {"weight-decay", exact_text(weight_decay)},
                                 {"clip", exact_text(clip)},
                                 {"init", init_from}};
-  const std::string checkpoint = prepare_run_directory("video train", out, resume, overwrite);
+  const std::string checkpoint = world.is_root()
+                                     ? prepare_run_directory("video train", out, resume, overwrite)
+                                     : out + "/checkpoint.safetensors";
   const std::string critic_path = out + "/critic.safetensors";
   ResumePoint resumed;
   int64_t start = 0;
@@ -322,6 +331,8 @@ int run_video_train(Args args) {
   // The checkpoint (for --resume) and the model file (for generate) after every interval, so
   // an interrupted run leaves a usable model.
   auto save = [&](int64_t step, double loss) {
+    check_replicas("video train", world, model.parameters(), step);
+    if (!world.is_root()) return;  // rank 0 writes for every rank
     io::SafetensorsMetadata meta = run_info;
     add_settings(meta, settings);
     add_progress(meta, step, loss);
@@ -366,8 +377,10 @@ int run_video_train(Args args) {
                             : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
     const int64_t length = free_run + context_frames + (own > 0 ? 1 : 0) + unroll;
-    std::vector<Tensor> window = anchor ? videos.anchored_windows(batch, length, gen)
-                                        : videos.windows(batch, length, gen);
+    std::vector<Tensor> window = anchor ? videos.anchored_windows(batch * world.size(), length, gen)
+                                        : videos.windows(batch * world.size(), length, gen);
+    for (Tensor& frames : window) frames = rank_share(world, frames);
+    fork_per_rank(world, gen);
     Tensor anchor_frames;
     if (anchor) {
       anchor_frames = window.front();
@@ -416,13 +429,18 @@ int run_video_train(Args args) {
         total = loss;
       }
     }
+    if (ranks) ranks->expect_gradients();
     scaler.scale(total).backward();
+    if (ranks) ranks->finish();
     scaler.unscale(opt);
+    if (ranks) scaler.agree_found_inf(world);
     if (clip > 0) nn::clip_grad_norm(model.parameters(), clip);
     scaler.step(opt);
     scaler.update();
     opt.zero_grad();
-    if (!monitor.observe(step, loss.item<double>(), scaler.last_step_skipped())) break;
+    const bool stop_requested = world.any(StopOnSignal::requested());  // every rank or none
+    const double global_loss = world.all_reduce_sum(loss.item<double>()) / world.size();
+    if (!monitor.observe(step, global_loss, scaler.last_step_skipped())) break;
     smoothed = monitor.smoothed();
     char metrics[160];
     char adversary[64] = "";
@@ -433,9 +451,9 @@ int run_video_train(Args args) {
                   opt.lr(), scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
     if (monitor.save_now((step + 1) % checkpoint_every == 0,
-                         step + 1 == steps || StopOnSignal::requested()))
+                         step + 1 == steps || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
-    if (monitor.diverged() || StopOnSignal::requested()) break;
+    if (monitor.diverged() || stop_requested) break;
   }
   if (const int status = end_of_loop("video train", monitor, bar, checkpoint)) return status;
   char final_metrics[64];
@@ -444,6 +462,13 @@ int run_video_train(Args args) {
 
   std::printf("wrote %s and %s\n", checkpoint.c_str(), model_path.c_str());
   return 0;
+}
+
+}  // namespace
+
+int run_video_train(Args args) {
+  return run_on_ranks("video train", args,
+                      [&](const Communicator& world) { return video_train(args, world); });
 }
 
 }  // namespace mixprec::app

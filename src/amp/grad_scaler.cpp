@@ -110,6 +110,18 @@ void GradScaler::unscale(optim::Optimizer& opt) {
   state.unscaled = true;
 }
 
+void GradScaler::agree_found_inf(const Communicator& world) {
+  if (!options_.enabled) return;
+  bool found_inf = false;
+  for (const auto& [opt, state] : this_step_) {
+    MIXPREC_CHECK(state.unscaled && !state.stepped,
+                  "[GradScaler] agree_found_inf() goes after unscale() and before step()");
+    found_inf |= state.found_inf;
+  }
+  if (!world.any(found_inf)) return;
+  for (auto& [opt, state] : this_step_) state.found_inf = true;
+}
+
 bool GradScaler::step(optim::Optimizer& opt) {
   if (!options_.enabled) {
     opt.step();

@@ -32,6 +32,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   } else {
     kernels::binary(kernels::BinaryOp::Add, meta_->grad, g, meta_->grad);
   }
+  if (meta_->post_accumulate_hook) meta_->post_accumulate_hook();
   return {};
 }
 

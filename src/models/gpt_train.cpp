@@ -54,8 +54,31 @@ GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions opti
                 "[GPTTrainer] batch, warmup, total_steps and grad_accum must be >= 1, "
                 "fallback_after >= 0");
   nn::to_precision(model, precision_);  // before the optimizer takes the parameters
-  optimizer_ = make_optimizer(model, options_);
+  build_optimizer();
   model_.set_activation_checkpointing(options.checkpoint_activations);
+}
+
+void GPTTrainer::build_optimizer() {
+  data_parallel_.reset();  // its hooks sit on the parameters the old optimizer held
+  optimizer_ = make_optimizer(model_, options_);
+  if (ranks() > 1)
+    data_parallel_ = std::make_unique<nn::DataParallel>(*options_.world, optimizer_->params(),
+                                                        options_.data_parallel);
+}
+
+int64_t GPTTrainer::ranks() const {
+  return options_.world != nullptr ? options_.world->size() : 1;
+}
+
+int64_t GPTTrainer::shard_index(int64_t micro_index) const {
+  // The single process's batch `micro_index` of ranks() x batch sequences, sliced by rank.
+  const int64_t rank = options_.world != nullptr ? options_.world->rank() : 0;
+  return micro_index * ranks() + rank;
+}
+
+double GPTTrainer::mean_over_ranks(double value) const {
+  if (ranks() == 1) return value;
+  return options_.world->all_reduce_sum(value) / static_cast<double>(ranks());
 }
 
 double GPTTrainer::learning_rate(int64_t index) const {
@@ -94,21 +117,24 @@ double GPTTrainer::step(int64_t index) {
     // Micro-batch k of step `index` holds the sequences k*batch .. (k+1)*batch - 1 of batch
     // `index` at batch size n*batch: the stream draws a fixed number of words per sequence.
     const TokenBatch batch = data_.batch_at(Split::Train, options_.batch, model_.config().context,
-                                            options_.seed, index * n + k);
+                                            options_.seed, shard_index(index * n + k));
     Tensor loss = forward_loss(batch);
     loss_sum += loss.item<double>();
     if (n > 1) loss = mul(loss, 1.0 / static_cast<double>(n));  // the mean over n micro-batches
+    if (data_parallel_ && k + 1 == n) data_parallel_->expect_gradients();
     scaler_.scale(loss).backward();
     if (n > 1 && k + 1 < n) widen_gradients_to_f32();
   }
+  if (data_parallel_) data_parallel_->finish();
   scaler_.unscale(*optimizer_);
+  if (data_parallel_) scaler_.agree_found_inf(data_parallel_->world());
   if (options_.clip > 0) nn::clip_grad_norm(model_.parameters(), options_.clip);
   scaler_.step(*optimizer_);
   scaler_.update();
   last_step_skipped_ = scaler_.last_step_skipped();
   optimizer_->zero_grad();
   maybe_fall_back(scale_before);
-  return loss_sum / static_cast<double>(n);
+  return mean_over_ranks(loss_sum / static_cast<double>(n));
 }
 
 void GPTTrainer::maybe_fall_back(double scale_before) {
@@ -141,7 +167,7 @@ void GPTTrainer::fall_back(std::string why) {
     // its state (f32 masters and moments) does not depend on the parameters' 16-bit dtype.
     const optim::OptimizerState state = optimizer_->state_dict();
     nn::to_precision(model_, next);
-    optimizer_ = make_optimizer(model_, options_);
+    build_optimizer();
     optimizer_->load_state_dict(state);
     // The masters are the true weights: round them once into bf16 rather than f16 -> bf16.
     NoGrad no_grad;
@@ -161,10 +187,10 @@ double GPTTrainer::evaluate(int64_t batches, uint64_t seed) {
   const int64_t n = options_.grad_accum;
   double sum = 0;
   for (int64_t i = 0; i < batches * n; ++i)
-    sum += forward_loss(
-               data_.batch_at(Split::Validation, options_.batch, model_.config().context, seed, i))
+    sum += forward_loss(data_.batch_at(Split::Validation, options_.batch, model_.config().context,
+                                       seed, shard_index(i)))
                .item<double>();
-  return sum / static_cast<double>(std::max<int64_t>(1, batches * n));
+  return mean_over_ranks(sum / static_cast<double>(std::max<int64_t>(1, batches * n)));
 }
 
 }  // namespace mixprec::models

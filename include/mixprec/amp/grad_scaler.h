@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "mixprec/core/communicator.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/optim/optimizer.h"
 
@@ -47,6 +48,12 @@ class GradScaler {
   // optimizers (which update f32 master weights) read the f32 gradient; zero_grad() drops it
   // and the next backward starts a fresh 16-bit one (or adds into the f32 one if not zeroed).
   void unscale(optim::Optimizer& opt);
+  // Data-parallel training (nn/data_parallel.h), after unscale() and before step(), on every
+  // rank: when any rank found an inf or NaN in any of its optimizers' gradients, every rank
+  // skips this step for every optimizer, so the replicas and their scalers stay identical. (After
+  // an all-reduce the gradients are the same everywhere; this also holds when they are not, say
+  // an overflow in a rank's own unscale.) One max all-reduce; nothing when disabled.
+  void agree_found_inf(const Communicator& world);
   // Unscales if needed, then steps unless a gradient was non-finite. Returns whether it stepped.
   bool step(optim::Optimizer& opt);
   // Applies this step's outcome to the scale (once, whatever the number of optimizers).

@@ -3,6 +3,7 @@
 // nodes that produced its inputs (or at the AccumulateGrad of a leaf). Op implementers use
 // the helpers at the end: needs_grad() to decide, record() to attach a node to outputs.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string_view>
@@ -52,6 +53,10 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;         // null for leaves
   uint32_t output_nr = 0;                          // which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the AccumulateGrad, while alive
+  // Leaves: called by backward right after this backward's gradient was added into `grad` (once
+  // per backward, when every path to the leaf has delivered), so a data-parallel trainer can
+  // start reducing a gradient while backward goes on (nn/data_parallel.h). Empty: none.
+  std::function<void()> post_accumulate_hook;
 };
 
 namespace autograd {

@@ -21,6 +21,13 @@
 //   rounding          nearest-even or stochastic rounding of the f32 master weights into 16-bit
 //                     parameters (AdamW; seeded by `seed`).
 //   fallback_after    f16 training that keeps overflowing switches to bf16 (see fall_back()).
+//
+// Data parallel (issue #20): with `world` distributed (mpirun -np N), `batch` is each rank's
+// share and the step is the one a single process takes on N x batch: micro-batch k of step i on
+// rank r is the r-th slice of the single process's micro-batch (TextDataset's stream), the
+// gradients are averaged over ranks in f32 (nn::DataParallel, bucketed behind backward), every
+// rank's scaler skips a step any rank overflowed, and step() and evaluate() return the mean
+// over every rank's sequences. The weights must start equal (DataParallel::broadcast_parameters).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +36,7 @@
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/models/gpt.h"
 #include "mixprec/models/text_dataset.h"
+#include "mixprec/nn/data_parallel.h"
 #include "mixprec/optim/adam.h"
 
 namespace mixprec::models {
@@ -50,6 +58,9 @@ struct GPTTrainOptions {
   // or on a skipped step with the scale already at its floor (GradScalerOptions::min_scale), the
   // trainer falls back to bf16 by itself. 0: never.
   int64_t fallback_after = 0;
+  // The ranks training together (not owned; outlives the trainer); null or a world of one: alone.
+  const Communicator* world = nullptr;
+  nn::DataParallelOptions data_parallel;
 };
 
 // bf16 in place of f16 with the same parameter storage class: fp16 -> bf16 (autocast, f32
@@ -90,17 +101,27 @@ class GPTTrainer {
   optim::AdamW& optimizer() { return *optimizer_; }
   amp::GradScaler& scaler() { return scaler_; }
   const GPTTrainOptions& options() const { return options_; }
+  // The gradient reduction of a data-parallel run (its times, the replica check); null alone.
+  const nn::DataParallel* data_parallel() const { return data_parallel_.get(); }
 
  private:
   Tensor forward_loss(const TokenBatch& batch);
   void widen_gradients_to_f32();
   void maybe_fall_back(double scale_before);
+  void build_optimizer();  // and the data-parallel reduction over its parameters
+  // Index of this rank's micro-batch `k` of step `index` in the stream of `options_.batch`-sized
+  // batches, and the number of ranks.
+  int64_t shard_index(int64_t micro_index) const;
+  int64_t ranks() const;
+  // `value` (this rank's mean over its equal share) averaged over ranks: the global mean.
+  double mean_over_ranks(double value) const;
 
   GPT& model_;
   const TextDataset& data_;
   GPTTrainOptions options_;
   amp::PrecisionConfig precision_;
   std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<nn::DataParallel> data_parallel_;  // over the optimizer's parameters
   amp::GradScaler scaler_;
   int64_t skipped_in_a_row_ = 0;
   bool fell_back_at_last_step_ = false, last_step_skipped_ = false;
