@@ -29,17 +29,9 @@ bool is_conv_float(DType t) {
   return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F64;
 }
 
-// The weight is given by shape and dtype: a packed weight keeps no tensor.
-Geometry check(const Tensor& x, const Shape& w_shape, DType w_dtype, const Tensor* bias,
-               const Tensor& out, const Conv2dOptions& opt) {
-  MIXPREC_CHECK(x.dim() == 4 && w_shape.size() == 4 && out.dim() == 4,
-                "[conv2d] expected 4-D x [N, C, H, W], ",
-                "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ",
-                shape_to_string(x.shape()), ", weight ", shape_to_string(w_shape), ", out ",
-                shape_to_string(out.shape()));
-  for (const DType t : {x.dtype(), w_dtype, out.dtype()})
-    MIXPREC_CHECK(is_conv_float(t), "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
-                  dtype_name(t));
+}  // namespace
+
+Geometry conv_detail::geometry(const Tensor& x, const Shape& w_shape, const Conv2dOptions& opt) {
   MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
                     opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
                 "[conv2d] groups, strides and dilations must be >= 1 and paddings >= 0");
@@ -54,6 +46,23 @@ Geometry check(const Tensor& x, const Shape& w_shape, DType w_dtype, const Tenso
                 g.c);
   g.oh = conv_output_size(g.h, g.kh, opt.stride_h, opt.pad_h, opt.dilation_h);
   g.ow = conv_output_size(g.w, g.kw, opt.stride_w, opt.pad_w, opt.dilation_w);
+  return g;
+}
+
+namespace {
+
+// The weight is given by shape and dtype: a packed weight keeps no tensor.
+Geometry check(const Tensor& x, const Shape& w_shape, DType w_dtype, const Tensor* bias,
+               const Tensor& out, const Conv2dOptions& opt) {
+  MIXPREC_CHECK(x.dim() == 4 && w_shape.size() == 4 && out.dim() == 4,
+                "[conv2d] expected 4-D x [N, C, H, W], ",
+                "weight [O, C/groups, KH, KW] and out [N, O, OH, OW], got x ",
+                shape_to_string(x.shape()), ", weight ", shape_to_string(w_shape), ", out ",
+                shape_to_string(out.shape()));
+  for (const DType t : {x.dtype(), w_dtype, out.dtype()})
+    MIXPREC_CHECK(is_conv_float(t), "[conv2d] expected f32, bf16, f16 (or all-f64) tensors, got ",
+                  dtype_name(t));
+  const Geometry g = conv_detail::geometry(x, w_shape, opt);
   const Shape expected{g.n, g.o, g.oh, g.ow};
   MIXPREC_CHECK(out.shape() == expected, "[conv2d] out has shape ", shape_to_string(out.shape()),
                 ", expected ", shape_to_string(expected));
@@ -322,7 +331,7 @@ void run_im2col(const GroupProblem& q) {
     patches.reserve(static_cast<std::size_t>(kTileRows * k) * q.xs.element_size());
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-      gather_patch_rows(q.xs, q.opt, g, q.grp, r0, r0 + rows, patches.data());
+      conv_detail::gather_patch_rows(q.xs, q.opt, g, q.grp, r0, r0 + rows, patches.data());
       gemm_prepacked(MatrixView::row_major(patches.data(), q.xs.dtype(), rows, k, k), q.b,
                      out_rows(q, r0, rows), gemm_epilogue_at(q, r0));
     }

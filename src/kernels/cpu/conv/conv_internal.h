@@ -1,6 +1,6 @@
 #pragma once
-// What the convolution driver (conv.cpp), its weight packing (conv_pack.cpp) and its direct
-// driver (conv_direct.cpp) share. Internal to src/kernels/cpu.
+// What the convolution driver (conv.cpp), its backward (conv_backward.cpp), its weight packing
+// (conv_pack.cpp), its direct driver (conv_direct.cpp) and the im2col walker share. Internal to src/kernels/cpu.
 #include <cstdint>
 #include <vector>
 
@@ -8,12 +8,32 @@
 #include "../gemm/gemm_internal.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/conv.h"
-#include "mixprec/kernels/conv_patches.h"
 #include "mixprec/kernels/gemm.h"
 
 namespace mixprec::kernels::conv_detail {
 
-using Geometry = ConvGeometry;  // kernels/conv_patches.h
+// The geometry of one conv2d.
+struct Geometry {
+  int64_t n, c, h, w;      // input
+  int64_t o, kh, kw;       // weight
+  int64_t oh, ow;          // output
+  int64_t groups, cg, og;  // channels per group in and out
+  int64_t k() const { return kh * kw * cg; }  // a patch row: (ky, kx, c) for the group's c
+  int64_t m() const { return n * oh * ow; }   // output pixels
+};
+
+// The geometry of x [N, C, H, W] convolved with a weight of shape w_shape [O, C/groups, KH, KW]
+// under `opt`, checked (conv.cpp).
+Geometry geometry(const Tensor& x, const Shape& w_shape, const Conv2dOptions& opt);
+
+// Rows [p0, p1) of the patch (im2col) matrix of group `grp` into rows ([p1 - p0, K] row-major,
+// x's dtype): row = output pixel (n, oy, ox), columns (ky, kx, c) for c in the group's
+// channels, zeros where the window leaves the image. xs is [N, C, H, W] in channels_last memory
+// (channel stride 1). Serial: callers split the pixels between threads. The forward gathers a
+// tile of rows per thread for the GEMM, the backward chunks of rows for the dW GEMM
+// (conv_patches.cpp).
+void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp,
+                       int64_t p0, int64_t p1, void* rows);
 
 // The fused epilogue of one group, turned into a tile's by tile_epilogue.
 struct GroupOutput {
