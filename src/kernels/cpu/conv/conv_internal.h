@@ -1,6 +1,7 @@
 #pragma once
 // What the convolution driver (conv.cpp), its backward (conv_backward.cpp), its weight packing
-// (conv_pack.cpp), its direct driver (conv_direct.cpp) and the im2col walker share. Internal to src/kernels/cpu.
+// (conv_pack.cpp), the direct tiles (conv_direct_*.cpp) and the im2col walker share. Internal
+// to src/kernels/cpu.
 #include <cstdint>
 #include <vector>
 
@@ -51,7 +52,7 @@ gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, i
 // for A of dtype x_dtype (conv_pack.cpp).
 std::vector<PackedMatrix> pack_groups(const Tensor& weight, DType x_dtype, const Geometry& g);
 
-// Direct convolution of group `grp` on NHWC xs (conv_direct.cpp).
+// Direct convolution of group `grp` on NHWC xs (the direct driver in conv.cpp).
 void run_direct(const DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
                 const Conv2dOptions& opt, const Geometry& g, int64_t grp, const GroupOutput& out);
 
