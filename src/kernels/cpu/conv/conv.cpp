@@ -138,17 +138,12 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
       const int64_t n = row / g.oh, oy = row % g.oh;
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         std::copy(bp, bp + g.c, acc.begin());
-        for (int64_t ky = 0; ky < g.kh; ++ky) {
-          const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
-          if (iy < 0 || iy >= g.h) continue;
-          for (int64_t kx = 0; kx < g.kw; ++kx) {
-            const int64_t ix = ox * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
-            if (ix < 0 || ix >= g.w) continue;
-            const float* xin = xp + ((n * g.h + iy) * g.w + ix) * g.c;
-            const float* wk = wp + (ky * g.kw + kx) * g.c;
-            for (int64_t c = 0; c < g.c; ++c) acc[c] += xin[c] * wk[c];
-          }
-        }
+        conv_detail::for_each_inside_tap(
+            g, opt, oy, ox, [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
+              const float* xin = xp + ((n * g.h + iy) * g.w + ix) * g.c;
+              const float* wk = wp + (ky * g.kw + kx) * g.c;
+              for (int64_t c = 0; c < g.c; ++c) acc[c] += xin[c] * wk[c];
+            });
         for (int64_t c = 0; c < g.c; ++c) {
           float v = acc[c];
           switch (opt.activation) {

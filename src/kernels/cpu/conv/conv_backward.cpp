@@ -36,17 +36,12 @@ void scatter_rows(T* dx, const Geometry& g, const Conv2dOptions& o, int64_t grp,
   for (int64_t pix = p0; pix < p1; ++pix) {
     const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
     const T* row = rows + (pix - p0) * k;
-    for (int64_t ky = 0; ky < g.kh; ++ky) {
-      const int64_t iy = oy * o.stride_h - o.pad_h + ky * o.dilation_h;
-      if (iy < 0 || iy >= g.h) continue;
-      for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t ix = ox * o.stride_w - o.pad_w + kx * o.dilation_w;
-        if (ix < 0 || ix >= g.w) continue;
-        T* dst = dx + ((n * g.h + iy) * g.w + ix) * g.c + grp * g.cg;
-        const T* cell = row + (ky * g.kw + kx) * g.cg;
-        for (int64_t c = 0; c < g.cg; ++c) dst[c] += cell[c];
-      }
-    }
+    auto add_cell = [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
+      T* dst = dx + ((n * g.h + iy) * g.w + ix) * g.c + grp * g.cg;
+      const T* cell = row + (ky * g.kw + kx) * g.cg;
+      for (int64_t c = 0; c < g.cg; ++c) dst[c] += cell[c];
+    };
+    conv_detail::for_each_inside_tap(g, o, oy, ox, add_cell);
   }
 }
 
@@ -119,8 +114,7 @@ Tensor input_gradient(const Tensor& x, const Tensor& dy, const Tensor& w, const 
   const Tensor wr = w.permute({0, 2, 3, 1}).contiguous();  // [O, KH, KW, Cg]
   Tensor dx_acc = Tensor::zeros({g.n, g.h, g.w, g.c}, acc);
   const int64_t chunk = std::clamp<int64_t>(
-      static_cast<int64_t>(kColsChunkBytes / (static_cast<std::size_t>(k) * sizeof(T))), 64,
-      8192);
+      static_cast<int64_t>(kColsChunkBytes / (static_cast<std::size_t>(k) * sizeof(T))), 64, 8192);
   Tensor cols = Tensor::empty({chunk, k}, acc);
   const std::size_t dy_elem = dy.element_size(), w_elem = wr.element_size();
   for (int64_t p0 = 0; p0 < m; p0 += chunk) {
@@ -130,9 +124,10 @@ Tensor input_gradient(const Tensor& x, const Tensor& dy, const Tensor& w, const 
           MatrixView::row_major(static_cast<const char*>(dy.data_ptr()) +
                                     static_cast<std::size_t>(p0 * g.o + grp * g.og) * dy_elem,
                                 dy.dtype(), p1 - p0, g.og, g.o);
-      const MatrixView w_g = MatrixView::row_major(
-          static_cast<const char*>(wr.data_ptr()) + static_cast<std::size_t>(grp * g.og * k) * w_elem,
-          wr.dtype(), g.og, k, k);
+      const MatrixView w_g =
+          MatrixView::row_major(static_cast<const char*>(wr.data_ptr()) +
+                                    static_cast<std::size_t>(grp * g.og * k) * w_elem,
+                                wr.dtype(), g.og, k, k);
       gemm(dy_g, w_g, MutableMatrixView::row_major(cols.data_ptr(), acc, p1 - p0, k, k));
       scatter_rows(dx_acc.data<T>(), g, opt, grp, p0, p1, cols.data<T>());
     }
@@ -165,8 +160,8 @@ void weight_and_bias_gradients(const Tensor& x, const Tensor& dy, const Geometry
     const int64_t p1 = std::min(m, p0 + chunk), rows = p1 - p0;
     if (want.bias) {
       std::fill(db_chunk.begin(), db_chunk.end(), T(0));
-      add_column_sums<T>(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, dy.dtype(), rows,
-                         g.o, db_chunk.data());
+      add_column_sums<T>(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, dy.dtype(), rows, g.o,
+                         db_chunk.data());
       for (int64_t o = 0; o < g.o; ++o)
         db_acc[static_cast<std::size_t>(o)] += db_chunk[static_cast<std::size_t>(o)];
     }
@@ -192,14 +187,15 @@ void weight_and_bias_gradients(const Tensor& x, const Tensor& dy, const Geometry
       }
       GemmEpilogue ep;
       ep.beta = p0 == 0 ? 0.0f : 1.0f;  // f32 partial sums over the chunks
-      gemm(a, b,
-           MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og, k, k), ep);
+      gemm(a, b, MutableMatrixView::row_major(dw_acc.data<T>() + grp * g.og * k, acc, g.og, k, k),
+           ep);
     }
   }
   if (want.weight)
     out.weight =
         dw_acc.view({g.o, g.kh, g.kw, g.cg}).permute({0, 3, 1, 2}).contiguous().to(weight_dtype);
-  if (want.bias) out.bias = Tensor::from_buffer(db_acc.data(), {g.o}, DType::F64).to(want.bias_dtype);
+  if (want.bias)
+    out.bias = Tensor::from_buffer(db_acc.data(), {g.o}, DType::F64).to(want.bias_dtype);
 }
 
 template <typename T>

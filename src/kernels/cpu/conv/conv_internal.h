@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "conv_direct.h"
 #include "../gemm/gemm_internal.h"
+#include "conv_direct.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/conv.h"
 #include "mixprec/kernels/gemm.h"
@@ -15,10 +15,10 @@ namespace mixprec::kernels::conv_detail {
 
 // The geometry of one conv2d.
 struct Geometry {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight
-  int64_t oh, ow;          // output
-  int64_t groups, cg, og;  // channels per group in and out
+  int64_t n, c, h, w;                         // input
+  int64_t o, kh, kw;                          // weight
+  int64_t oh, ow;                             // output
+  int64_t groups, cg, og;                     // channels per group in and out
   int64_t k() const { return kh * kw * cg; }  // a patch row: (ky, kx, c) for the group's c
   int64_t m() const { return n * oh * ow; }   // output pixels
 };
@@ -26,6 +26,21 @@ struct Geometry {
 // The geometry of x [N, C, H, W] convolved with a weight of shape w_shape [O, C/groups, KH, KW]
 // under `opt`, checked (conv.cpp).
 Geometry geometry(const Tensor& x, const Shape& w_shape, const Conv2dOptions& opt);
+
+// Calls visit(ky, kx, iy, ix) for each tap of the window of output pixel (oy, ox) that lies
+// inside the image, in (ky, kx) order: the walk the depthwise kernel and col2im share.
+template <class Visit>
+void for_each_inside_tap(const Geometry& g, const Conv2dOptions& o, int64_t oy, int64_t ox,
+                         Visit&& visit) {
+  for (int64_t ky = 0; ky < g.kh; ++ky) {
+    const int64_t iy = oy * o.stride_h - o.pad_h + ky * o.dilation_h;
+    if (iy < 0 || iy >= g.h) continue;
+    for (int64_t kx = 0; kx < g.kw; ++kx) {
+      const int64_t ix = ox * o.stride_w - o.pad_w + kx * o.dilation_w;
+      if (ix >= 0 && ix < g.w) visit(ky, kx, iy, ix);
+    }
+  }
+}
 
 // Rows [p0, p1) of the patch (im2col) matrix of group `grp` into rows ([p1 - p0, K] row-major,
 // x's dtype): row = output pixel (n, oy, ox), columns (ky, kx, c) for c in the group's
