@@ -68,11 +68,14 @@ test: check-layers build
 # on a path it runs faults (SIGILL), as on a real Haswell. Tests per kernel level skip the levels
 # the CPU lacks (tests/support/isa_levels.h). Emulation is slow (10-50x), so HASWELL_FILTER
 # leaves out the scalar-level instances of the per-level tests (plain C++ that every CPU runs)
-# and the 4096-token attention memory test; everything else in the four suites runs. The
-# features TCG cannot emulate are switched off so qemu does not warn about them.
+# and the 4096-token attention memory test; everything else in the four suites runs, except
+# ConvertFastPath.IndependentOfFlushToZeroAndRoundingMode/avx2: qemu 7.2's F16C emulation
+# follows MXCSR's flush-to-zero and rounding settings, which the hardware's vcvtps2ph and
+# vcvtph2ps do not (the test passes natively at the avx2 level). The features TCG cannot
+# emulate are switched off so qemu does not warn about them.
 HASWELL_SUITES = core kernels nn amp
 HASWELL_CPU = Haswell-v4,pcid=off,x2apic=off,tsc-deadline=off,invpcid=off,spec-ctrl=off
-HASWELL_FILTER ?= -*/scalar:*/scalar_*:Attention.Seq4096UsesLessThan64MiBExtra
+HASWELL_FILTER ?= -*/scalar:*/scalar_*:Attention.Seq4096UsesLessThan64MiBExtra:Isa/ConvertFastPath.IndependentOfFlushToZeroAndRoundingMode/avx2
 test-haswell: build
 	@tools/install_deps.sh $(HASWELL_DEPS)
 	@set -e; for suite in $(HASWELL_SUITES); do \
