@@ -19,6 +19,8 @@ PYTHON ?= /usr/bin/python3
 # libomp-dev: the HDF5 frame reader's fuzz target links the OpenMP thread helper under clang.
 FUZZ_DEPS = clang libclang-rt-14-dev libomp-dev
 BENCH_DEPS = libdnnl-dev libopenblas-dev
+# The emulated AVX2-only CPU of `make test-haswell` (qemu-x86_64 from Debian's qemu-user).
+HASWELL_DEPS = qemu-user
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
 BROWSER_DEPS = chromium
 BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
@@ -26,7 +28,7 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps bench-deps build check-layers test test-asan fuzz fuzz-hdf5 demo bench bench-quick bench-unet-peer format \
+.PHONY: all deps bench-deps build check-layers test test-haswell test-asan fuzz fuzz-hdf5 demo bench bench-quick bench-unet-peer format \
   python-wheel clean help
 
 all: build
@@ -35,6 +37,7 @@ help:
 	@echo "make demo        build, then run the main job (mixprec info, ...)"
 	@echo "make test        check the layer order, build, then run every test (CTest)"
 	@echo "make check-layers  only the layer check (tools/check_layers.py)"
+	@echo "make test-haswell  the core, kernels, nn and amp tests on an emulated AVX2-only CPU (qemu)"
 	@echo "make test-asan   every library test under AddressSanitizer + UBSan"
 	@echo "make fuzz        the safetensors and ZeroMQ frame header parsers under libFuzzer (FUZZ_SECONDS=60 each)"
 	@echo "make fuzz-hdf5   the same plus the HDF5 frame reader (finds crashes inside libhdf5 itself)"
@@ -61,6 +64,27 @@ check-layers:
 test: check-layers build
 	@tools/install_deps.sh $(BROWSER_DEPS) || echo "mixprec: no chromium: the browser test will be skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The core, kernels, nn and amp suites on an emulated CPU without AVX-512 (qemu-user's Haswell-v4:
+# AVX2, FMA, F16C): the library picks the avx2 level there, and any AVX-512 or AMX instruction
+# on a path it runs faults (SIGILL), as on a real Haswell. Tests per kernel level skip the levels
+# the CPU lacks (tests/support/isa_levels.h). Emulation is slow (10-50x), so HASWELL_FILTER
+# leaves out the scalar-level instances of the per-level tests (plain C++ that every CPU runs)
+# and the 4096-token attention memory test; everything else in the four suites runs, except
+# ConvertFastPath.IndependentOfFlushToZeroAndRoundingMode/avx2: qemu 7.2's F16C emulation
+# follows MXCSR's flush-to-zero and rounding settings, which the hardware's vcvtps2ph and
+# vcvtph2ps do not (the test passes natively at the avx2 level). The features TCG cannot
+# emulate are switched off so qemu does not warn about them.
+HASWELL_SUITES = core kernels nn amp
+HASWELL_CPU = Haswell-v4,pcid=off,x2apic=off,tsc-deadline=off,invpcid=off,spec-ctrl=off
+HASWELL_FILTER ?= -*/scalar:*/scalar_*:Attention.Seq4096UsesLessThan64MiBExtra:Isa/ConvertFastPath.IndependentOfFlushToZeroAndRoundingMode/avx2
+test-haswell: build
+	@tools/install_deps.sh $(HASWELL_DEPS)
+	@set -e; for suite in $(HASWELL_SUITES); do \
+	  echo "== test_$$suite under qemu-x86_64 -cpu Haswell-v4"; \
+	  qemu-x86_64 -cpu $(HASWELL_CPU) $(BUILD)/tests/test_$$suite --gtest_brief=1 \
+	    --gtest_filter='$(HASWELL_FILTER)'; \
+	done
 
 # No Python extension here: an ASan-built module would need the sanitizer preloaded into python.
 $(ASAN_BUILD)/build.ninja: | deps

@@ -6,7 +6,9 @@
 // q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] -> out [B, H, Sq, Dv]; any strides, f32,
 // bf16 or f16 (out may be any of those). Both products accumulate in f32; with bf16 q, k and v
 // they run on vdpbf16ps, the probabilities rounded to bf16 for the second product (as flash
-// attention does) and their row sums taken over the rounded values.
+// attention does) and their row sums taken over the rounded values. f64 q, k, v and out (for
+// gradient checks) run the definition row by row in double; the backward then runs the same
+// blocked algorithm on f64 products.
 #include <cstdint>
 
 #include "mixprec/core/tensor.h"

@@ -39,6 +39,25 @@ int64_t conv_output_size(int64_t input, int64_t kernel, int64_t stride, int64_t 
 void conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
             const Conv2dOptions& options = {});
 
+// The gradients of conv2d (without its epilogue: bias, activation and residual are the
+// caller's) from grad_out (out's shape, any dtype, any layout). The GEMMs run on the operands
+// in their own dtypes (bf16 stays bf16: vdpbf16ps), accumulate in f32 and round once into each
+// gradient; when x, weight or grad_out is f64 every operand runs in f64 (gradient checks).
+//   input:  x's shape, dtype and memory format; stride 1 (padding at most the dilated kernel
+//           extent) as a convolution of grad_out with the flipped, transposed weight, otherwise
+//           per chunk of pixels dCols = dY W_g added back into dX (col2im) in f32.
+//   weight: the weight's shape and dtype; per chunk of pixels dW_g += dY_g^T Cols in f32.
+//   bias:   [O] in `bias_dtype`, f32 sums of grad_out per channel and chunk, added in f64.
+struct Conv2dGradRequest {
+  bool input = true, weight = true, bias = false;
+  DType bias_dtype = DType::F32;
+};
+struct Conv2dGrads {
+  Tensor input, weight, bias;  // undefined where not requested
+};
+Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                            const Conv2dOptions& options, const Conv2dGradRequest& request);
+
 // Weights packed once for inputs of one dtype at the active kernel level and bf16 mode
 // (inference: the packing is a snapshot; pack again after changing the weights, the level or
 // DispatchConfig::bf16_conv).

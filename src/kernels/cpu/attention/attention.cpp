@@ -133,12 +133,14 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                 ", Sk, ", d, "] and v [", b, ", ", h, ", Sk, Dv])");
   MIXPREC_CHECK(out.shape() == Shape({b, h, sq, dv}), op, " out has shape ",
                 shape_to_string(out.shape()), ", expected ", shape_to_string({b, h, sq, dv}));
+  const bool f64 = q.dtype() == DType::F64;  // then all four are
   for (const Tensor* t : {&q, &k, &v, &out})
-    MIXPREC_CHECK(is_attention_float(t->dtype()), op, " expected f32, bf16 or f16 tensors, got ",
+    MIXPREC_CHECK(f64 ? t->dtype() == DType::F64 : is_attention_float(t->dtype()), op,
+                  " expected f32, bf16 or f16 tensors (or f64 throughout), got ",
                   dtype_name(t->dtype()));
   if (opt.mask != nullptr)
-    MIXPREC_CHECK(is_attention_float(opt.mask->dtype()), op, " mask must be a float tensor, got ",
-                  dtype_name(opt.mask->dtype()));
+    MIXPREC_CHECK(is_attention_float(opt.mask->dtype()) || opt.mask->dtype() == DType::F64, op,
+                  " mask must be a float tensor, got ", dtype_name(opt.mask->dtype()));
   if (lse != nullptr)
     MIXPREC_CHECK(lse->dtype() == DType::F32 && lse->shape() == Shape({b, h, sq}), op,
                   " logsumexp must be f32 ", shape_to_string({b, h, sq}), ", got ",
@@ -152,15 +154,15 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor* logsumexp) {
   check_inputs(q, k, v, out, opt, logsumexp);
   const int64_t batch = q.size(0), heads = q.size(1), sq = q.size(2), d = q.size(3);
-  if (out.numel() == 0) return;
+  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
   Tensor mask;
-  if (opt.mask != nullptr) {
-    mask = opt.mask->expand({batch, heads, sq, k.size(2)});
-    if (mask.stride(3) != 1 && k.size(2) > 1) mask = mask.contiguous();
-  }
+  if (opt.mask != nullptr) mask = opt.mask->expand({batch, heads, sq, k.size(2)});
+  if (q.dtype() == DType::F64)
+    return attention_detail::forward_f64(q, k, v, mask, opt.causal, scale, out, logsumexp);
+  if (out.numel() == 0) return;
+  if (mask.defined() && mask.stride(3) != 1 && k.size(2) > 1) mask = mask.contiguous();
   // Probabilities take V's dtype when it is bf16 (so P V runs on vdpbf16ps); otherwise f32.
   const DType p_dtype = v.dtype() == DType::BF16 ? DType::BF16 : DType::F32;
-  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t q_blocks = (sq + kBr - 1) / kBr;
 
   auto head_problem = [&](int64_t b, int64_t h, const PackedMatrix& kt, const PackedMatrix& vp) {

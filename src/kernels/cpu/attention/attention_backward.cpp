@@ -194,9 +194,14 @@ void check_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
       shape_to_string(lse.shape()));
   MIXPREC_CHECK(lse.stride(2) == 1 || lse.size(2) <= 1, op,
                 " logsumexp's last dim must be contiguous");
+  // f64 (gradient checks): q, k, v, out and the gradients f64, grad_out any float dtype.
+  const bool f64 = q.dtype() == DType::F64;
   for (const Tensor* t : {&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) {
-    MIXPREC_CHECK(t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16,
-                  op, " expected f32, bf16 or f16 tensors, got ", dtype_name(t->dtype()));
+    const bool lane_float =
+        t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16;
+    MIXPREC_CHECK(f64 ? t->dtype() == DType::F64 || (t == &grad_out && lane_float) : lane_float,
+                  op, " expected f32, bf16 or f16 tensors (or f64 throughout), got ",
+                  dtype_name(t->dtype()));
     MIXPREC_CHECK(t->stride(3) == 1 || t->size(3) == 1, op, " last dims must be contiguous");
   }
 }
@@ -210,6 +215,12 @@ void scaled_dot_product_attention_backward(const Tensor& q, const Tensor& k, con
                                            const AttentionOptions& opt) {
   check_backward(q, k, v, out, grad_out, logsumexp, dq, dk, dv);
   const int64_t batch = q.size(0), heads = q.size(1), sq = q.size(2), d = q.size(3), sk = k.size(2);
+  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  if (q.dtype() == DType::F64)
+    return attention_detail::backward_f64(
+        q, k, v, out, grad_out,
+        logsumexp, opt.mask != nullptr ? opt.mask->expand({batch, heads, sq, sk}) : Tensor(),
+        opt.causal, scale, dq, dk, dv);
   if (sq == 0 || sk == 0 || d == 0 || v.size(3) == 0 || batch * heads == 0) {
     for (const Tensor* t : {&dq, &dk, &dv}) t->zero_();  // no key (or no query) contributes
     return;
@@ -221,7 +232,6 @@ void scaled_dot_product_attention_backward(const Tensor& q, const Tensor& k, con
   }
   const bool all_bf16 = q.dtype() == DType::BF16 && k.dtype() == DType::BF16 &&
                         v.dtype() == DType::BF16 && grad_out.dtype() == DType::BF16;
-  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
   parallel_for(0, batch * heads, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t bh = lo; bh < hi; ++bh) {
       const int64_t b = bh / heads, h = bh % heads;

@@ -53,6 +53,15 @@ void softmax_grad_scalar(const float*, int64_t, float*, int64_t, int, int, const
 void softmax_grad_avx2(const float*, int64_t, float*, int64_t, int, int, const float*);
 void softmax_grad_avx512(const float*, int64_t, float*, int64_t, int, int, const float*);
 
+// f64 (gradient checks), attention_f64.cpp: the forward from the definition (mask expanded to
+// [B, H, Sq, Sk] or undefined; the log-sum-exp into `lse` when given) and the flash-style
+// backward on f64 products (dq, dk, dv f64, any strides with the last dim contiguous).
+void forward_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                 bool causal, double scale, const Tensor& out, const Tensor* lse);
+void backward_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                  const Tensor& grad, const Tensor& lse, const Tensor& mask, bool causal,
+                  float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
 // The [rows, cols] matrix of a 4-D tensor at (b, h): its dims 2 and 3.
 inline MatrixView matrix_at(const Tensor& t, int64_t b, int64_t h) {
   const char* base = static_cast<const char*>(t.data_ptr()) +

@@ -10,12 +10,11 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <vector>
 
+#include "../isa/thread_scratch.h"
 #include "../simd/amx_tile.h"
 #include "conv_direct.h"
 #include "../gemm/gemm_tile.h"
-#include "mixprec/core/allocator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "../simd/simd_avx512.h"
@@ -218,19 +217,15 @@ void amx_conv(const AmxConvProblem& p) {
   };
   parallel_for(0, units, 1, [&](int64_t lo, int64_t hi) {
     // The thread's ring and tap pointers, reused across calls.
-    thread_local Allocation ring_buffer;
-    thread_local std::vector<int64_t> keys;
-    thread_local std::vector<const char*> taps;
-    const std::size_t bytes = static_cast<std::size_t>(slots * slot_bytes + slack);
-    if (ring_buffer.size() < bytes) {
-      ring_buffer = Allocation(bytes);
-      std::memset(ring_buffer.data(), 0, bytes);  // the slack is read: keep it finite
-    }
-    keys.assign(static_cast<std::size_t>(slots), -1);
-    if (taps.size() < static_cast<std::size_t>(2 * p.kh * p.kw))
-      taps.resize(static_cast<std::size_t>(2 * p.kh * p.kw));
-    Ring ring{static_cast<char*>(ring_buffer.data()), keys.data(), slots - 1, slot_bytes,
-              pixel_bytes};
+    // (zeroed when they grow: the ring's slack is read, so it must stay finite).
+    char* const ring_buffer = static_cast<char*>(thread_scratch(
+        ScratchSlot::AmxConvRing, static_cast<std::size_t>(slots * slot_bytes + slack)));
+    int64_t* const keys = static_cast<int64_t*>(thread_scratch(
+        ScratchSlot::AmxConvRingKeys, static_cast<std::size_t>(slots) * sizeof(int64_t)));
+    std::fill_n(keys, slots, int64_t{-1});
+    const char** const taps = static_cast<const char**>(thread_scratch(
+        ScratchSlot::AmxConvTaps, static_cast<std::size_t>(2 * p.kh * p.kw) * sizeof(char*)));
+    Ring ring{ring_buffer, keys, slots - 1, slot_bytes, pixel_bytes};
     amx_configure_16x64();
     alignas(64) float cbufs[2 * 2 * kSeg * kPanel];  // two blocks: being stored, pending
     int cur = 0;
@@ -246,12 +241,12 @@ void amx_conv(const AmxConvProblem& p) {
           tap_base(p, ring, segs[1], ky, 0);
         }
         if (!ring_holds(p, ring, segs[0]) || !ring_holds(p, ring, segs[1])) {
-          run_unit(p, ring, &segs[0], 1, taps.data(), cbufs, cur, pending);
-          run_unit(p, ring, &segs[1], 1, taps.data(), cbufs, cur, pending);
+          run_unit(p, ring, &segs[0], 1, taps, cbufs, cur, pending);
+          run_unit(p, ring, &segs[1], 1, taps, cbufs, cur, pending);
           continue;
         }
       }
-      run_unit(p, ring, segs, count, taps.data(), cbufs, cur, pending);
+      run_unit(p, ring, segs, count, taps, cbufs, cur, pending);
     }
     pending.flush();
     _tile_release();

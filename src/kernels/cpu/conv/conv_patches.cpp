@@ -1,13 +1,13 @@
-// The im2col walker of kernels/conv_patches.h.
-#include "mixprec/kernels/conv_patches.h"
+// The im2col walker (conv_internal.h).
+#include "conv_internal.h"
 
 #include <cstddef>
 #include <cstring>
 
-namespace mixprec::kernels {
+namespace mixprec::kernels::conv_detail {
 
-void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const ConvGeometry& g,
-                       int64_t grp, int64_t p0, int64_t p1, void* rows) {
+void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const Geometry& g, int64_t grp,
+                       int64_t p0, int64_t p1, void* rows) {
   const std::size_t es = xs.element_size();
   const int64_t k = g.k();
   const std::size_t run = static_cast<std::size_t>(g.cg) * es;
@@ -42,4 +42,4 @@ void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const ConvGeo
   }
 }
 
-}  // namespace mixprec::kernels
+}  // namespace mixprec::kernels::conv_detail

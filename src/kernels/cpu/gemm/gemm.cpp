@@ -376,6 +376,31 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
   run_parallel(p, threads_for(c.rows, c.cols, a.cols));
 }
 
+namespace {
+
+// Item i of a batch: the operands and the epilogue's residual moved on by i strides.
+struct BatchItem {
+  MatrixView a, b;
+  MutableMatrixView c;
+  GemmEpilogue ep;
+};
+BatchItem batch_item(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
+                     const GemmEpilogue& ep, const BatchStrides& strides, int64_t i) {
+  BatchItem it{a, b, c, ep};
+  it.a.data = static_cast<const char*>(a.data) +
+              static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
+  it.b.data = static_cast<const char*>(b.data) +
+              static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
+  it.c.data =
+      static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
+  if (ep.residual != nullptr)
+    it.ep.residual = static_cast<const char*>(ep.residual) +
+                     static_cast<std::size_t>(i * strides.residual) * dtype_size(ep.residual_dtype);
+  return it;
+}
+
+}  // namespace
+
 void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
                   const MutableMatrixView& c, const BatchStrides& strides,
                   const GemmEpilogue& epilogue) {
@@ -383,20 +408,8 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
   if (involves_f64(a, b.dtype, c)) {
     check_shapes("gemm_batched", a, b.rows, b.cols, c);
     for (int64_t i = 0; i < batch; ++i) {
-      MatrixView ai = a, bi = b;
-      MutableMatrixView ci = c;
-      GemmEpilogue ei = epilogue;
-      ai.data = static_cast<const char*>(a.data) +
-                static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
-      bi.data = static_cast<const char*>(b.data) +
-                static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
-      ci.data = static_cast<char*>(c.data) +
-                static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
-      if (ei.residual != nullptr)
-        ei.residual =
-            static_cast<const char*>(ei.residual) +
-            static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
-      gemm_reference(ai, bi, ci, ei);
+      const BatchItem it = batch_item(a, b, c, epilogue, strides, i);
+      gemm_reference(it.a, it.b, it.c, it.ep);
     }
     return;
   }
@@ -406,19 +419,8 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
   const Ukernel& uk = choose_ukernel(level, a.dtype, b.dtype);
   const PackShape ps = pack_shape(uk, a.cols);
   auto item = [&](int64_t i, int threads) {
-    MatrixView ai = a, bi = b;
-    MutableMatrixView ci = c;
-    GemmEpilogue ei = epilogue;
-    ai.data = static_cast<const char*>(a.data) +
-              static_cast<std::size_t>(i * strides.a) * dtype_size(a.dtype);
-    bi.data = static_cast<const char*>(b.data) +
-              static_cast<std::size_t>(i * strides.b) * dtype_size(b.dtype);
-    ci.data =
-        static_cast<char*>(c.data) + static_cast<std::size_t>(i * strides.c) * dtype_size(c.dtype);
-    if (ei.residual != nullptr)
-      ei.residual = static_cast<const char*>(ei.residual) +
-                    static_cast<std::size_t>(i * strides.residual) * dtype_size(ei.residual_dtype);
-    const Problem p{ai, BSource{&bi, nullptr, 0}, ci, ei, &uk, ps, level};
+    const BatchItem it = batch_item(a, b, c, epilogue, strides, i);
+    const Problem p{it.a, BSource{&it.b, nullptr, 0}, it.c, it.ep, &uk, ps, level};
     run_parallel(p, threads);
   };
   const int per_item = threads_for(c.rows, c.cols, a.cols);

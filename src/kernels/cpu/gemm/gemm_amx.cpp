@@ -7,10 +7,9 @@
 // next block's tile instructions are issued, so vector and tile units overlap.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
+#include "../isa/thread_scratch.h"
 #include "../simd/amx_tile.h"
-#include "mixprec/core/allocator.h"
 
 namespace mixprec::kernels::gemm_detail {
 namespace {
@@ -34,8 +33,8 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
   const std::size_t a_row_bytes = static_cast<std::size_t>(a.row_stride) * 2;
   const char* a_base = static_cast<const char*>(a.data);
   // A partial 16-row tile is copied here with zero rows after it (per thread, reused).
-  thread_local Allocation staged;
-  staged.reserve(static_cast<std::size_t>(kRows * k) * 2);
+  char* const staged = static_cast<char*>(
+      thread_scratch(ScratchSlot::AmxGemmStaging, static_cast<std::size_t>(kRows * k) * 2));
   amx_configure_16x64();
   alignas(64) float cbufs[2][2 * kRows * kAmxPanel];
   int cur = 0;
@@ -54,7 +53,7 @@ void amx_gemm_block(const MatrixView& a, int64_t m0, int64_t m1, const char* b_p
       if (tile_rows[s] == kRows) {
         tile_a[s] = a_base + static_cast<std::size_t>(first) * a_row_bytes;
       } else {  // the last rows: stage them (rows past them zero) so the load stays in bounds
-        char* dst = static_cast<char*>(staged.data());
+        char* dst = staged;
         for (int r = 0; r < kRows; ++r) {
           if (r < tile_rows[s])
             std::memcpy(dst + static_cast<std::size_t>(r * k) * 2,
