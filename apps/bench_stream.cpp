@@ -17,14 +17,16 @@
 #include "commands.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
+#include "mixprec/models/peaknet_train.h"
 #include "run_guard.h"
 
 namespace mixprec::app {
 namespace {
 
 struct StreamRow {
-  std::string input, wire;
+  std::string input, wire, precision = "-";
   int64_t batch = 0;
+  double tensor_mib = NAN, rss_mib = NAN;
   double fps = 0, mpix = 0, p50 = 0, p99 = 0, transport_p50 = NAN, transport_p99 = NAN, f1 = NAN;
   int64_t processed = 0, dropped = 0;
 };
@@ -46,7 +48,8 @@ std::string quote(const std::string& s) { return "'" + s + "'"; }
 }  // namespace
 
 int run_bench_stream(Args args) {
-  std::string detector = "single", batches = "1,8", inputs = "hdf5,zmq", json_path;
+  std::string detector = "single", batches = "1,8", inputs = "hdf5,zmq", json_path, model,
+              precisions = "bf16,fp32,autocast-bf16";
   int64_t frames = 200, seed = 1, repeats = 1;
   double rate = 0;
   ArgParser p("bench stream",
@@ -61,6 +64,10 @@ int run_bench_stream(Args args) {
   p.option("--rate", &rate,
            "frames/s delivered (0: as fast as the pipeline takes them); "
            "latency at a detector's pace needs a rate");
+  p.option("--model", &model,
+           "a PeakNet file: run the network finder (--finder net) instead of the classical one");
+  p.option("--precisions", &precisions,
+           "with --model: bf16 | fp32 | fp16 | autocast-bf16, comma-separated (a precision axis)");
   p.option("--seed", &seed, "generator seed");
   p.option("--runs", &repeats,
            "runs of each configuration; the median one (by frames/s) is reported");
@@ -81,7 +88,15 @@ int run_bench_stream(Args args) {
   for (const std::string& in : input_list)
     if (in != "hdf5" && in != "zmq")
       throw UsageError{"bench stream: --inputs takes hdf5 and zmq, got '" + in + "'"};
-  if (batch_sizes.empty() || input_list.empty())
+  std::vector<std::string> precision_list = {"-"};
+  if (!model.empty()) {
+    precision_list = split_list(precisions);
+    for (const std::string& pr : precision_list)
+      parse_usage("bench stream", [&] { return models::parse_net_precision(pr); });
+    model = std::filesystem::absolute(model).string();
+    if (!std::filesystem::exists(model)) throw Error("[bench stream] no model file " + model);
+  }
+  if (batch_sizes.empty() || input_list.empty() || precision_list.empty())
     throw UsageError{"bench stream: --batches and --inputs must not be empty"};
 
   const std::string self = quote(std::filesystem::canonical("/proc/self/exe").string());
@@ -97,14 +112,17 @@ int run_bench_stream(Args args) {
   const std::string rate_text = rate > 0 ? " --rate " + io::json_number(rate) : "";
 
   std::vector<StreamRow> rows;
+  for (const std::string& precision : precision_list)
   for (int64_t batch : batch_sizes) {
     const std::string common =
-        " --batch " + std::to_string(batch) + " --output " + quote(dir + "/peaks.cxi");
+        " --batch " + std::to_string(batch) + " --output " + quote(dir + "/peaks.cxi") +
+        (precision == "-" ? "" : " --finder net --model " + quote(model) + " --precision " + precision);
     for (const std::string& in : input_list) {
       std::vector<std::string> wires =
           in == "hdf5" ? std::vector<std::string>{"-"} : std::vector<std::string>{"u16", "f32"};
       for (const std::string& wire : wires) {
-        std::fprintf(stderr, "bench stream: %s%s, batch %lld ...\n", in.c_str(),
+        std::fprintf(stderr, "bench stream: %s%s%s, batch %lld ...\n",
+                     precision == "-" ? "" : ("net " + precision + ", ").c_str(), in.c_str(),
                      wire == "-" ? "" : (" " + wire).c_str(), static_cast<long long>(batch));
         std::vector<StreamRow> runs;
         for (int64_t run = 0; run < repeats; ++run) {
@@ -138,6 +156,9 @@ int run_bench_stream(Args args) {
           r.input = in;
           r.wire = wire == "-" ? "u16 file" : wire;
           r.batch = batch;
+          r.precision = precision == "-" ? "classic" : precision;
+          r.tensor_mib = number(v, "peak_tensor_mib");
+          r.rss_mib = number(v, "peak_rss_mib");
           r.processed = static_cast<int64_t>(number(v, "processed"));
           r.dropped = static_cast<int64_t>(number(v, "dropped"));
           // A worker's rate counts from its first frame (it starts before the producer).
@@ -164,32 +185,37 @@ int run_bench_stream(Args args) {
     }
   }
 
-  std::printf("stream run, %lld %s frames, classic finder, %d threads, median of %lld runs%s\n",
-              static_cast<long long>(frames), detector.c_str(), num_threads(),
+  std::printf("stream run, %lld %s frames, %s, %d threads, median of %lld runs%s\n",
+              static_cast<long long>(frames), detector.c_str(),
+              model.empty() ? "classic finder" : ("PeakNet " + model).c_str(), num_threads(),
               static_cast<long long>(repeats),
               rate > 0 ? (", " + io::json_number(rate) + " frames/s in").c_str() : "");
-  std::printf("%-6s %-9s %6s %10s %8s %9s %9s %14s %14s %7s\n", "input", "samples", "batch",
-              "frames/s", "Mpix/s", "p50 ms", "p99 ms", "transport p50", "transport p99", "F1");
+  std::printf("%-13s %-6s %-9s %6s %10s %8s %9s %9s %14s %14s %11s %9s %7s\n", "finder", "input",
+              "samples", "batch", "frames/s", "Mpix/s", "p50 ms", "p99 ms", "transport p50",
+              "transport p99", "tensors MiB", "RSS MiB", "F1");
   std::string json =
       "{\"detector\": " + io::json_quote(detector) + ", \"frames\": " + std::to_string(frames) +
       ", \"threads\": " + std::to_string(num_threads()) + ", \"runs\": " + std::to_string(repeats) +
       ", \"rate\": " + io::json_number(rate) + ", \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const StreamRow& r = rows[i];
-    std::printf("%-6s %-9s %6lld %10.1f %8.1f %9.2f %9.2f %14.2f %14.2f %7.4f\n", r.input.c_str(),
-                r.wire.c_str(), static_cast<long long>(r.batch), r.fps, r.mpix, r.p50, r.p99,
-                r.transport_p50, r.transport_p99, r.f1);
+    std::printf("%-13s %-6s %-9s %6lld %10.1f %8.1f %9.2f %9.2f %14.2f %14.2f %11.1f %9.1f %7.4f\n",
+                r.precision.c_str(), r.input.c_str(), r.wire.c_str(), static_cast<long long>(r.batch),
+                r.fps, r.mpix, r.p50, r.p99, r.transport_p50, r.transport_p99, r.tensor_mib, r.rss_mib,
+                r.f1);
     auto num = [](double x) {
       return std::isfinite(x) ? io::json_number(x, 5) : std::string("null");
     };
-    json += std::string(i ? ", " : "") + "{\"input\": \"" + r.input + "\", \"samples\": \"" +
+    json += std::string(i ? ", " : "") + "{\"finder\": \"" + r.precision + "\", \"input\": \"" +
+            r.input + "\", \"samples\": \"" +
             r.wire + "\", \"batch\": " + std::to_string(r.batch) +
             ", \"processed\": " + std::to_string(r.processed) +
             ", \"dropped\": " + std::to_string(r.dropped) +
             ", \"frames_per_second\": " + num(r.fps) +
             ", \"megapixels_per_second\": " + num(r.mpix) +
             ", \"latency_ms\": {\"p50\": " + num(r.p50) + ", \"p99\": " + num(r.p99) +
-            "}, \"transport_ms\": {\"p50\": " + num(r.transport_p50) +
+            "}, \"peak_tensor_mib\": " + num(r.tensor_mib) + ", \"peak_rss_mib\": " + num(r.rss_mib) +
+            ", \"transport_ms\": {\"p50\": " + num(r.transport_p50) +
             ", \"p99\": " + num(r.transport_p99) + "}, \"f1\": " + num(r.f1) + "}";
   }
   json += "]}\n";
