@@ -18,7 +18,9 @@
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
 #include "mixprec/models/peaknet_train.h"
+#include "mixprec/stream/hdf5_frames.h"
 #include "run_guard.h"
+#include "stream_common.h"
 
 namespace mixprec::app {
 namespace {
@@ -112,75 +114,76 @@ int run_bench_stream(Args args) {
   const std::string rate_text = rate > 0 ? " --rate " + io::json_number(rate) : "";
 
   std::vector<StreamRow> rows;
-  for (const std::string& precision : precision_list)
-  for (int64_t batch : batch_sizes) {
-    const std::string common =
-        " --batch " + std::to_string(batch) + " --output " + quote(dir + "/peaks.cxi") +
-        (precision == "-" ? "" : " --finder net --model " + quote(model) + " --precision " + precision);
-    for (const std::string& in : input_list) {
-      std::vector<std::string> wires =
-          in == "hdf5" ? std::vector<std::string>{"-"} : std::vector<std::string>{"u16", "f32"};
-      for (const std::string& wire : wires) {
-        std::fprintf(stderr, "bench stream: %s%s%s, batch %lld ...\n",
-                     precision == "-" ? "" : ("net " + precision + ", ").c_str(), in.c_str(),
-                     wire == "-" ? "" : (" " + wire).c_str(), static_cast<long long>(batch));
-        std::vector<StreamRow> runs;
-        for (int64_t run = 0; run < repeats; ++run) {
-          std::string summary;
-          if (in == "hdf5") {
-            summary = run_and_capture(self + " stream run --input " + quote(frames_file) + common +
-                                          rate_text + " 2>/dev/null",
-                                      "bench stream");
-          } else {
-            // The worker binds; once its endpoint file says it is listening (so the first frames
-            // do not wait out a reconnect, which would be start-up, not transport, latency) the
-            // producer pushes the file's frames to it; the shell then waits for the worker and
-            // exits with its status.
-            const std::string endpoint = "ipc://" + dir + "/frames.ipc";
-            const std::string worker_out = dir + "/worker.json", ready = dir + "/endpoint";
-            std::filesystem::remove(ready);
-            run_and_capture(self + " stream run --zmq " + quote(endpoint) +
-                                " --zmq-bind --endpoint-file " + quote(ready) + " --geometry " +
-                                quote(frames_file) + common + " --idle-timeout 60 >" +
-                                quote(worker_out) + " 2>/dev/null & w=$!; while [ ! -s " +
-                                quote(ready) +
-                                " ] && kill -0 $w 2>/dev/null; do sleep 0.02; done; " + self +
-                                " stream produce --input " + quote(frames_file) + " --connect " +
-                                quote(endpoint) + (wire == "f32" ? " --sample-type f32" : "") +
-                                rate_text + " >/dev/null 2>&1 && wait $w",
-                            "bench stream");
-            summary = read_text(worker_out);
+  for (const std::string& precision : precision_list) {
+    for (int64_t batch : batch_sizes) {
+      const std::string common =
+          " --batch " + std::to_string(batch) + " --output " + quote(dir + "/peaks.cxi") +
+          (precision == "-" ? "" : " --finder net --model " + quote(model) + " --precision " + precision);
+      for (const std::string& in : input_list) {
+        std::vector<std::string> wires =
+            in == "hdf5" ? std::vector<std::string>{"-"} : std::vector<std::string>{"u16", "f32"};
+        for (const std::string& wire : wires) {
+          std::fprintf(stderr, "bench stream: %s%s%s, batch %lld ...\n",
+                       precision == "-" ? "" : ("net " + precision + ", ").c_str(), in.c_str(),
+                       wire == "-" ? "" : (" " + wire).c_str(), static_cast<long long>(batch));
+          std::vector<StreamRow> runs;
+          for (int64_t run = 0; run < repeats; ++run) {
+            std::string summary;
+            if (in == "hdf5") {
+              summary = run_and_capture(self + " stream run --input " + quote(frames_file) + common +
+                                            rate_text + " 2>/dev/null",
+                                        "bench stream");
+            } else {
+              // The worker binds; once its endpoint file says it is listening (so the first frames
+              // do not wait out a reconnect, which would be start-up, not transport, latency) the
+              // producer pushes the file's frames to it; the shell then waits for the worker and
+              // exits with its status.
+              const std::string endpoint = "ipc://" + dir + "/frames.ipc";
+              const std::string worker_out = dir + "/worker.json", ready = dir + "/endpoint";
+              std::filesystem::remove(ready);
+              run_and_capture(self + " stream run --zmq " + quote(endpoint) +
+                                  " --zmq-bind --endpoint-file " + quote(ready) + " --geometry " +
+                                  quote(frames_file) + common + " --idle-timeout 60 >" +
+                                  quote(worker_out) + " 2>/dev/null & w=$!; while [ ! -s " +
+                                  quote(ready) +
+                                  " ] && kill -0 $w 2>/dev/null; do sleep 0.02; done; " + self +
+                                  " stream produce --input " + quote(frames_file) + " --connect " +
+                                  quote(endpoint) + (wire == "f32" ? " --sample-type f32" : "") +
+                                  rate_text + " >/dev/null 2>&1 && wait $w",
+                              "bench stream");
+              summary = read_text(worker_out);
+            }
+            const io::JsonValue v = io::parse_json(summary);
+            StreamRow r;
+            r.input = in;
+            r.wire = wire == "-" ? "u16 file" : wire;
+            r.batch = batch;
+            r.precision = precision == "-" ? "classic" : precision;
+            r.tensor_mib = number(v, "peak_tensor_mib");
+            r.rss_mib = number(v, "peak_rss_mib");
+            r.processed = static_cast<int64_t>(number(v, "processed"));
+            r.dropped = static_cast<int64_t>(number(v, "dropped"));
+            // A worker's rate counts from its first frame (it starts before the producer).
+            r.fps = in == "zmq" ? number(v, "streaming_frames_per_second")
+                                : number(v, "frames_per_second");
+            r.mpix = r.fps * number(v, "megapixels_per_second") / number(v, "frames_per_second");
+            const io::JsonValue& latency = json_member(v, "latency_ms", "bench stream");
+            r.p50 = number(latency, "p50");
+            r.p99 = number(latency, "p99");
+            if (in == "zmq") {
+              const io::JsonValue& transport = json_member(v, "transport_ms", "bench stream");
+              r.transport_p50 = number(transport, "p50");
+              r.transport_p99 = number(transport, "p99");
+            }
+            r.f1 = number(v, "f1");
+            runs.push_back(r);
           }
-          const io::JsonValue v = io::parse_json(summary);
-          StreamRow r;
-          r.input = in;
-          r.wire = wire == "-" ? "u16 file" : wire;
-          r.batch = batch;
-          r.precision = precision == "-" ? "classic" : precision;
-          r.tensor_mib = number(v, "peak_tensor_mib");
-          r.rss_mib = number(v, "peak_rss_mib");
-          r.processed = static_cast<int64_t>(number(v, "processed"));
-          r.dropped = static_cast<int64_t>(number(v, "dropped"));
-          // A worker's rate counts from its first frame (it starts before the producer).
-          r.fps = in == "zmq" ? number(v, "streaming_frames_per_second")
-                              : number(v, "frames_per_second");
-          r.mpix = r.fps * number(v, "megapixels_per_second") / number(v, "frames_per_second");
-          const io::JsonValue& latency = json_member(v, "latency_ms", "bench stream");
-          r.p50 = number(latency, "p50");
-          r.p99 = number(latency, "p99");
-          if (in == "zmq") {
-            const io::JsonValue& transport = json_member(v, "transport_ms", "bench stream");
-            r.transport_p50 = number(transport, "p50");
-            r.transport_p99 = number(transport, "p99");
-          }
-          r.f1 = number(v, "f1");
-          runs.push_back(r);
+          // The median run by frames/s, whole (its latencies with it): on a shared machine one
+          // run can be slowed by a neighbour's burst; the median is the typical one.
+          std::sort(runs.begin(), runs.end(),
+                    [](const StreamRow& a, const StreamRow& b) { return a.fps < b.fps; });
+          rows.push_back(runs[runs.size() / 2]);
         }
-        // The median run by frames/s, whole (its latencies with it): on a shared machine one
-        // run can be slowed by a neighbour's burst; the median is the typical one.
-        std::sort(runs.begin(), runs.end(),
-                  [](const StreamRow& a, const StreamRow& b) { return a.fps < b.fps; });
-        rows.push_back(runs[runs.size() / 2]);
       }
     }
   }
@@ -218,7 +221,42 @@ int run_bench_stream(Args args) {
             ", \"transport_ms\": {\"p50\": " + num(r.transport_p50) +
             ", \"p99\": " + num(r.transport_p99) + "}, \"f1\": " + num(r.f1) + "}";
   }
-  json += "]}\n";
+  json += "]";
+  // The network's masks in each precision against fp32's, frame by frame on the same frames (in
+  // this process: the figure is about numerics, not speed).
+  if (!model.empty()) {
+    stream::Hdf5FrameReader reader(frames_file);
+    const DetectorSetup setup = detector_setup(reader);
+    const Shape shape = {1, reader.panels(), reader.rows(), reader.cols()};
+    auto reference_model = models::load_peaknet(model);
+    models::PeakNetFinder reference(*reference_model, models::NetPrecision::F32, setup.geometry, setup.bad_pixels);
+    json += ", \"mask_iou_vs_fp32\": {";
+    bool first = true;
+    for (const std::string& precision : precision_list) {
+      const models::NetPrecision np = models::parse_net_precision(precision);
+      if (np == models::NetPrecision::F32) continue;
+      auto other_model = models::load_peaknet(model);
+      models::PeakNetFinder other(*other_model, np, setup.geometry, setup.bad_pixels);
+      int64_t both = 0, either = 0;
+      for (int64_t i = 0; i < reader.frames(); ++i) {
+        Tensor f32 = Tensor::empty(shape, DType::F32), mine = Tensor::empty(shape, other.input_dtype());
+        reader.read(i, f32.data_ptr(), DType::F32);
+        reader.read(i, mine.data_ptr(), other.input_dtype());
+        reference.find(f32);
+        other.find(mine);
+        const std::vector<uint8_t>& a = reference.last_masks();
+        const std::vector<uint8_t>& b = other.last_masks();
+        for (std::size_t k = 0; k < a.size(); ++k) both += a[k] & b[k], either += a[k] | b[k];
+      }
+      const double iou = either == 0 ? 1.0 : static_cast<double>(both) / static_cast<double>(either);
+      std::printf("mask IoU, %s vs fp32: %.5f (%lld peak pixels in either, %lld frames)\n", precision.c_str(), iou,
+                  static_cast<long long>(either), static_cast<long long>(reader.frames()));
+      json += std::string(first ? "" : ", ") + io::json_quote(precision) + ": " + io::json_number(iou, 6);
+      first = false;
+    }
+    json += "}";
+  }
+  json += "}\n";
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << json;

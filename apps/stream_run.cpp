@@ -350,7 +350,7 @@ int run_stream_run(Args args) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::string memory =
-      "\"precision\": " + std::string(use_net ? "\"" + precision_name + "\"" : "null") +
+      "\"net_precision\": " + std::string(use_net ? "\"" + precision_name + "\"" : "null") +
       ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) + "\", \"model\": " +
       (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"peak_tensor_mib\": " +
       json_number(static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0, 5) +
