@@ -219,7 +219,7 @@ TEST(PeakNet, FileRoundTripAndBadFiles) {
 PeakNetTrainOptions tiny_training() {
   PeakNetTrainOptions o;
   o.batch = 4;
-  o.crop = 64;
+  o.crop = 48;
   o.crops_per_frame = 4;
   o.steps = 40;
   o.warmup = 5;
