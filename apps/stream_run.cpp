@@ -68,7 +68,7 @@ int run_stream_run(Args args) {
   bool zmq_bind = false;
   ScoringOptions scoring;
   stream::ClassicFinderOptions classic;
-  stream::MaskPeakOptions net_peaks{.min_pixels = 2};
+  stream::MaskPeakOptions net_peaks{.min_pixels = 1};
   ArgParser p("stream run",
               "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
               "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"

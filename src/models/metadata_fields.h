@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,25 @@
 #include "mixprec/core/error.h"
 
 namespace mixprec::models::detail {
+
+// metadata[key], or an Error: "[<label>] <path>: metadata has no '<key>' (not a file written by
+// <writer>?)".
+inline const std::string& required_field(std::string_view label, const std::string& path,
+                                         const std::map<std::string, std::string>& metadata,
+                                         const std::string& key, std::string_view writer) {
+  const auto it = metadata.find(key);
+  MIXPREC_CHECK(it != metadata.end(), "[", label, "] ", path, ": metadata has no '", key,
+                "' (not a file written by ", writer, "?)");
+  return it->second;
+}
+
+// The file's "format" must be `format`.
+inline void check_format(std::string_view label, const std::string& path,
+                         const std::map<std::string, std::string>& metadata, std::string_view format,
+                         std::string_view writer) {
+  const std::string& found = required_field(label, path, metadata, "format", writer);
+  MIXPREC_CHECK(found == format, "[", label, "] ", path, ": format is '", found, "', expected '", format, "'");
+}
 
 inline std::string join_ints(const std::vector<int64_t>& v) {
   std::string s;

@@ -221,14 +221,11 @@ io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& c) {
 }
 
 PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string& path) {
+  constexpr std::string_view kWriter = "mixprec stream train";
   auto get = [&](const std::string& key) -> const std::string& {
-    const auto it = m.find(key);
-    MIXPREC_CHECK(it != m.end(), "[peaknet] ", path, ": metadata has no '", key,
-                  "' (not a file written by mixprec stream train?)");
-    return it->second;
+    return detail::required_field("peaknet", path, m, key, kWriter);
   };
-  MIXPREC_CHECK(get("format") == kFormat, "[peaknet] ", path, ": format is '", get("format"),
-                "', expected '", kFormat, "'");
+  detail::check_format("peaknet", path, m, kFormat, kWriter);
   PeakNetConfig c;
   auto list = [&](const char* key) { return detail::parse_int_list_field("peaknet", path, key, get(key)); };
   auto integer = [&](const char* key) { return detail::parse_int_field("peaknet", path, key, get(key)); };

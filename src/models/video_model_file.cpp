@@ -46,14 +46,11 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
 
 std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelInfo* info) {
   const io::SafetensorsMetadata m = io::SafetensorsFile::open(path).metadata();
+  constexpr std::string_view kWriter = "save_video_model / mixprec video train";
   auto get = [&](const std::string& key) -> const std::string& {
-    const auto it = m.find(key);
-    MIXPREC_CHECK(it != m.end(), "[video model] ", path, ": metadata has no '", key,
-                  "' (not a file written by save_video_model / mixprec video train?)");
-    return it->second;
+    return detail::required_field("video model", path, m, key, kWriter);
   };
-  MIXPREC_CHECK(get("format") == kFormat, "[video model] ", path, ": format is '", get("format"),
-                "', expected '", kFormat, "'");
+  detail::check_format("video model", path, m, kFormat, kWriter);
   VideoModelInfo result;
   UNetVideoConfig& c = result.config;
   c.name = get("unet.name");
