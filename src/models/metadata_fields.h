@@ -27,10 +27,11 @@ inline const std::string& required_field(std::string_view label, const std::stri
 
 // The file's "format" must be `format`.
 inline void check_format(std::string_view label, const std::string& path,
-                         const std::map<std::string, std::string>& metadata, std::string_view format,
-                         std::string_view writer) {
+                         const std::map<std::string, std::string>& metadata,
+                         std::string_view format, std::string_view writer) {
   const std::string& found = required_field(label, path, metadata, "format", writer);
-  MIXPREC_CHECK(found == format, "[", label, "] ", path, ": format is '", found, "', expected '", format, "'");
+  MIXPREC_CHECK(found == format, "[", label, "] ", path, ": format is '", found, "', expected '",
+                format, "'");
 }
 
 inline std::string join_ints(const std::vector<int64_t>& v) {
@@ -39,8 +40,8 @@ inline std::string join_ints(const std::vector<int64_t>& v) {
   return s;
 }
 
-inline int64_t parse_int_field(std::string_view label, const std::string& path, const std::string& key,
-                               std::string_view text) {
+inline int64_t parse_int_field(std::string_view label, const std::string& path,
+                               const std::string& key, std::string_view text) {
   int64_t value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   MIXPREC_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty(), "[", label,
@@ -54,7 +55,8 @@ inline std::vector<int64_t> parse_int_list_field(std::string_view label, const s
   std::size_t start = 0;
   while (start <= text.size() && !text.empty()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
-    out.push_back(parse_int_field(label, path, key, std::string_view(text).substr(start, comma - start)));
+    out.push_back(
+        parse_int_field(label, path, key, std::string_view(text).substr(start, comma - start)));
     start = comma + 1;
   }
   return out;

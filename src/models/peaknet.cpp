@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "metadata_fields.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
@@ -14,7 +15,6 @@
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/reduce.h"
-#include "metadata_fields.h"
 
 namespace mixprec::models {
 namespace {
@@ -37,27 +37,29 @@ Tensor up2(const Tensor& x) { return upsample(x, 2, kernels::UpsampleMode::Neare
 
 void PeakNetConfig::validate() const {
   MIXPREC_CHECK(!widths.empty() && widths.size() == depths.size(),
-                "[PeakNet] widths and depths need one entry per level, got ", widths.size(), " and ",
-                depths.size());
+                "[PeakNet] widths and depths need one entry per level, got ", widths.size(),
+                " and ", depths.size());
   for (std::size_t i = 0; i < widths.size(); ++i)
     MIXPREC_CHECK(widths[i] >= 1 && depths[i] >= 0, "[PeakNet] level ", i, ": width ", widths[i],
                   " must be >= 1, depth ", depths[i], " >= 0");
   MIXPREC_CHECK(stem_channels >= 1 && mlp_ratio >= 1 && kernel >= 1 && kernel % 2 == 1,
-                "[PeakNet] stem_channels and mlp_ratio must be >= 1, kernel odd, got ", stem_channels,
-                ", ", mlp_ratio, ", ", kernel);
+                "[PeakNet] stem_channels and mlp_ratio must be >= 1, kernel odd, got ",
+                stem_channels, ", ", mlp_ratio, ", ", kernel);
   MIXPREC_CHECK(adu_per_photon > 0 && std::isfinite(adu_per_photon),
                 "[PeakNet] adu_per_photon must be > 0, got ", adu_per_photon);
 }
 
 ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel, Generator& gen) {
   depthwise_ = register_module(
-      "depthwise", std::make_shared<nn::Conv2d>(channels, channels, kernel,
-                                                Conv2dParams{.padding = kernel / 2, .groups = channels},
-                                                true, gen));
+      "depthwise", std::make_shared<nn::Conv2d>(
+                       channels, channels, kernel,
+                       Conv2dParams{.padding = kernel / 2, .groups = channels}, true, gen));
   norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{channels}, 1e-6));
-  expand_ = register_module("expand", std::make_shared<nn::Linear>(channels, mlp_ratio * channels, true, gen));
+  expand_ = register_module(
+      "expand", std::make_shared<nn::Linear>(channels, mlp_ratio * channels, true, gen));
   grn_ = register_module("grn", std::make_shared<nn::GlobalResponseNorm>(mlp_ratio * channels));
-  project_ = register_module("project", std::make_shared<nn::Linear>(mlp_ratio * channels, channels, true, gen));
+  project_ = register_module(
+      "project", std::make_shared<nn::Linear>(mlp_ratio * channels, channels, true, gen));
 }
 
 Tensor ConvNeXtBlock::forward(const Tensor& x) {
@@ -69,31 +71,38 @@ Tensor ConvNeXtBlock::forward(const Tensor& x) {
 PeakNet::PeakNet(PeakNetConfig config, Generator& gen) : config_(std::move(config)) {
   config_.validate();
   const PeakNetConfig& c = config_;
-  stem_ = register_module("stem", std::make_shared<nn::Conv2d>(1, c.stem_channels, 3,
-                                                               Conv2dParams{.padding = 1}, true, gen));
+  stem_ = register_module(
+      "stem",
+      std::make_shared<nn::Conv2d>(1, c.stem_channels, 3, Conv2dParams{.padding = 1}, true, gen));
   for (int64_t i = 0; i < c.levels(); ++i) {
     Level level;
     const std::string prefix = "level" + std::to_string(i) + ".";
     const int64_t in = i == 0 ? 1 : c.widths[static_cast<std::size_t>(i - 1)];
     const int64_t width = c.widths[static_cast<std::size_t>(i)];
-    if (i > 0) level.norm = register_module(prefix + "norm", std::make_shared<nn::LayerNorm>(Shape{in}, 1e-6));
-    level.down = register_module(prefix + "down", std::make_shared<nn::Conv2d>(in, width, 2,
-                                                                              Conv2dParams{.stride = 2}, true, gen));
+    if (i > 0)
+      level.norm =
+          register_module(prefix + "norm", std::make_shared<nn::LayerNorm>(Shape{in}, 1e-6));
+    level.down = register_module(
+        prefix + "down",
+        std::make_shared<nn::Conv2d>(in, width, 2, Conv2dParams{.stride = 2}, true, gen));
     for (int64_t b = 0; b < c.depths[static_cast<std::size_t>(i)]; ++b)
-      level.blocks.push_back(register_module(prefix + "block" + std::to_string(b),
-                                             std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen)));
+      level.blocks.push_back(
+          register_module(prefix + "block" + std::to_string(b),
+                          std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen)));
     if (i + 1 < c.levels()) {
-      level.lateral = register_module(
-          prefix + "lateral", std::make_shared<nn::Conv2d>(c.widths[static_cast<std::size_t>(i + 1)], width, 1,
-                                                           Conv2dParams{}, true, gen));
-      level.decode = register_module(prefix + "decode",
-                                     std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen));
+      level.lateral =
+          register_module(prefix + "lateral",
+                          std::make_shared<nn::Conv2d>(c.widths[static_cast<std::size_t>(i + 1)],
+                                                       width, 1, Conv2dParams{}, true, gen));
+      level.decode = register_module(
+          prefix + "decode", std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen));
     }
     levels_.push_back(std::move(level));
   }
-  to_stem_ = register_module("to_stem", std::make_shared<nn::Conv2d>(c.widths[0], c.stem_channels, 1,
-                                                                     Conv2dParams{}, true, gen));
-  head_ = register_module("head", std::make_shared<nn::Conv2d>(c.stem_channels, 2, 1, Conv2dParams{}, true, gen));
+  to_stem_ = register_module("to_stem", std::make_shared<nn::Conv2d>(c.widths[0], c.stem_channels,
+                                                                     1, Conv2dParams{}, true, gen));
+  head_ = register_module(
+      "head", std::make_shared<nn::Conv2d>(c.stem_channels, 2, 1, Conv2dParams{}, true, gen));
   // Peaks are rare: start from a 1% prior for the peak class (RetinaNet's initialisation), so
   // the first steps are not spent unlearning a 50/50 guess on every background pixel.
   const NoGrad no_grad;
@@ -106,21 +115,24 @@ Tensor PeakNet::forward(const Tensor& frames) {
   const int64_t multiple = int64_t{1} << config_.levels();
   MIXPREC_CHECK(frames.dim() == 4 && frames.size(1) == 1 && frames.size(2) % multiple == 0 &&
                     frames.size(3) % multiple == 0,
-                "[PeakNet] expected frames [B, 1, H, W] with H and W multiples of ", multiple, ", got ",
-                shape_to_string(frames.shape()));
+                "[PeakNet] expected frames [B, 1, H, W] with H and W multiples of ", multiple,
+                ", got ", shape_to_string(frames.shape()));
   const DType dt = frames.dtype();
   // Photons on a log scale: spots and background span four decades of ADU.
-  const Tensor x = log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
+  const Tensor x =
+      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
   std::vector<Tensor> skips;
   Tensor h = x;
   for (Level& level : levels_) {
-    h = level.norm ? level.down->forward(channel_norm(*level.norm, h)) : channels_last(level.down->forward(h));
+    h = level.norm ? level.down->forward(channel_norm(*level.norm, h))
+                   : channels_last(level.down->forward(h));
     for (auto& block : level.blocks) h = block->forward(h);
     skips.push_back(h);
   }
   for (int64_t i = config_.levels() - 2; i >= 0; --i) {
     Level& level = levels_[static_cast<std::size_t>(i)];
-    h = level.decode->forward(add(up2(level.lateral->forward(h)), skips[static_cast<std::size_t>(i)]));
+    h = level.decode->forward(
+        add(up2(level.lateral->forward(h)), skips[static_cast<std::size_t>(i)]));
   }
   // The decoder's features back at full resolution, plus the stem's. (A convolution of the
   // one-channel input comes out NCHW, which for one channel is also what channels-last means.)
@@ -157,12 +169,13 @@ void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
 
 Tensor focal_loss(const Tensor& logits, const Tensor& target, const Tensor& weight,
                   const FocalLossOptions& options) {
-  MIXPREC_CHECK(logits.dim() == 4 && logits.size(1) == 2, "[focal_loss] expected logits [B, 2, H, W], got ",
-                shape_to_string(logits.shape()));
+  MIXPREC_CHECK(logits.dim() == 4 && logits.size(1) == 2,
+                "[focal_loss] expected logits [B, 2, H, W], got ", shape_to_string(logits.shape()));
   const Shape pixels = {logits.size(0), logits.size(2), logits.size(3)};
   MIXPREC_CHECK(target.shape() == pixels && (!weight.defined() || weight.shape() == pixels),
                 "[focal_loss] target and weight must be ", shape_to_string(pixels), ", got ",
-                shape_to_string(target.shape()), " and ", weight.defined() ? shape_to_string(weight.shape()) : "none");
+                shape_to_string(target.shape()), " and ",
+                weight.defined() ? shape_to_string(weight.shape()) : "none");
   MIXPREC_CHECK(options.alpha >= 0 && options.alpha <= 1 && options.gamma >= 0,
                 "[focal_loss] expected alpha in [0, 1] and gamma >= 0, got ", options.alpha, ", ",
                 options.gamma);
@@ -170,7 +183,8 @@ Tensor focal_loss(const Tensor& logits, const Tensor& target, const Tensor& weig
   const Tensor log_p = log_softmax(pixels_view(logits.to(dt)), 3);  // [B, H, W, 2]
   const Tensor t = target.to(dt).detach();
   const Tensor log_p0 = log_p.select(3, 0);
-  const Tensor log_pt = add(log_p0, mul(t, sub(log_p.select(3, 1), log_p0)));  // log p of the true class
+  const Tensor log_pt =
+      add(log_p0, mul(t, sub(log_p.select(3, 1), log_p0)));  // log p of the true class
   Tensor per_pixel = log_pt;
   if (options.gamma != 0) {
     // 1 - p_t >= 0 in exact arithmetic; the clamp keeps a rounding below zero from pow.
@@ -202,10 +216,13 @@ void peak_labels(const stream::SyntheticFrame& frame, const stream::DetectorGeom
     const int64_t c1 = std::min<int64_t>(cols - 1, static_cast<int64_t>(std::ceil(s.x + extent)));
     for (int64_t r = r0; r <= r1; ++r)
       for (int64_t c = c0; c <= c1; ++c) {
-        if (std::hypot(static_cast<double>(c) - s.x, static_cast<double>(r) - s.y) > extent) continue;
+        if (std::hypot(static_cast<double>(c) - s.x, static_cast<double>(r) - s.y) > extent)
+          continue;
         const auto i = static_cast<std::size_t>((s.panel * rows + r) * cols + c);
-        if (wanted) target[i] = 1.0F, weight[i] = 1.0F;
-        else if (target[i] == 0.0F) weight[i] = 0.0F;
+        if (wanted)
+          target[i] = 1.0F, weight[i] = 1.0F;
+        else if (target[i] == 0.0F)
+          weight[i] = 0.0F;
       }
   }
 }
@@ -227,8 +244,12 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
   };
   detail::check_format("peaknet", path, m, kFormat, kWriter);
   PeakNetConfig c;
-  auto list = [&](const char* key) { return detail::parse_int_list_field("peaknet", path, key, get(key)); };
-  auto integer = [&](const char* key) { return detail::parse_int_field("peaknet", path, key, get(key)); };
+  auto list = [&](const char* key) {
+    return detail::parse_int_list_field("peaknet", path, key, get(key));
+  };
+  auto integer = [&](const char* key) {
+    return detail::parse_int_field("peaknet", path, key, get(key));
+  };
   c.widths = list("peaknet.widths");
   c.depths = list("peaknet.depths");
   c.stem_channels = integer("peaknet.stem_channels");
@@ -237,8 +258,8 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
   const std::string& gain = get("peaknet.adu_per_photon");
   char* end = nullptr;
   c.adu_per_photon = std::strtod(gain.c_str(), &end);
-  MIXPREC_CHECK(end != gain.c_str() && *end == '\0', "[peaknet] ", path, ": metadata peaknet.adu_per_photon = '",
-                gain, "' is not a number");
+  MIXPREC_CHECK(end != gain.c_str() && *end == '\0', "[peaknet] ", path,
+                ": metadata peaknet.adu_per_photon = '", gain, "' is not a number");
   try {
     c.validate();
   } catch (const Error& e) {
@@ -247,7 +268,8 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
   return c;
 }
 
-void save_peaknet(const std::string& path, const PeakNet& model, const io::SafetensorsMetadata& extra) {
+void save_peaknet(const std::string& path, const PeakNet& model,
+                  const io::SafetensorsMetadata& extra) {
   io::SafetensorsMetadata m = extra;
   for (auto& [key, value] : peaknet_metadata(model.config())) m[key] = value;
   io::save_module(model, path, m);

@@ -31,9 +31,11 @@ PeakNetTrainer::PeakNetTrainer(PeakNet& model, PeakNetTrainOptions options)
   options_.validate(model.config());
   const stream::DetectorGeometry geometry = stream::detector_geometry(options_.detector);
   for (int64_t d = 0; d < PeakNetTrainOptions::kDetectors; ++d)
-    detectors_.emplace_back(geometry, stream::SyntheticConfig{}, options_.seed + static_cast<uint64_t>(d));
+    detectors_.emplace_back(geometry, stream::SyntheticConfig{},
+                            options_.seed + static_cast<uint64_t>(d));
   optimizer_ = std::make_unique<optim::AdamW>(
-      model.parameters(), optim::AdamWOptions{.lr = options_.lr, .weight_decay = options_.weight_decay});
+      model.parameters(),
+      optim::AdamWOptions{.lr = options_.lr, .weight_decay = options_.weight_decay});
   const auto panel = static_cast<std::size_t>(geometry.rows * geometry.cols);
   target_.resize(panel);
   weight_.resize(panel);
@@ -62,17 +64,22 @@ void PeakNetTrainer::fill_batch(Tensor& frames, Tensor& target, Tensor& weight) 
       std::copy_n(target_all.begin() + offset, target_.size(), target_.begin());
       std::copy_n(weight_all.begin() + offset, weight_.size(), weight_.begin());
     }
-    const int64_t r0 = static_cast<int64_t>(gen.next_u32() % static_cast<uint32_t>(g.rows - side + 1));
-    const int64_t c0 = static_cast<int64_t>(gen.next_u32() % static_cast<uint32_t>(g.cols - side + 1));
+    const int64_t r0 =
+        static_cast<int64_t>(gen.next_u32() % static_cast<uint32_t>(g.rows - side + 1));
+    const int64_t c0 =
+        static_cast<int64_t>(gen.next_u32() % static_cast<uint32_t>(g.cols - side + 1));
     float* f = frames.data<float>() + i * side * side;
     float* t = target.data<float>() + i * side * side;
     float* w = weight.data<float>() + i * side * side;
     for (int64_t r = 0; r < side; ++r) {
       const int64_t src = (panel * g.rows + r0 + r) * g.cols + c0;
       const auto dst = static_cast<std::size_t>(r * side);
-      for (int64_t c = 0; c < side; ++c) f[dst + static_cast<std::size_t>(c)] = frame_.adu[static_cast<std::size_t>(src + c)];
-      std::memcpy(t + dst, target_.data() + (r0 + r) * g.cols + c0, static_cast<std::size_t>(side) * sizeof(float));
-      std::memcpy(w + dst, weight_.data() + (r0 + r) * g.cols + c0, static_cast<std::size_t>(side) * sizeof(float));
+      for (int64_t c = 0; c < side; ++c)
+        f[dst + static_cast<std::size_t>(c)] = frame_.adu[static_cast<std::size_t>(src + c)];
+      std::memcpy(t + dst, target_.data() + (r0 + r) * g.cols + c0,
+                  static_cast<std::size_t>(side) * sizeof(float));
+      std::memcpy(w + dst, weight_.data() + (r0 + r) * g.cols + c0,
+                  static_cast<std::size_t>(side) * sizeof(float));
     }
   }
 }
@@ -106,33 +113,42 @@ NetPrecision parse_net_precision(const std::string& name) {
 
 const char* net_precision_name(NetPrecision precision) {
   switch (precision) {
-    case NetPrecision::F32: return "fp32";
-    case NetPrecision::BF16: return "bf16";
-    case NetPrecision::F16: return "fp16";
-    case NetPrecision::AutocastBF16: return "autocast-bf16";
+    case NetPrecision::F32:
+      return "fp32";
+    case NetPrecision::BF16:
+      return "bf16";
+    case NetPrecision::F16:
+      return "fp16";
+    case NetPrecision::AutocastBF16:
+      return "autocast-bf16";
   }
   return "?";
 }
 
 DType net_input_dtype(NetPrecision precision) {
   switch (precision) {
-    case NetPrecision::BF16: return DType::BF16;
-    case NetPrecision::F16: return DType::F16;
-    default: return DType::F32;
+    case NetPrecision::BF16:
+      return DType::BF16;
+    case NetPrecision::F16:
+      return DType::F16;
+    default:
+      return DType::F32;
   }
 }
 
-PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision, stream::DetectorGeometry geometry,
-                             std::vector<uint8_t> bad_pixels, stream::MaskPeakOptions options)
+PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision,
+                             stream::DetectorGeometry geometry, std::vector<uint8_t> bad_pixels,
+                             stream::MaskPeakOptions options)
     : model_(model),
       precision_(precision),
       geometry_(std::move(geometry)),
       bad_pixels_(std::move(bad_pixels)),
       options_(options) {
   const int64_t multiple = int64_t{1} << model.config().levels();
-  MIXPREC_CHECK(geometry_.rows % multiple == 0 && geometry_.cols % multiple == 0, "[peaknet] panels of ",
-                geometry_.rows, " x ", geometry_.cols, " are not multiples of ", multiple,
-                " (the network's ", model.config().levels(), " levels)");
+  MIXPREC_CHECK(geometry_.rows % multiple == 0 && geometry_.cols % multiple == 0,
+                "[peaknet] panels of ", geometry_.rows, " x ", geometry_.cols,
+                " are not multiples of ", multiple, " (the network's ", model.config().levels(),
+                " levels)");
   model_.eval();
   model_.to(input_dtype());
 }
@@ -140,9 +156,11 @@ PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision, stream::Det
 std::vector<std::vector<stream::Peak>> PeakNetFinder::find(const Tensor& frames) {
   const stream::DetectorGeometry& g = geometry_;
   MIXPREC_CHECK(frames.dim() == 4 && frames.size(1) == g.panels && frames.size(2) == g.rows &&
-                    frames.size(3) == g.cols && frames.dtype() == input_dtype() && frames.is_contiguous(),
-                "[peaknet] expected contiguous frames [B, ", g.panels, ", ", g.rows, ", ", g.cols, "] of ",
-                dtype_name(input_dtype()), ", got ", shape_to_string(frames.shape()), " ", dtype_name(frames.dtype()));
+                    frames.size(3) == g.cols && frames.dtype() == input_dtype() &&
+                    frames.is_contiguous(),
+                "[peaknet] expected contiguous frames [B, ", g.panels, ", ", g.rows, ", ", g.cols,
+                "] of ", dtype_name(input_dtype()), ", got ", shape_to_string(frames.shape()), " ",
+                dtype_name(frames.dtype()));
   const int64_t b = frames.size(0), per_frame = g.panels * g.rows * g.cols;
   masks_.resize(static_cast<std::size_t>(b * per_frame));
   {
@@ -153,18 +171,20 @@ std::vector<std::vector<stream::Peak>> PeakNetFinder::find(const Tensor& frames)
   values_.resize(static_cast<std::size_t>(per_frame));
   std::vector<std::vector<stream::Peak>> peaks;
   for (int64_t i = 0; i < b; ++i) {
-    kernels::convert(static_cast<const std::byte*>(frames.data_ptr()) + i * per_frame * dtype_size(frames.dtype()),
-                     frames.dtype(), values_.data(), DType::F32, static_cast<std::size_t>(per_frame));
-    peaks.push_back(stream::extract_peaks({values_.data(), g.panels, g.rows, g.cols},
-                                          masks_.data() + i * per_frame,
-                                          bad_pixels_.empty() ? nullptr : bad_pixels_.data(), options_));
+    kernels::convert(static_cast<const std::byte*>(frames.data_ptr()) +
+                         i * per_frame * dtype_size(frames.dtype()),
+                     frames.dtype(), values_.data(), DType::F32,
+                     static_cast<std::size_t>(per_frame));
+    peaks.push_back(stream::extract_peaks(
+        {values_.data(), g.panels, g.rows, g.cols}, masks_.data() + i * per_frame,
+        bad_pixels_.empty() ? nullptr : bad_pixels_.data(), options_));
   }
   return peaks;
 }
 
-stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector, int64_t first,
-                                     int64_t count, double match_radius, double min_truth_snr,
-                                     const stream::MaskPeakOptions& options) {
+stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
+                                     int64_t first, int64_t count, double match_radius,
+                                     double min_truth_snr, const stream::MaskPeakOptions& options) {
   const stream::DetectorGeometry& g = detector.geometry();
   const bool was_training = model.training();
   model.eval();
@@ -180,7 +200,8 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
     stream::convert_samples(frame.adu.data(), stream::SampleType::U16, frames.data_ptr(), dtype,
                             static_cast<std::size_t>(n));
     model.segment(frames, mask.data());
-    kernels::convert(frames.data_ptr(), dtype, values.data(), DType::F32, static_cast<std::size_t>(n));
+    kernels::convert(frames.data_ptr(), dtype, values.data(), DType::F32,
+                     static_cast<std::size_t>(n));
     const std::vector<stream::Peak> peaks =
         stream::extract_peaks({values.data(), g.panels, g.rows, g.cols}, mask.data(),
                               detector.bad_pixel_mask().data(), options);

@@ -10,9 +10,9 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/module_file.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/peaknet.h"
 #include "mixprec/models/peaknet_train.h"
-#include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/reduce.h"
 
@@ -55,7 +55,8 @@ TEST(GlobalResponseNorm, MatchesTheDefinitionInF64) {
   for (int64_t b = 0; b < n; ++b) {
     std::vector<double> g(c, 0.0);
     for (int64_t i = 0; i < h * w; ++i)
-      for (int64_t k = 0; k < c; ++k) g[k] += xv[(b * h * w + i) * c + k] * xv[(b * h * w + i) * c + k];
+      for (int64_t k = 0; k < c; ++k)
+        g[k] += xv[(b * h * w + i) * c + k] * xv[(b * h * w + i) * c + k];
     double mean = 0;
     for (double& v : g) v = std::sqrt(v), mean += v / static_cast<double>(c);
     for (int64_t i = 0; i < h * w; ++i)
@@ -74,14 +75,17 @@ TEST(GlobalResponseNorm, GradcheckInputAndParameters) {
   {
     const NoGrad no_grad;
     for (auto& [name, p] : grn.named_parameters())
-      for (int64_t i = 0; i < p.numel(); ++i) p.data<double>()[i] = 0.2 * static_cast<double>(i + 1) - 0.3;
+      for (int64_t i = 0; i < p.numel(); ++i)
+        p.data<double>()[i] = 0.2 * static_cast<double>(i + 1) - 0.3;
   }
   Tensor x = Tensor::randn({2, 2, 3, 3}, gen, DType::F64);
   x.requires_grad_();
-  const auto by_input = autograd::gradcheck([&](const std::vector<Tensor>& in) { return grn.forward(in[0]); }, {x});
+  const auto by_input =
+      autograd::gradcheck([&](const std::vector<Tensor>& in) { return grn.forward(in[0]); }, {x});
   EXPECT_TRUE(by_input.ok) << by_input.message;
   const Tensor fixed = x.detach();
-  const auto by_params = autograd::gradcheck_parameters([&] { return grn.forward(fixed); }, grn.parameters());
+  const auto by_params =
+      autograd::gradcheck_parameters([&] { return grn.forward(fixed); }, grn.parameters());
   EXPECT_TRUE(by_params.ok) << by_params.message;
 }
 
@@ -122,7 +126,9 @@ TEST(FocalLoss, MatchesAHandComputation) {
     EXPECT_NEAR(loss.item<double>(), want, 1e-14) << "gamma " << gamma;
     // The same in f32 and from bf16 logits (rounded inputs, f32 arithmetic).
     EXPECT_NEAR(focal_loss(x.to(DType::F32), target.to(DType::F32), weight.to(DType::F32),
-                           {.alpha = alpha, .gamma = gamma}).item<double>(), want, 1e-6);
+                           {.alpha = alpha, .gamma = gamma})
+                    .item<double>(),
+                want, 1e-6);
   }
   // No peak pixel: divided by 1, not by 0.
   const Tensor none = Tensor::zeros({1, 1, 3}, DType::F64);
@@ -135,11 +141,16 @@ TEST(FocalLoss, Gradcheck) {
   Generator gen(11);
   Tensor x = Tensor::randn({2, 2, 3, 2}, gen, DType::F64);
   x.requires_grad_();
-  const Tensor target = Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0}, {2, 3, 2});
-  const Tensor weight = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 1, 1, 1, 0.5, 1, 1, 1, 1}, {2, 3, 2});
+  const Tensor target =
+      Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0}, {2, 3, 2});
+  const Tensor weight =
+      Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 1, 1, 1, 0.5, 1, 1, 1, 1}, {2, 3, 2});
   for (const double gamma : {0.0, 2.0}) {
     const auto r = autograd::gradcheck(
-        [&](const std::vector<Tensor>& in) { return focal_loss(in[0], target, weight, {.gamma = gamma}); }, {x});
+        [&](const std::vector<Tensor>& in) {
+          return focal_loss(in[0], target, weight, {.gamma = gamma});
+        },
+        {x});
     EXPECT_TRUE(r.ok) << "gamma " << gamma << ": " << r.message;
   }
 }
@@ -279,7 +290,8 @@ TEST(PeakNetTraining, ResumedRunContinuesBitForBit) {
 TEST(PeakNetFinder, FindsPeaksInBf16AndChecksItsInput) {
   Generator gen(6);
   PeakNet net(tiny_config(), gen);
-  const stream::DetectorGeometry g{.name = "test", .panels = 2, .rows = 16, .cols = 16, .placement = {}};
+  const stream::DetectorGeometry g{
+      .name = "test", .panels = 2, .rows = 16, .cols = 16, .placement = {}};
   PeakNetFinder finder(net, NetPrecision::BF16, g, {});
   EXPECT_EQ(finder.input_dtype(), DType::BF16);
   const Tensor frames = Tensor::uniform({3, 2, 16, 16}, 0, 100, gen).to(DType::BF16);
@@ -287,7 +299,8 @@ TEST(PeakNetFinder, FindsPeaksInBf16AndChecksItsInput) {
   EXPECT_EQ(finder.last_masks().size(), 3u * 2 * 16 * 16);
   EXPECT_THROW(finder.find(frames.to(DType::F32)), Error);
   EXPECT_THROW(finder.find(Tensor::zeros({1, 1, 16, 16}, DType::BF16)), Error);
-  const stream::DetectorGeometry odd{.name = "odd", .panels = 1, .rows = 18, .cols = 16, .placement = {}};
+  const stream::DetectorGeometry odd{
+      .name = "odd", .panels = 1, .rows = 18, .cols = 16, .placement = {}};
   EXPECT_THROW(PeakNetFinder(net, NetPrecision::F32, odd, {}), Error);
 }
 

@@ -104,10 +104,12 @@ void peak_labels(const stream::SyntheticFrame& frame, const stream::DetectorGeom
 
 // A trained PeakNet on disk: its weights (in their own dtype) and its configuration in the
 // safetensors metadata ("format": "mixprec.peaknet", "peaknet.<field>"), plus the caller's own.
-void save_peaknet(const std::string& path, const PeakNet& model, const io::SafetensorsMetadata& extra = {});
+void save_peaknet(const std::string& path, const PeakNet& model,
+                  const io::SafetensorsMetadata& extra = {});
 // Rebuilds the network a file describes and loads its weights (f32 parameters, converted
 // exactly); `extra` receives the caller's metadata. Errors name the file and the problem.
-std::unique_ptr<PeakNet> load_peaknet(const std::string& path, io::SafetensorsMetadata* extra = nullptr);
+std::unique_ptr<PeakNet> load_peaknet(const std::string& path,
+                                      io::SafetensorsMetadata* extra = nullptr);
 // The configuration fields as metadata ("peaknet.widths": "16,32,48", ...) and back.
 io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& config);
 PeakNetConfig peaknet_config(const io::SafetensorsMetadata& metadata, const std::string& path);

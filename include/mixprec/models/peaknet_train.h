@@ -23,9 +23,9 @@ struct PeakNetTrainOptions {
   double lr = 2e-3;                 // peak of the warmup-cosine schedule (AdamW)
   double min_lr = 1e-4;
   int64_t warmup = 50;
-  int64_t steps = 2000;             // the schedule's length
+  int64_t steps = 2000;  // the schedule's length
   double weight_decay = 0.05;
-  DType compute = DType::BF16;      // autocast dtype; F32 trains without autocast
+  DType compute = DType::BF16;  // autocast dtype; F32 trains without autocast
   FocalLossOptions focal;
   PeakLabelOptions labels;
   static constexpr int64_t kDetectors = 4;  // distinct bad-pixel maps in the training data
@@ -92,8 +92,9 @@ class PeakNetFinder {
 // truth (stream::match_peaks within `match_radius` px, true spots below `min_truth_snr` don't
 // care). Runs the model as it is (its dtype, no gradients; f32 frames unless the model is
 // 16-bit, then frames in its dtype); for training-time validation on held-out frames.
-stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector, int64_t first,
-                                     int64_t count, double match_radius = 1.5, double min_truth_snr = 8,
+stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
+                                     int64_t first, int64_t count, double match_radius = 1.5,
+                                     double min_truth_snr = 8,
                                      const stream::MaskPeakOptions& options = {});
 
 }  // namespace mixprec::models

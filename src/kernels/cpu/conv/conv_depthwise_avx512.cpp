@@ -2,10 +2,11 @@
 // channels in 16-lane vectors (a masked tail), every tap one load of the input pixel's channels
 // and one FMA with the tap's weights, f32 accumulators in registers. ConvNeXt's 7x7 depthwise
 // conv is 49 taps of this per pixel; the generic loop kept its accumulators in memory.
-#include "conv_direct.h"
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "conv_direct.h"
 
 namespace mixprec::kernels::conv_detail {
 
