@@ -34,9 +34,10 @@ int run_bench_train(Args args);
 int run_bench_stream(Args args);
 int run_train(Args args);  // gpt
 int run_train_gpt(Args args);
-int run_stream(Args args);  // produce | peaks
+int run_stream(Args args);  // produce | peaks | run | train
 int run_stream_produce(Args args);
 int run_stream_peaks(Args args);
 int run_stream_run(Args args);
+int run_stream_train(Args args);
 
 }  // namespace mixprec::app

@@ -8,13 +8,18 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "cli_args.h"
 #include "commands.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/models/peaknet_train.h"
 #include "mixprec/io/json.h"
 #include "mixprec/pipeline/peak_pipeline.h"
 #include "mixprec/pipeline/zmq_frames.h"
@@ -57,12 +62,13 @@ void report_bad_message(int64_t count, const std::string& reason) {
 
 int run_stream_run(Args args) {
   std::string input, zmq_endpoint, geometry_file, detector_name, output, endpoint_file;
-  std::string finder_name = "classic", overload = "block";
+  std::string finder_name = "classic", overload = "block", model_path, precision_name = "bf16";
   int64_t max_batch = 8, queue_frames = 32, repeat = 1, max_frames = 0, hwm = 8, producers = 1;
   double max_delay_ms = 5, rate = 0, idle_timeout = 0;
   bool zmq_bind = false;
   ScoringOptions scoring;
   stream::ClassicFinderOptions classic;
+  stream::MaskPeakOptions net_peaks{.min_pixels = 1};
   ArgParser p("stream run",
               "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
               "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"
@@ -87,7 +93,12 @@ int run_stream_run(Args args) {
            "with --zmq: end the run after this many seconds without a message (0: wait forever; "
            "a producer that died never sends its end)");
   p.option("--output", &output, "CXI file to write (appears complete, or not at all)");
-  p.option("--finder", &finder_name, "classic (peakfinder8-style; the network finder is next)");
+  p.option("--finder", &finder_name, "classic (peakfinder8-style) | net (PeakNet, needs --model)");
+  p.option("--model", &model_path, "with --finder net: a PeakNet file (mixprec stream train's model.safetensors)");
+  p.option("--precision", &precision_name,
+           "with --finder net: bf16 (frames and weights in bf16 from the source) | fp32 | fp16 | "
+           "autocast-bf16 (f32 frames and weights, products in bf16)");
+  p.option("--min-pixels", &net_peaks.min_pixels, "with --finder net: smallest peak kept, pixels");
   p.option("--batch", &max_batch, "largest batch of frames handed to the finder");
   p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds");
   p.option("--queue", &queue_frames, "frames each queue holds (bounds memory)");
@@ -119,9 +130,14 @@ int run_stream_run(Args args) {
     throw UsageError{"stream run: --repeat and --rate go with --input (a socket's pace is its producer's)"};
   if (!endpoint_file.empty() && !zmq_bind)
     throw UsageError{"stream run: --endpoint-file goes with --zmq-bind"};
-  if (finder_name != "classic")
-    throw UsageError{"stream run: --finder must be 'classic', got '" + finder_name +
-                     "' (the network finder is not built yet)"};
+  if (finder_name != "classic" && finder_name != "net")
+    throw UsageError{"stream run: --finder must be 'classic' or 'net', got '" + finder_name + "'"};
+  const bool use_net = finder_name == "net";
+  if (use_net == model_path.empty())
+    throw UsageError{"stream run: --finder net needs --model FILE, and --model goes with --finder net"};
+  const models::NetPrecision net_precision =
+      parse_usage("stream run", [&] { return models::parse_net_precision(precision_name); });
+  if (net_peaks.min_pixels < 1) throw UsageError{"stream run: --min-pixels must be >= 1"};
   if (max_batch < 1 || max_batch > 4096 || queue_frames < 1 || queue_frames > 65536 ||
       repeat < 1 || max_frames < 0 || hwm < 1 || hwm > 100000 || producers < 1)
     throw UsageError{"stream run: --batch in [1, 4096], --queue in [1, 65536], --hwm in [1, 100000], "
@@ -150,6 +166,15 @@ int run_stream_run(Args args) {
   const stream::DetectorGeometry& geometry = setup.geometry;
   const std::optional<TruthLists>& truth = setup.truth;
   const stream::ClassicPeakFinder finder(geometry, setup.bad_pixels, classic);
+  // The network (loaded and checked before the output exists), in the precision asked for:
+  // frames are converted once, from their wire type, into its input dtype.
+  std::unique_ptr<models::PeakNet> net;
+  std::optional<models::PeakNetFinder> net_finder;
+  if (use_net) {
+    net = models::load_peaknet(model_path);
+    net_finder.emplace(*net, net_precision, geometry, setup.bad_pixels, net_peaks);
+  }
+  const DType frame_dtype = use_net ? net_finder->input_dtype() : DType::F32;
   const Shape frame_shape = {geometry.panels, geometry.rows, geometry.cols};
   const int64_t frame_elements = geometry.panels * geometry.rows * geometry.cols;
 
@@ -193,8 +218,8 @@ int run_stream_run(Args args) {
     if (rate > 0) std::this_thread::sleep_until(
         start + std::chrono::duration_cast<clock::duration>(
                     std::chrono::duration<double>(static_cast<double>(next) / rate)));
-    pipeline::DetectorFrame frame{.id = next, .data = Tensor::empty(frame_shape, DType::F32)};
-    reader->read(next % reader->frames(), frame.data.data<float>(), DType::F32);
+    pipeline::DetectorFrame frame{.id = next, .data = Tensor::empty(frame_shape, frame_dtype)};
+    reader->read(next % reader->frames(), frame.data.data_ptr(), frame_dtype);
     ++next;
     return frame;
   };
@@ -241,15 +266,16 @@ int run_stream_run(Args args) {
         tally.transport_ms.add(static_cast<double>(pipeline::wall_clock_ns() - h.sent_ns) / 1e6);
       }
       if (tally.first_frame.load() == 0) tally.first_frame.store(now.time_since_epoch().count());
-      pipeline::DetectorFrame frame{.id = h.index, .data = Tensor::empty(frame_shape, DType::F32)};
-      stream::convert_samples(receiver->data().data(), h.sample_type, frame.data.data<float>(),
-                              DType::F32, static_cast<std::size_t>(frame_elements));
+      pipeline::DetectorFrame frame{.id = h.index, .data = Tensor::empty(frame_shape, frame_dtype)};
+      stream::convert_samples(receiver->data().data(), h.sample_type, frame.data.data_ptr(),
+                              frame_dtype, static_cast<std::size_t>(frame_elements));
       ++next;
       return frame;
     }
     return std::nullopt;
   };
   auto find = [&](const std::vector<pipeline::DetectorFrame>& batch) {
+    if (use_net) return net_finder->find(pipeline::stack_frames(batch));
     std::vector<std::vector<stream::Peak>> peaks;
     for (const pipeline::DetectorFrame& f : batch) peaks.push_back(finder.find(f.data.data<float>()));
     return peaks;
@@ -319,6 +345,16 @@ int run_stream_run(Args args) {
   }
 
   using io::json_number;
+  // Memory: the engine's tensors at their peak (weights, frames in the queues, activations; the
+  // caching allocator's count) and the process's peak resident set (everything, libraries too).
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::string memory =
+      "\"net_precision\": " + std::string(use_net ? "\"" + precision_name + "\"" : "null") +
+      ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) + "\", \"model\": " +
+      (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"peak_tensor_mib\": " +
+      json_number(static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0, 5) +
+      ", \"peak_rss_mib\": " + json_number(static_cast<double>(usage.ru_maxrss) / 1024.0, 5);
   std::string source = "\"source\": \"hdf5\"";
   if (from_zmq) {
     std::lock_guard lock(tally.mutex);
@@ -344,7 +380,7 @@ int run_stream_run(Args args) {
       "\"max_batch\": %lld, \"max_delay_ms\": %s, \"queue\": %lld, \"overload\": \"%s\", %s, "
       "\"peaks\": %lld, \"truncated_frames\": %lld, %s, \"seconds\": %s, \"frames_per_second\": "
       "%s, \"megapixels_per_second\": %s, \"latency_ms\": {\"p50\": %s, \"p99\": %s, \"max\": %s}, "
-      "\"threads\": %d, \"stopped\": %s}\n",
+      "\"threads\": %d, \"stopped\": %s, %s}\n",
       io::json_quote(from_zmq ? receiver->endpoint() : input).c_str(), io::json_quote(output).c_str(),
       finder_name.c_str(), static_cast<long long>(c.received), static_cast<long long>(c.processed),
       static_cast<long long>(c.dropped), static_cast<long long>(c.in_flight()),
@@ -357,7 +393,7 @@ int run_stream_run(Args args) {
       json_number(summary.latency_ms.percentile(50), 4).c_str(),
       json_number(summary.latency_ms.percentile(99), 4).c_str(),
       json_number(summary.latency_ms.max(), 4).c_str(), num_threads(),
-      StopOnSignal::requested() ? "true" : "false");
+      StopOnSignal::requested() ? "true" : "false", memory.c_str());
   return StopOnSignal::requested() ? StopOnSignal::exit_status() : 0;
 }
 

@@ -1,41 +1,23 @@
 #include "mixprec/models/video_model_file.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
 #include "mixprec/core/error.h"
 #include "mixprec/io/module_file.h"
+#include "metadata_fields.h"
 
 namespace mixprec::models {
 namespace {
 
 constexpr const char* kFormat = "mixprec.video_model";
 
-std::string join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 int64_t to_int(const std::string& path, const std::string& key, std::string_view text) {
-  int64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  MIXPREC_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty(),
-                "[video model] ", path, ": metadata ", key, " = '", text, "' is not an integer");
-  return value;
+  return detail::parse_int_field("video model", path, key, text);
 }
 
-std::vector<int64_t> to_list(const std::string& path, const std::string& key,
-                             const std::string& text) {
-  std::vector<int64_t> out;
-  std::size_t start = 0;
-  while (start <= text.size() && !text.empty()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    out.push_back(to_int(path, key, std::string_view(text).substr(start, comma - start)));
-    start = comma + 1;
-  }
-  return out;
+std::vector<int64_t> to_list(const std::string& path, const std::string& key, const std::string& text) {
+  return detail::parse_int_list_field("video model", path, key, text);
 }
 
 }  // namespace
@@ -47,9 +29,9 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["unet.name"] = c.name;
   m["unet.frame_channels"] = std::to_string(c.frame_channels);
   m["unet.base_channels"] = std::to_string(c.base_channels);
-  m["unet.channel_mults"] = join(c.channel_mults);
+  m["unet.channel_mults"] = detail::join_ints(c.channel_mults);
   m["unet.res_blocks"] = std::to_string(c.res_blocks);
-  m["unet.attention_levels"] = join(c.attention_levels);
+  m["unet.attention_levels"] = detail::join_ints(c.attention_levels);
   m["unet.head_dim"] = std::to_string(c.head_dim);
   m["unet.groups"] = std::to_string(c.groups);
   m["unet.context_frames"] = std::to_string(c.context_frames);
@@ -64,14 +46,11 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
 
 std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelInfo* info) {
   const io::SafetensorsMetadata m = io::SafetensorsFile::open(path).metadata();
+  constexpr std::string_view kWriter = "save_video_model / mixprec video train";
   auto get = [&](const std::string& key) -> const std::string& {
-    const auto it = m.find(key);
-    MIXPREC_CHECK(it != m.end(), "[video model] ", path, ": metadata has no '", key,
-                  "' (not a file written by save_video_model / mixprec video train?)");
-    return it->second;
+    return detail::required_field("video model", path, m, key, kWriter);
   };
-  MIXPREC_CHECK(get("format") == kFormat, "[video model] ", path, ": format is '", get("format"),
-                "', expected '", kFormat, "'");
+  detail::check_format("video model", path, m, kFormat, kWriter);
   VideoModelInfo result;
   UNetVideoConfig& c = result.config;
   c.name = get("unet.name");

@@ -10,6 +10,7 @@
 #include "mixprec/ops/attention.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
+#include "mixprec/ops/reduce.h"
 #include "packed_weight_cache.h"
 
 namespace mixprec::nn {
@@ -129,6 +130,25 @@ RMSNorm::RMSNorm(Shape normalized_shape, double eps)
 }
 
 Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, shape_, *weight_, eps_); }
+
+GlobalResponseNorm::GlobalResponseNorm(int64_t channels, double eps) : eps_(eps) {
+  MIXPREC_CHECK(channels >= 1, "[GlobalResponseNorm] expected channels >= 1, got ", channels);
+  gamma_ = &register_parameter("gamma", Tensor::zeros({channels}));
+  beta_ = &register_parameter("beta", Tensor::zeros({channels}));
+}
+
+Tensor GlobalResponseNorm::forward(const Tensor& x) {
+  MIXPREC_CHECK(x.dim() == 4 && x.size(3) == gamma_->size(0), "[GlobalResponseNorm] expected [N, H, W, ",
+                gamma_->size(0), "] (channels last), got ", shape_to_string(x.shape()));
+  const DType dt = x.dtype();
+  // The square root's derivative is infinite at 0: a channel that is zero everywhere would make
+  // NaN gradients, so its sum of squares is floored by a tiny constant that moves nothing else.
+  const Tensor norm = sqrt(add(sum(mul(x, x), {1, 2}, /*keepdim=*/true), Tensor::scalar(1e-30, dt)));
+  const Tensor share = div(norm, add(mean(norm, {3}, true), Tensor::scalar(eps_, dt)));
+  // x * (1 + gamma R) + beta: the [N, 1, 1, C] factor is formed first, so x is read twice, not four times.
+  const Tensor factor = add(mul(*gamma_, share), Tensor::scalar(1.0, dt));
+  return add(mul(x, factor), *beta_);
+}
 
 GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, kernels::Activation fused)
     : groups_(groups), eps_(eps), fused_(fused) {

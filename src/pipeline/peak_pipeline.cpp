@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -11,6 +12,24 @@
 #include "mixprec/pipeline/bounded_queue.h"
 
 namespace mixprec::pipeline {
+
+Tensor stack_frames(const std::vector<DetectorFrame>& batch) {
+  MIXPREC_CHECK(!batch.empty(), "[pipeline] an empty batch");
+  const Tensor& first = batch.front().data;
+  MIXPREC_CHECK(first.dim() == 3 && first.is_contiguous(), "[pipeline] frames must be contiguous [P, H, W]");
+  Shape shape = first.shape();
+  shape.insert(shape.begin(), static_cast<int64_t>(batch.size()));
+  if (batch.size() == 1) return first.view(shape);
+  Tensor out = Tensor::empty(shape, first.dtype());
+  const std::size_t bytes = static_cast<std::size_t>(first.numel()) * dtype_size(first.dtype());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Tensor& f = batch[i].data;
+    MIXPREC_CHECK(f.shape() == first.shape() && f.dtype() == first.dtype() && f.is_contiguous(),
+                  "[pipeline] the frames of a batch differ in shape or dtype");
+    std::memcpy(static_cast<std::byte*>(out.data_ptr()) + i * bytes, f.data_ptr(), bytes);
+  }
+  return out;
+}
 
 OverloadPolicy parse_overload_policy(const std::string& name) {
   if (name == "block") return OverloadPolicy::Block;

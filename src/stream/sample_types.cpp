@@ -72,7 +72,11 @@ void convert_samples(const void* src, SampleType src_type, void* dst, DType dst_
   }
   switch (src_type) {
     case SampleType::I8: return widen_then_convert<int8_t, int32_t>(src, DType::I32, dst, dst_type, n);
-    case SampleType::U16: return widen_then_convert<uint16_t, int32_t>(src, DType::I32, dst, dst_type, n);
+    case SampleType::U16:
+      // The detectors' own type, straight into the working dtype (bf16 at the source).
+      if (dst_type == DType::F32 || dst_type == DType::F16 || dst_type == DType::BF16)
+        return kernels::convert_u16(static_cast<const uint16_t*>(src), dst, dst_type, n);
+      return widen_then_convert<uint16_t, int32_t>(src, DType::I32, dst, dst_type, n);
     case SampleType::I16: return widen_then_convert<int16_t, int32_t>(src, DType::I32, dst, dst_type, n);
     case SampleType::U32: return widen_then_convert<uint32_t, int64_t>(src, DType::I64, dst, dst_type, n);
     default: MIXPREC_ASSERT(false);

@@ -94,6 +94,20 @@ case $case_name in
     grep -q "(1 x 352 x 384 f32)" producer.out || fail "producer did not send f32"
     check_same_as_file f32.out
     ;;
+  serve)
+    # `stream serve --bind`: the long-running worker (stream run on a bound socket), the
+    # producer connecting to it; the same peaks as the file.
+    make_file
+    "$mixprec" stream serve --bind 'tcp://127.0.0.1:*' --endpoint-file endpoint --geometry frames.h5 \
+      --output serve.cxi --idle-timeout 20 --batch 4 >serve.out 2>serve.err &
+    consumer=$!
+    wait_for_file endpoint
+    "$mixprec" stream produce --synthetic --frames $frames --detector single --seed 5 \
+      --connect "$(cat endpoint)" >producer.out 2>producer.err || fail "stream produce --connect failed"
+    wait $consumer || fail "stream serve exited $?"
+    check_same_as_file serve.out
+    expect_field serve.out end_messages 1
+    ;;
   two_workers)
     # One producer, two workers: PUSH deals the frames round-robin; each frame is processed by
     # exactly one worker (the CXI files' frameIndex together hold every frame once).

@@ -158,6 +158,15 @@ TEST_P(ConvTest, GroupedAndDepthwise) {
     dw.with_residual = true;
     dw.x_dtype = dw.w_dtype = dw.out_dtype = t;
     check(dw, seed++);
+    // ConvNeXt's 7x7 (PeakNet): 20 channels leave a 4-lane tail; no epilogue, rows converted
+    // whole; and a stride-2 one.
+    Case dw7{2, 20, 9, 12, 20, 7, 7};
+    dw7.opt.groups = 20;
+    dw7.opt.pad_h = dw7.opt.pad_w = 3;
+    dw7.x_dtype = dw7.w_dtype = dw7.out_dtype = t;
+    check(dw7, seed++);
+    dw7.opt.stride_h = dw7.opt.stride_w = 2;
+    check(dw7, seed++);
   }
 }
 

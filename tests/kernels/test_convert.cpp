@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "support/fp_reference.h"
 #include "support/isa_levels.h"
@@ -800,5 +801,54 @@ TEST_P(ConvertAllDTypes, SameDTypeCopiesBitsIncludingNaNPayloads) {
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ConvertAllDTypes);
+
+// ---- unsigned 16-bit detector samples (convert_u16) ------------------------------------------
+
+// Every one of the 65,536 values, into f32 / f16 / bf16, at every kernel level, at an odd
+// (unaligned) source address and with ragged tails: bit for bit what converting the exact f32
+// value gives (fp16_bits' rules), which is what a u16 -> f32 -> 16-bit path would store.
+class ConvertU16 : public mixprec::test_support::IsaTest {};
+
+TEST_P(ConvertU16, EveryValueRoundsLikeItsF32) {
+  Bytes raw(2 * 65536 + 1);
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const auto h = static_cast<uint16_t>(v);
+    std::memcpy(raw.data() + 1 + 2 * v, &h, 2);  // one byte in: unaligned on purpose
+  }
+  const auto* src = reinterpret_cast<const uint16_t*>(raw.data() + 1);
+  for (const DType to : {DType::F32, DType::F16, DType::BF16}) {
+    for (const std::size_t n : {std::size_t{65536}, std::size_t{65536 - 17}, std::size_t{5}}) {
+      Bytes out(n * dtype_size(to) + 8, 0xAB);
+      mixprec::kernels::convert_u16(src, out.data(), to, n);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float x = static_cast<float>(i);
+        const uint32_t want = to == DType::F32    ? bits_of(x)
+                              : to == DType::F16 ? fp16_bits::f32_to_f16(x)
+                                                 : fp16_bits::f32_to_bf16(x);
+        if (load_bits(out.data(), to, static_cast<int64_t>(i)) != want && ++bad <= 5)
+          ADD_FAILURE() << dtype_name(to) << ": " << i << " -> 0x" << std::hex
+                        << load_bits(out.data(), to, static_cast<int64_t>(i)) << ", want 0x" << want;
+      }
+      EXPECT_EQ(bad, 0u) << dtype_name(to) << " n " << n;
+      for (std::size_t b = n * dtype_size(to); b < out.size(); ++b)
+        ASSERT_EQ(out[b], 0xAB) << "wrote past the end, " << dtype_name(to) << " n " << n;
+    }
+  }
+  // Named hard cases: 257 is a bf16 tie (256 + 1, even neighbour 256), 259 rounds up to 260,
+  // 65535 rounds to 65536 in bf16 and overflows f16 (65520 and above are +inf).
+  uint16_t hard[] = {257, 259, 65535, 65519, 65520};
+  uint16_t bf[5], hf[5];
+  mixprec::kernels::convert_u16(hard, bf, DType::BF16, 5);
+  mixprec::kernels::convert_u16(hard, hf, DType::F16, 5);
+  EXPECT_EQ(fp16_bits::bf16_to_f32(bf[0]), 256.0F);
+  EXPECT_EQ(fp16_bits::bf16_to_f32(bf[1]), 260.0F);
+  EXPECT_EQ(fp16_bits::bf16_to_f32(bf[2]), 65536.0F);
+  EXPECT_EQ(fp16_bits::f16_to_f32(hf[3]), 65504.0F);
+  EXPECT_TRUE(std::isinf(fp16_bits::f16_to_f32(hf[4])));
+  EXPECT_THROW(mixprec::kernels::convert_u16(hard, bf, DType::I32, 1), mixprec::Error);
+}
+
+MIXPREC_INSTANTIATE_ISA_TEST_SUITE(ConvertU16);
 
 }  // namespace

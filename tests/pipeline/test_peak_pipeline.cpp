@@ -2,11 +2,16 @@
 // reader -> batcher/finder -> writer pipeline whose counters must always balance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "mixprec/core/allocator.h"
 #include "mixprec/pipeline/bounded_queue.h"
 #include "mixprec/pipeline/peak_pipeline.h"
 
@@ -143,6 +148,82 @@ TEST(PeakPipeline, OverloadBlocksOrDropsAndTheCountersBalance) {
       EXPECT_EQ(s.counters.dropped, 0);
     } else {
       EXPECT_GT(s.counters.dropped, 0);
+    }
+  }
+}
+
+// The overload test, bounded in time: a detector paced at twice what the finder can take
+// (500 frames/s of 1 MiB into a finder of 250 frames/s) for 1.2 s. With Drop the reader keeps
+// the detector's pace and about half the frames are dropped; with Block the detector is held
+// back and nothing is lost. In both, sampled every 2 ms while it runs: the frames in flight
+// never exceed what the queues, the batch and the two stages in hand can hold, the engine's
+// tensor memory stays within that many frames, and at the end the counters balance with
+// nothing in flight.
+TEST(PeakPipeline, TwiceTheCapacityForAWhileKeepsMemoryBoundedAndTheCountersBalanced) {
+  constexpr int64_t kFrames = 600, kQueue = 4, kBatch = 2;
+  constexpr double kRate = 500;                 // frames/s in
+  constexpr auto kFinderTime = 8ms;             // per batch of 2: 250 frames/s out
+  const Shape shape = {1, 512, 512};            // f32: 1 MiB a frame
+  const double frame_bytes = 512.0 * 512.0 * 4.0;
+  // Queued frames (2 queues), a batch in the finder, one frame in the reader's and one in the
+  // writer's hands.
+  constexpr int64_t kMaxInFlight = 2 * kQueue + kBatch + 2;
+  for (const OverloadPolicy policy : {OverloadPolicy::Drop, OverloadPolicy::Block}) {
+    SCOPED_TRACE(overload_policy_name(policy));
+    const std::size_t baseline = CachingAllocator::global().stats().allocated_bytes;
+    const auto start = std::chrono::steady_clock::now();
+    int64_t next = 0;
+    auto paced = [&]() -> std::optional<DetectorFrame> {
+      if (next >= kFrames) return std::nullopt;
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(static_cast<double>(next) / kRate)));
+      return DetectorFrame{.id = next++, .data = Tensor::zeros(shape)};
+    };
+    int64_t written = 0;
+    PeakPipeline pipe(
+        paced,
+        [&](const std::vector<DetectorFrame>& batch) {
+          std::this_thread::sleep_for(kFinderTime);
+          return one_peak_each(batch);
+        },
+        [&](const DetectorFrame&, const std::vector<stream::Peak>&) { ++written; },
+        {.max_batch = kBatch, .max_delay = 1ms, .queue_frames = kQueue, .overload = policy});
+    std::atomic<bool> done{false};
+    int64_t most_in_flight = 0, samples = 0;
+    double most_bytes = 0;
+    std::thread monitor([&] {
+      while (!done.load()) {
+        const PipelineCounters c = pipe.counters();
+        most_in_flight = std::max(most_in_flight, c.in_flight());
+        const std::size_t now = CachingAllocator::global().stats().allocated_bytes;
+        most_bytes = std::max(most_bytes, static_cast<double>(now) - static_cast<double>(baseline));
+        ++samples;
+        std::this_thread::sleep_for(2ms);
+      }
+    });
+    const PipelineSummary s = pipe.run();
+    done.store(true);
+    monitor.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("[ overload ] %s: %lld received, %lld processed, %lld dropped in %.2f s; at most %lld "
+                "frames in flight, %.1f MiB of tensors (%lld samples)\n",
+                overload_policy_name(policy), static_cast<long long>(s.counters.received),
+                static_cast<long long>(s.counters.processed), static_cast<long long>(s.counters.dropped),
+                seconds, static_cast<long long>(most_in_flight), most_bytes / 1048576.0,
+                static_cast<long long>(samples));
+    EXPECT_GT(samples, 100);
+    EXPECT_LE(most_in_flight, kMaxInFlight);
+    EXPECT_LE(most_bytes, (kMaxInFlight + 1) * frame_bytes);
+    EXPECT_EQ(s.counters.received, kFrames);
+    EXPECT_EQ(s.counters.processed + s.counters.dropped, kFrames);
+    EXPECT_EQ(s.counters.in_flight(), 0);
+    EXPECT_EQ(written, s.counters.processed);
+    if (policy == OverloadPolicy::Drop) {
+      EXPECT_GT(s.counters.dropped, kFrames / 4);  // about half; the finder's sleeps run long
+      EXPECT_LT(seconds, 1.2 * 1.5);              // the detector's pace, not the finder's
+    } else {
+      EXPECT_EQ(s.counters.dropped, 0);
+      EXPECT_GT(seconds, 1.2 * 1.5);  // held back to the finder's 250 frames/s: 2.4 s
     }
   }
 }

@@ -28,4 +28,11 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, std::si
 void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
                      int64_t dst_stride, std::size_t n);
 
+// n unsigned 16-bit samples (a detector's raw ADU; DType has no u16) -> n elements of f32, f16
+// or bf16 at dst, each rounded once from its exact value: the same bits as converting the
+// (exact) f32 value, without an f32 copy. src may be unaligned. AVX-512 widens 16 lanes and
+// narrows them in registers (vcvtneps2bf16 for bf16 where AVX512_BF16 exists: integers are
+// never subnormal, so its flush-to-zero cannot bite). Other dst types: an Error.
+void convert_u16(const uint16_t* src, void* dst, DType dst_type, std::size_t n);
+
 }  // namespace mixprec::kernels

@@ -135,6 +135,23 @@ class GroupNorm final : public Layer {
   Tensor* bias_;
 };
 
+// Global Response Normalization (ConvNeXt V2) over channels-last x [N, H, W, C]: per sample and
+// channel the L2 norm over the pixels, G = ||x[n, :, :, c]||; its share of the channel mean,
+// R = G / (mean_c G + eps); out = x * (1 + gamma R) + beta. gamma and beta [C] start at zero
+// (the layer starts as the identity). Unlike the norm layers it runs in its parameters' dtype
+// (Module::to converts them), so a bf16 model stays bf16 through it.
+class GlobalResponseNorm final : public Layer {
+ public:
+  explicit GlobalResponseNorm(int64_t channels, double eps = 1e-6);
+  std::string_view type_name() const override { return "GlobalResponseNorm"; }
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double eps_;
+  Tensor* gamma_;
+  Tensor* beta_;
+};
+
 // indices (i64/i32, any shape) -> [..., dim]; weight initialised N(0, 1) like PyTorch.
 class Embedding final : public Layer {
  public:

@@ -32,6 +32,11 @@ struct DetectorFrame {
   std::chrono::steady_clock::time_point received{};
 };
 
+// A batch's frames as one tensor [B, P, H, W] in their dtype, for a network: a view of the frame
+// itself for a batch of one, else one copy of each frame (in its 16-bit dtype when the frames
+// were converted to bf16 at the source: no f32 on the way).
+Tensor stack_frames(const std::vector<DetectorFrame>& batch);
+
 enum class OverloadPolicy { Block, Drop };
 OverloadPolicy parse_overload_policy(const std::string& name);  // "block" | "drop"
 const char* overload_policy_name(OverloadPolicy policy);

@@ -7,7 +7,8 @@
 // (u8/i8/u16/i16 -> i32, u32 -> i64) in small cache-resident blocks and hands each block to the
 // engine's conversion kernel (kernels/convert.h): every value is rounded once, straight into
 // the caller's buffer, with no frame-sized f32 copy on the way. Types DType has (u8, i32, i64,
-// f32, f64) go to the kernel directly.
+// f32, f64) go to the kernel directly, and so does u16 into f32, f16 or bf16
+// (kernels::convert_u16: widened and narrowed in registers).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

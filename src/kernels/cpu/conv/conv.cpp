@@ -120,58 +120,92 @@ Tensor channels_last(const Tensor& t) {
   return t.is_contiguous(MemoryFormat::ChannelsLast) ? t : t.contiguous(MemoryFormat::ChannelsLast);
 }
 
-// Depthwise (one input channel per group, one output per group): a direct loop per output
-// row, vectorised over channels, f32 accumulators.
+}  // namespace
+
+// The scalar reference of a depthwise row (conv_direct.h): f32 products and sums in tap order.
+namespace conv_detail {
+void depthwise_row_scalar(const DepthwiseRow& r, float* out) {
+  const int64_t c = r.channels;
+  for (int64_t ox = 0; ox < r.out_width; ++ox) {
+    float* acc = out + ox * c;
+    std::copy(r.bias, r.bias + c, acc);
+    for (int64_t ky = 0; ky < r.kernel_h; ++ky) {
+      if (r.rows[ky] == nullptr) continue;
+      for (int64_t kx = 0; kx < r.kernel_w; ++kx) {
+        const int64_t ix = ox * r.stride - r.pad + kx * r.dilation;
+        if (ix < 0 || ix >= r.in_width) continue;
+        const float* xin = r.rows[ky] + ix * c;
+        const float* wk = r.weight + (ky * r.kernel_w + kx) * c;
+        for (int64_t k = 0; k < c; ++k) acc[k] += xin[k] * wk[k];
+      }
+    }
+  }
+}
+}  // namespace conv_detail
+
+namespace {
+
+// Depthwise (one input channel per group, one output per group): per output row, the level's
+// row kernel into an f32 row, then the activation and residual, then one conversion of the row.
 void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                const Conv2dOptions& opt, const Geometry& g) {
+  static constexpr IsaTable<conv_detail::DepthwiseRowFn> kRow{
+      {conv_detail::depthwise_row_scalar, nullptr, conv_detail::depthwise_row_avx512}};
+  conv_detail::DepthwiseRowFn* row_kernel = kRow();
   // Weights as f32 [KH][KW][C]; bias as f32 [C].
   const Tensor wf = weight.to(DType::F32).permute({2, 3, 0, 1}).contiguous();
   const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.c});
-  const float* wp = wf.data<float>();
-  const float* bp = bf.data<float>();
   const Tensor xf = x.to(DType::F32);  // NHWC f32 copy: the loop reads each element KH*KW times
   const float* xp = xf.data<float>();
   const Tensor* residual = opt.residual;
+  // One output row is contiguous in a channels-last output: converted in one call.
+  const bool row_contiguous = out.stride(1) == 1 && out.stride(3) == g.c;
   parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> acc(static_cast<std::size_t>(g.c));  // [C]
+    std::vector<float> acc(static_cast<std::size_t>(g.ow * g.c));  // [OW][C]
+    std::vector<const float*> rows(static_cast<std::size_t>(g.kh));
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t n = row / g.oh, oy = row % g.oh;
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        std::copy(bp, bp + g.c, acc.begin());
-        conv_detail::for_each_inside_tap(
-            g, opt, oy, ox, [&](int64_t ky, int64_t kx, int64_t iy, int64_t ix) {
-              const float* xin = xp + ((n * g.h + iy) * g.w + ix) * g.c;
-              const float* wk = wp + (ky * g.kw + kx) * g.c;
-              for (int64_t c = 0; c < g.c; ++c) acc[c] += xin[c] * wk[c];
-            });
-        for (int64_t c = 0; c < g.c; ++c) {
-          float v = acc[c];
-          switch (opt.activation) {
-            case Activation::None:
-              break;
-            case Activation::ReLU:
-              v = simd::Scalar::max(0.0f, v);
-              break;
-            case Activation::GeluTanh:
-              v = simd::gelu_tanh<simd::Scalar>(v);
-              break;
-            case Activation::GeluErf:
-              v = simd::gelu_erf<simd::Scalar>(v);
-              break;
-            case Activation::SiLU:
-              v = simd::silu<simd::Scalar>(v);
-              break;
-          }
-          if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
-          acc[c] = v;
-        }
-        char* dst =
-            static_cast<char*>(out.data_ptr()) +
-            static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2) + ox * out.stride(3)) *
-                out.element_size();
-        convert_strided(acc.data(), DType::F32, 1, dst, out.dtype(), out.stride(1),
-                        static_cast<std::size_t>(g.c));
+      for (int64_t ky = 0; ky < g.kh; ++ky) {
+        const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
+        rows[static_cast<std::size_t>(ky)] = iy < 0 || iy >= g.h ? nullptr : xp + (n * g.h + iy) * g.w * g.c;
       }
+      row_kernel({.rows = rows.data(), .weight = wf.data<float>(), .bias = bf.data<float>(), .channels = g.c,
+                  .in_width = g.w, .out_width = g.ow, .kernel_h = g.kh, .kernel_w = g.kw, .stride = opt.stride_w,
+                  .pad = opt.pad_w, .dilation = opt.dilation_w},
+                 acc.data());
+      if (opt.activation != Activation::None || residual != nullptr) {
+        for (int64_t ox = 0; ox < g.ow; ++ox)
+          for (int64_t c = 0; c < g.c; ++c) {
+            float& v = acc[static_cast<std::size_t>(ox * g.c + c)];
+            switch (opt.activation) {
+              case Activation::None:
+                break;
+              case Activation::ReLU:
+                v = simd::Scalar::max(0.0f, v);
+                break;
+              case Activation::GeluTanh:
+                v = simd::gelu_tanh<simd::Scalar>(v);
+                break;
+              case Activation::GeluErf:
+                v = simd::gelu_erf<simd::Scalar>(v);
+                break;
+              case Activation::SiLU:
+                v = simd::silu<simd::Scalar>(v);
+                break;
+            }
+            if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
+          }
+      }
+      char* dst = static_cast<char*>(out.data_ptr()) +
+                  static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2)) * out.element_size();
+      if (row_contiguous) {
+        convert(acc.data(), DType::F32, dst, out.dtype(), static_cast<std::size_t>(g.ow * g.c));
+        continue;
+      }
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        convert_strided(acc.data() + ox * g.c, DType::F32, 1,
+                        dst + static_cast<std::size_t>(ox * out.stride(3)) * out.element_size(), out.dtype(),
+                        out.stride(1), static_cast<std::size_t>(g.c));
     }
   });
 }

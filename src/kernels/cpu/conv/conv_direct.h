@@ -39,6 +39,21 @@ struct DirectKernel {
 const DirectKernel* direct_kernel_avx512();      // f32
 const DirectKernel* direct_kernel_avx512bf16();  // bf16
 
+// ---- depthwise rows (conv.cpp: the scalar reference; conv_depthwise_avx512.cpp) ----
+// One output row of a depthwise convolution over NHWC f32: out[ox * C + c] = bias[c] +
+// sum over (ky, kx) of rows[ky][ix * C + c] * weight[(ky * KW + kx) * C + c], ix = ox * stride
+// - pad + kx * dilation (the horizontal parameters; the caller picks the rows), taps outside
+// the row (ix) or the image (rows[ky] null) skipped.
+struct DepthwiseRow {
+  const float* const* rows;  // [KH] the input row under each kernel row, or null
+  const float* weight;       // [KH][KW][C]
+  const float* bias;         // [C]
+  int64_t channels, in_width, out_width, kernel_h, kernel_w, stride, pad, dilation;
+};
+using DepthwiseRowFn = void(const DepthwiseRow& row, float* out);
+void depthwise_row_scalar(const DepthwiseRow& row, float* out);
+void depthwise_row_avx512(const DepthwiseRow& row, float* out);
+
 // ---- AMX-BF16 (conv_direct_amx.cpp) ----
 // The same direct convolution on AMX tiles: A tiles are 16 output pixels of one output row x 32
 // input channels loaded in place (row stride = the input's pixel stride), B tiles are 16 k

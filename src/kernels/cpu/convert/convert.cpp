@@ -11,6 +11,7 @@
 
 #include "convert_kernels.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 
 namespace mixprec::kernels {
@@ -174,6 +175,24 @@ MIXPREC_CONVERT_SCALAR(f16_to_bf16, Half, BFloat16)
 MIXPREC_CONVERT_SCALAR(bf16_to_f16, BFloat16, Half)
 #undef MIXPREC_CONVERT_SCALAR
 
+#define MIXPREC_CONVERT_U16_SCALAR(To)                                                      \
+  void u16_to_##To##_scalar(const void* src, void* dst, std::size_t n, bool /*stream*/) {  \
+    const auto* s = static_cast<const unsigned char*>(src); /* any alignment */            \
+    auto* d = static_cast<To##_t*>(dst);                                                    \
+    for (std::size_t i = 0; i < n; ++i) {                                                   \
+      uint16_t v;                                                                           \
+      std::memcpy(&v, s + 2 * i, 2);                                                        \
+      d[i] = To##_t(static_cast<float>(v));                                                 \
+    }                                                                                       \
+  }
+using f32_t = float;
+using f16_t = Half;
+using bf16_t = BFloat16;
+MIXPREC_CONVERT_U16_SCALAR(f32)
+MIXPREC_CONVERT_U16_SCALAR(f16)
+MIXPREC_CONVERT_U16_SCALAR(bf16)
+#undef MIXPREC_CONVERT_U16_SCALAR
+
 }  // namespace convert_detail
 
 namespace {
@@ -280,6 +299,32 @@ void convert_strided(const void* src, DType src_type, int64_t src_stride, void* 
            byte_ptr(dst) + lo * dst_stride * dst_size, dst_stride,
            static_cast<std::size_t>(hi - lo));
   });
+}
+
+void convert_u16(const uint16_t* src, void* dst, DType dst_type, std::size_t n) {
+  using namespace convert_detail;
+  static constexpr struct {
+    DType to;
+    IsaTable<ContiguousFn> kernel;  // slots: scalar, avx2, avx512, avx512bf16
+  } kPaths[] = {
+      {DType::F32, {{u16_to_f32_scalar, nullptr, u16_to_f32_avx512, nullptr}}},
+      {DType::F16, {{u16_to_f16_scalar, nullptr, u16_to_f16_avx512, nullptr}}},
+      {DType::BF16, {{u16_to_bf16_scalar, nullptr, u16_to_bf16_avx512, u16_to_bf16_avx512bf16}}},
+  };
+  if (n == 0) return;
+  for (const auto& path : kPaths) {
+    if (path.to != dst_type) continue;
+    ContiguousFn* kernel = path.kernel();
+    const std::size_t dst_size = dtype_size(dst_type);
+    const bool stream = n * (2 + dst_size) >= kStreamBytes;
+    parallel_for(0, static_cast<int64_t>(n), kGrain, [&](int64_t lo, int64_t hi) {
+      const auto first = static_cast<std::size_t>(lo);
+      kernel(byte_ptr(src) + first * 2, byte_ptr(dst) + first * dst_size, static_cast<std::size_t>(hi - lo),
+             stream);
+    });
+    return;
+  }
+  MIXPREC_CHECK(false, "[convert_u16] expected f32, f16 or bf16 output, got ", dtype_name(dst_type));
 }
 
 }  // namespace mixprec::kernels

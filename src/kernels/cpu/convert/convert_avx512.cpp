@@ -17,4 +17,15 @@ MIXPREC_CONVERT_DEFINE_AVX512(bf16_to_f32, avx512, LoadBf16, StoreF32)
 MIXPREC_CONVERT_DEFINE_AVX512(f16_to_bf16, avx512, LoadF16, Store16<NarrowBf16Rne>)
 MIXPREC_CONVERT_DEFINE_AVX512(bf16_to_f16, avx512, LoadBf16, Store16<NarrowF16>)
 
+
+void u16_to_f32_avx512(const void* src, void* dst, std::size_t n, bool stream) {
+  convert_contiguous<LoadU16, StoreF32>(src, dst, n, stream);
+}
+void u16_to_f16_avx512(const void* src, void* dst, std::size_t n, bool stream) {
+  convert_contiguous<LoadU16, Store16<NarrowF16>>(src, dst, n, stream);
+}
+void u16_to_bf16_avx512(const void* src, void* dst, std::size_t n, bool stream) {
+  convert_contiguous<LoadU16, Store16<NarrowBf16Rne>>(src, dst, n, stream);
+}
+
 }  // namespace mixprec::kernels::convert_detail

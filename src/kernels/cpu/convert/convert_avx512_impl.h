@@ -50,6 +50,17 @@ struct LoadF16 {
   }
 };
 
+// Unsigned 16-bit integers -> f32: zero-extend, then vcvtdq2ps (exact below 2^24).
+struct LoadU16 {
+  using T = uint16_t;
+  static __m512 load(const uint16_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+  }
+  static __m512 load(const uint16_t* p, __mmask16 m) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)));
+  }
+};
+
 // bf16 -> f32 is a 16-bit shift; a NaN is then quieted (bit 22 set) like fp16_bits::bf16_to_f32.
 struct LoadBf16 {
   using T = uint16_t;

@@ -41,4 +41,12 @@ struct NarrowBf16Insn {
 MIXPREC_CONVERT_DEFINE_AVX512(f32_to_bf16, avx512bf16, LoadF32, Store16<NarrowBf16Insn>)
 MIXPREC_CONVERT_DEFINE_AVX512(f16_to_bf16, avx512bf16, LoadF16, Store16<NarrowBf16Insn>)
 
+// Integers are never subnormal: the instruction alone is exact for them.
+struct NarrowBf16Integer {
+  static __m256i narrow(__m512 v) { return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)); }
+};
+void u16_to_bf16_avx512bf16(const void* src, void* dst, std::size_t n, bool stream) {
+  convert_contiguous<LoadU16, Store16<NarrowBf16Integer>>(src, dst, n, stream);
+}
+
 }  // namespace mixprec::kernels::convert_detail

@@ -51,6 +51,15 @@ MIXPREC_CONVERT_DECLARE_ALL_PAIRS(avx512);  // convert_avx512.cpp: AVX-512 F/BW/
 MIXPREC_CONVERT_DECLARE(f32_to_bf16, avx512bf16);
 MIXPREC_CONVERT_DECLARE(f16_to_bf16, avx512bf16);
 
+// Unsigned 16-bit samples -> f32 / f16 / bf16, contiguous only (convert_u16).
+void u16_to_f32_scalar(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_f16_scalar(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_bf16_scalar(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_f32_avx512(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_f16_avx512(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_bf16_avx512(const void* src, void* dst, std::size_t n, bool stream);
+void u16_to_bf16_avx512bf16(const void* src, void* dst, std::size_t n, bool stream);
+
 #undef MIXPREC_CONVERT_DECLARE_ALL_PAIRS
 #undef MIXPREC_CONVERT_DECLARE
 

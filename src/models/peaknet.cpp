@@ -1,0 +1,290 @@
+#include "mixprec/models/peaknet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "metadata_fields.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/io/json.h"
+#include "mixprec/io/module_file.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/ops/activation.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/conv.h"
+#include "mixprec/ops/functional.h"
+#include "mixprec/ops/reduce.h"
+
+namespace mixprec::models {
+namespace {
+
+constexpr const char* kFormat = "mixprec.peaknet";
+
+Tensor channels_last(const Tensor& x) { return x.contiguous(MemoryFormat::ChannelsLast); }
+// [B, C, H, W] laid out NHWC <-> its [B, H, W, C] view: no copy either way.
+Tensor pixels_view(const Tensor& x) { return x.permute({0, 2, 3, 1}); }
+Tensor channels_view(const Tensor& x) { return x.permute({0, 3, 1, 2}); }
+
+// LayerNorm over the channels of each pixel.
+Tensor channel_norm(nn::LayerNorm& norm, const Tensor& x) {
+  return channels_view(norm.forward(pixels_view(x)));
+}
+
+Tensor up2(const Tensor& x) { return upsample(x, 2, kernels::UpsampleMode::Nearest); }
+
+}  // namespace
+
+void PeakNetConfig::validate() const {
+  MIXPREC_CHECK(!widths.empty() && widths.size() == depths.size(),
+                "[PeakNet] widths and depths need one entry per level, got ", widths.size(),
+                " and ", depths.size());
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    MIXPREC_CHECK(widths[i] >= 1 && depths[i] >= 0, "[PeakNet] level ", i, ": width ", widths[i],
+                  " must be >= 1, depth ", depths[i], " >= 0");
+  MIXPREC_CHECK(stem_channels >= 1 && mlp_ratio >= 1 && kernel >= 1 && kernel % 2 == 1,
+                "[PeakNet] stem_channels and mlp_ratio must be >= 1, kernel odd, got ",
+                stem_channels, ", ", mlp_ratio, ", ", kernel);
+  MIXPREC_CHECK(adu_per_photon > 0 && std::isfinite(adu_per_photon),
+                "[PeakNet] adu_per_photon must be > 0, got ", adu_per_photon);
+}
+
+ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel, Generator& gen) {
+  depthwise_ = register_module(
+      "depthwise", std::make_shared<nn::Conv2d>(
+                       channels, channels, kernel,
+                       Conv2dParams{.padding = kernel / 2, .groups = channels}, true, gen));
+  norm_ = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{channels}, 1e-6));
+  expand_ = register_module(
+      "expand", std::make_shared<nn::Linear>(channels, mlp_ratio * channels, true, gen));
+  grn_ = register_module("grn", std::make_shared<nn::GlobalResponseNorm>(mlp_ratio * channels));
+  project_ = register_module(
+      "project", std::make_shared<nn::Linear>(mlp_ratio * channels, channels, true, gen));
+}
+
+Tensor ConvNeXtBlock::forward(const Tensor& x) {
+  Tensor h = norm_->forward(pixels_view(depthwise_->forward(x)));
+  h = project_->forward(grn_->forward(gelu(expand_->forward(h))));
+  return add(x, channels_view(h));
+}
+
+PeakNet::PeakNet(PeakNetConfig config, Generator& gen) : config_(std::move(config)) {
+  config_.validate();
+  const PeakNetConfig& c = config_;
+  stem_ = register_module(
+      "stem",
+      std::make_shared<nn::Conv2d>(1, c.stem_channels, 3, Conv2dParams{.padding = 1}, true, gen));
+  for (int64_t i = 0; i < c.levels(); ++i) {
+    Level level;
+    const std::string prefix = "level" + std::to_string(i) + ".";
+    const int64_t in = i == 0 ? 1 : c.widths[static_cast<std::size_t>(i - 1)];
+    const int64_t width = c.widths[static_cast<std::size_t>(i)];
+    if (i > 0)
+      level.norm =
+          register_module(prefix + "norm", std::make_shared<nn::LayerNorm>(Shape{in}, 1e-6));
+    level.down = register_module(
+        prefix + "down",
+        std::make_shared<nn::Conv2d>(in, width, 2, Conv2dParams{.stride = 2}, true, gen));
+    for (int64_t b = 0; b < c.depths[static_cast<std::size_t>(i)]; ++b)
+      level.blocks.push_back(
+          register_module(prefix + "block" + std::to_string(b),
+                          std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen)));
+    if (i + 1 < c.levels()) {
+      level.lateral =
+          register_module(prefix + "lateral",
+                          std::make_shared<nn::Conv2d>(c.widths[static_cast<std::size_t>(i + 1)],
+                                                       width, 1, Conv2dParams{}, true, gen));
+      level.decode = register_module(
+          prefix + "decode", std::make_shared<ConvNeXtBlock>(width, c.mlp_ratio, c.kernel, gen));
+    }
+    levels_.push_back(std::move(level));
+  }
+  to_stem_ = register_module("to_stem", std::make_shared<nn::Conv2d>(c.widths[0], c.stem_channels,
+                                                                     1, Conv2dParams{}, true, gen));
+  head_ = register_module(
+      "head", std::make_shared<nn::Conv2d>(c.stem_channels, 2, 1, Conv2dParams{}, true, gen));
+  // Peaks are rare: start from a 1% prior for the peak class (RetinaNet's initialisation), so
+  // the first steps are not spent unlearning a 50/50 guess on every background pixel.
+  const NoGrad no_grad;
+  Tensor bias = head_->bias();
+  bias.data<float>()[0] = 0.0F;
+  bias.data<float>()[1] = static_cast<float>(-std::log(99.0));
+}
+
+Tensor PeakNet::forward(const Tensor& frames) {
+  const int64_t multiple = int64_t{1} << config_.levels();
+  MIXPREC_CHECK(frames.dim() == 4 && frames.size(1) == 1 && frames.size(2) % multiple == 0 &&
+                    frames.size(3) % multiple == 0,
+                "[PeakNet] expected frames [B, 1, H, W] with H and W multiples of ", multiple,
+                ", got ", shape_to_string(frames.shape()));
+  const DType dt = frames.dtype();
+  // Photons on a log scale: spots and background span four decades of ADU.
+  const Tensor x =
+      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
+  std::vector<Tensor> skips;
+  Tensor h = x;
+  for (Level& level : levels_) {
+    h = level.norm ? level.down->forward(channel_norm(*level.norm, h))
+                   : channels_last(level.down->forward(h));
+    for (auto& block : level.blocks) h = block->forward(h);
+    skips.push_back(h);
+  }
+  for (int64_t i = config_.levels() - 2; i >= 0; --i) {
+    Level& level = levels_[static_cast<std::size_t>(i)];
+    h = level.decode->forward(
+        add(up2(level.lateral->forward(h)), skips[static_cast<std::size_t>(i)]));
+  }
+  // The decoder's features back at full resolution, plus the stem's. (A convolution of the
+  // one-channel input comes out NCHW, which for one channel is also what channels-last means.)
+  const Tensor stem = channels_last(stem_->forward(x));
+  return head_->forward(gelu(add(up2(to_stem_->forward(h)), stem)));
+}
+
+int64_t PeakNet::multiply_adds(int64_t height, int64_t width) const {
+  const PeakNetConfig& c = config_;
+  auto block = [&](int64_t ch) { return ch * c.kernel * c.kernel + 2 * ch * c.mlp_ratio * ch; };
+  int64_t total = height * width * (9 * c.stem_channels + 2 * c.stem_channels);  // stem, head
+  for (int64_t i = 0; i < c.levels(); ++i) {
+    const int64_t pixels = (height >> (i + 1)) * (width >> (i + 1));
+    const int64_t in = i == 0 ? 1 : c.widths[static_cast<std::size_t>(i - 1)];
+    const int64_t w = c.widths[static_cast<std::size_t>(i)];
+    total += pixels * (4 * in * w + c.depths[static_cast<std::size_t>(i)] * block(w));
+    if (i + 1 < c.levels())  // the lateral conv runs at the level below's resolution
+      total += pixels / 4 * c.widths[static_cast<std::size_t>(i + 1)] * w + pixels * block(w);
+  }
+  return total + (height / 2) * (width / 2) * c.widths[0] * c.stem_channels;  // to_stem
+}
+
+void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
+  const InferenceMode inference;
+  const Tensor logits = forward(frames);
+  // Argmax of two classes: the peak where its logit is the larger (a tie is background).
+  const Tensor margin = sub(logits.select(1, 1), logits.select(1, 0)).to(DType::F32).contiguous();
+  const float* m = margin.data<float>();
+  const int64_t n = margin.numel();
+  parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) mask[i] = m[i] > 0.0F ? 1 : 0;
+  });
+}
+
+Tensor focal_loss(const Tensor& logits, const Tensor& target, const Tensor& weight,
+                  const FocalLossOptions& options) {
+  MIXPREC_CHECK(logits.dim() == 4 && logits.size(1) == 2,
+                "[focal_loss] expected logits [B, 2, H, W], got ", shape_to_string(logits.shape()));
+  const Shape pixels = {logits.size(0), logits.size(2), logits.size(3)};
+  MIXPREC_CHECK(target.shape() == pixels && (!weight.defined() || weight.shape() == pixels),
+                "[focal_loss] target and weight must be ", shape_to_string(pixels), ", got ",
+                shape_to_string(target.shape()), " and ",
+                weight.defined() ? shape_to_string(weight.shape()) : "none");
+  MIXPREC_CHECK(options.alpha >= 0 && options.alpha <= 1 && options.gamma >= 0,
+                "[focal_loss] expected alpha in [0, 1] and gamma >= 0, got ", options.alpha, ", ",
+                options.gamma);
+  const DType dt = logits.dtype() == DType::F64 ? DType::F64 : DType::F32;
+  const Tensor log_p = log_softmax(pixels_view(logits.to(dt)), 3);  // [B, H, W, 2]
+  const Tensor t = target.to(dt).detach();
+  const Tensor log_p0 = log_p.select(3, 0);
+  const Tensor log_pt =
+      add(log_p0, mul(t, sub(log_p.select(3, 1), log_p0)));  // log p of the true class
+  Tensor per_pixel = log_pt;
+  if (options.gamma != 0) {
+    // 1 - p_t >= 0 in exact arithmetic; the clamp keeps a rounding below zero from pow.
+    const Tensor miss = clamp(sub(Tensor::scalar(1.0, dt), exp(log_pt)), 0.0, 1.0);
+    per_pixel = mul(per_pixel, pow(miss, options.gamma));
+  }
+  // -a_t: alpha for a peak pixel, 1 - alpha for background; times the weight.
+  Tensor scale = add(mul(t, -(2 * options.alpha - 1)), Tensor::scalar(-(1 - options.alpha), dt));
+  if (weight.defined()) scale = mul(scale, weight.to(dt).detach());
+  const Tensor positives = weight.defined() ? sum(mul(t, weight.to(dt))) : sum(t);
+  const double count = std::max(1.0, positives.to(DType::F64).item<double>());
+  return mul(sum(mul(per_pixel, scale)), 1.0 / count);
+}
+
+void peak_labels(const stream::SyntheticFrame& frame, const stream::DetectorGeometry& geometry,
+                 float* target, float* weight, const PeakLabelOptions& options) {
+  const int64_t rows = geometry.rows, cols = geometry.cols;
+  const auto n = static_cast<std::size_t>(geometry.panels * rows * cols);
+  std::fill(target, target + n, 0.0F);
+  std::fill(weight, weight + n, 1.0F);
+  for (const stream::TruePeak& s : frame.peaks) {
+    const bool wanted = s.snr >= options.min_snr;
+    const double reach = options.reach_sigma * s.sigma;
+    // Around a weak spot a wider don't-care disc: its tails are neither peak nor clean background.
+    const double extent = wanted ? reach : reach + 1;
+    const int64_t r0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(s.y - extent)));
+    const int64_t r1 = std::min<int64_t>(rows - 1, static_cast<int64_t>(std::ceil(s.y + extent)));
+    const int64_t c0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(s.x - extent)));
+    const int64_t c1 = std::min<int64_t>(cols - 1, static_cast<int64_t>(std::ceil(s.x + extent)));
+    for (int64_t r = r0; r <= r1; ++r)
+      for (int64_t c = c0; c <= c1; ++c) {
+        if (std::hypot(static_cast<double>(c) - s.x, static_cast<double>(r) - s.y) > extent)
+          continue;
+        const auto i = static_cast<std::size_t>((s.panel * rows + r) * cols + c);
+        if (wanted)
+          target[i] = 1.0F, weight[i] = 1.0F;
+        else if (target[i] == 0.0F)
+          weight[i] = 0.0F;
+      }
+  }
+}
+
+io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& c) {
+  return {{"format", kFormat},
+          {"peaknet.widths", detail::join_ints(c.widths)},
+          {"peaknet.depths", detail::join_ints(c.depths)},
+          {"peaknet.stem_channels", std::to_string(c.stem_channels)},
+          {"peaknet.mlp_ratio", std::to_string(c.mlp_ratio)},
+          {"peaknet.kernel", std::to_string(c.kernel)},
+          {"peaknet.adu_per_photon", io::json_number(c.adu_per_photon, 17)}};
+}
+
+PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string& path) {
+  constexpr std::string_view kWriter = "mixprec stream train";
+  auto get = [&](const std::string& key) -> const std::string& {
+    return detail::required_field("peaknet", path, m, key, kWriter);
+  };
+  detail::check_format("peaknet", path, m, kFormat, kWriter);
+  PeakNetConfig c;
+  auto list = [&](const char* key) {
+    return detail::parse_int_list_field("peaknet", path, key, get(key));
+  };
+  auto integer = [&](const char* key) {
+    return detail::parse_int_field("peaknet", path, key, get(key));
+  };
+  c.widths = list("peaknet.widths");
+  c.depths = list("peaknet.depths");
+  c.stem_channels = integer("peaknet.stem_channels");
+  c.mlp_ratio = integer("peaknet.mlp_ratio");
+  c.kernel = integer("peaknet.kernel");
+  const std::string& gain = get("peaknet.adu_per_photon");
+  char* end = nullptr;
+  c.adu_per_photon = std::strtod(gain.c_str(), &end);
+  MIXPREC_CHECK(end != gain.c_str() && *end == '\0', "[peaknet] ", path,
+                ": metadata peaknet.adu_per_photon = '", gain, "' is not a number");
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error("[peaknet] " + path + ": " + e.what());
+  }
+  return c;
+}
+
+void save_peaknet(const std::string& path, const PeakNet& model,
+                  const io::SafetensorsMetadata& extra) {
+  io::SafetensorsMetadata m = extra;
+  for (auto& [key, value] : peaknet_metadata(model.config())) m[key] = value;
+  io::save_module(model, path, m);
+}
+
+std::unique_ptr<PeakNet> load_peaknet(const std::string& path, io::SafetensorsMetadata* extra) {
+  const io::SafetensorsMetadata m = io::SafetensorsFile::open(path).metadata();
+  auto model = std::make_unique<PeakNet>(peaknet_config(m, path));
+  io::load_module(*model, path);
+  if (extra != nullptr) {
+    extra->clear();
+    for (const auto& [key, value] : m)
+      if (key != "format" && key.rfind("peaknet.", 0) != 0) (*extra)[key] = value;
+  }
+  return model;
+}
+
+}  // namespace mixprec::models

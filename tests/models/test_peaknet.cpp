@@ -1,0 +1,308 @@
+// PeakNet (issue #13): its GRN piece, the focal loss, the network, its file, its training.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "mixprec/autograd/gradcheck.h"
+#include "mixprec/core/error.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/io/module_file.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/models/peaknet.h"
+#include "mixprec/models/peaknet_train.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/reduce.h"
+
+namespace mixprec::models {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mixprec_peaknet_" + name)).string();
+}
+
+// A network small enough for tests: two levels, one block each.
+PeakNetConfig tiny_config() {
+  PeakNetConfig c;
+  c.widths = {8, 16};
+  c.depths = {1, 1};
+  c.stem_channels = 4;
+  return c;
+}
+
+TEST(GlobalResponseNorm, MatchesTheDefinitionInF64) {
+  const int64_t n = 2, h = 3, w = 4, c = 5;
+  Generator gen(3);
+  nn::GlobalResponseNorm grn(c);
+  grn.to(DType::F64);
+  const Tensor x = Tensor::randn({n, h, w, c}, gen, DType::F64);
+  std::vector<double> gamma(c), beta(c);
+  {
+    const NoGrad no_grad;
+    for (int64_t k = 0; k < c; ++k) {
+      gamma[k] = 0.3 * static_cast<double>(k) - 0.5;
+      beta[k] = 0.1 * static_cast<double>(k);
+    }
+    auto params = grn.named_parameters();
+    std::copy(gamma.begin(), gamma.end(), params[0].second.data<double>());
+    std::copy(beta.begin(), beta.end(), params[1].second.data<double>());
+  }
+  const Tensor y = grn.forward(x);
+  const double* xv = x.data<double>();
+  const double* yv = y.contiguous().data<double>();
+  for (int64_t b = 0; b < n; ++b) {
+    std::vector<double> g(c, 0.0);
+    for (int64_t i = 0; i < h * w; ++i)
+      for (int64_t k = 0; k < c; ++k)
+        g[k] += xv[(b * h * w + i) * c + k] * xv[(b * h * w + i) * c + k];
+    double mean = 0;
+    for (double& v : g) v = std::sqrt(v), mean += v / static_cast<double>(c);
+    for (int64_t i = 0; i < h * w; ++i)
+      for (int64_t k = 0; k < c; ++k) {
+        const int64_t at = (b * h * w + i) * c + k;
+        const double want = gamma[k] * (xv[at] * g[k] / (mean + 1e-6)) + beta[k] + xv[at];
+        EXPECT_NEAR(yv[at], want, 1e-12) << "b " << b << " pixel " << i << " channel " << k;
+      }
+  }
+}
+
+TEST(GlobalResponseNorm, GradcheckInputAndParameters) {
+  Generator gen(5);
+  nn::GlobalResponseNorm grn(3);
+  grn.to(DType::F64);
+  {
+    const NoGrad no_grad;
+    for (auto& [name, p] : grn.named_parameters())
+      for (int64_t i = 0; i < p.numel(); ++i)
+        p.data<double>()[i] = 0.2 * static_cast<double>(i + 1) - 0.3;
+  }
+  Tensor x = Tensor::randn({2, 2, 3, 3}, gen, DType::F64);
+  x.requires_grad_();
+  const auto by_input =
+      autograd::gradcheck([&](const std::vector<Tensor>& in) { return grn.forward(in[0]); }, {x});
+  EXPECT_TRUE(by_input.ok) << by_input.message;
+  const Tensor fixed = x.detach();
+  const auto by_params =
+      autograd::gradcheck_parameters([&] { return grn.forward(fixed); }, grn.parameters());
+  EXPECT_TRUE(by_params.ok) << by_params.message;
+}
+
+TEST(GlobalResponseNorm, StartsAsIdentityAndKeepsBf16) {
+  Generator gen(7);
+  nn::GlobalResponseNorm grn(16);
+  grn.to(DType::BF16);
+  const Tensor x = Tensor::randn({1, 4, 4, 16}, gen, DType::BF16);
+  const Tensor y = grn.forward(x);
+  EXPECT_EQ(y.dtype(), DType::BF16);
+  const Tensor diff = sum(mul(sub(y, x).to(DType::F32), sub(y, x).to(DType::F32)));
+  EXPECT_EQ(diff.item<float>(), 0.0F);
+}
+
+// Two pixels by hand: logits (z0, z1) and the target class.
+TEST(FocalLoss, MatchesAHandComputation) {
+  const std::vector<double> z0 = {0.5, -1.0, 2.0}, z1 = {-0.25, 1.5, 2.0};
+  const std::vector<double> t = {1, 0, 1}, w = {1, 1, 0.5};
+  std::vector<double> logits;  // [1, 2, 1, 3] NCHW
+  logits.insert(logits.end(), z0.begin(), z0.end());
+  logits.insert(logits.end(), z1.begin(), z1.end());
+  const Tensor x = Tensor::from_vector(logits, {1, 2, 1, 3});
+  const Tensor target = Tensor::from_vector(t, {1, 1, 3});
+  const Tensor weight = Tensor::from_vector(w, {1, 1, 3});
+  for (const double gamma : {0.0, 1.0, 2.0}) {
+    const double alpha = 0.75;
+    double want = 0, positives = 0;
+    for (int i = 0; i < 3; ++i) {
+      const double p1 = 1 / (1 + std::exp(z0[i] - z1[i]));
+      const double pt = t[i] == 1 ? p1 : 1 - p1;
+      const double at = t[i] == 1 ? alpha : 1 - alpha;
+      want += w[i] * -at * std::pow(1 - pt, gamma) * std::log(pt);
+      positives += w[i] * t[i];
+    }
+    want /= positives;
+    const Tensor loss = focal_loss(x, target, weight, {.alpha = alpha, .gamma = gamma});
+    EXPECT_EQ(loss.dtype(), DType::F64);
+    EXPECT_NEAR(loss.item<double>(), want, 1e-14) << "gamma " << gamma;
+    // The same in f32 and from bf16 logits (rounded inputs, f32 arithmetic).
+    EXPECT_NEAR(focal_loss(x.to(DType::F32), target.to(DType::F32), weight.to(DType::F32),
+                           {.alpha = alpha, .gamma = gamma})
+                    .item<double>(),
+                want, 1e-6);
+  }
+  // No peak pixel: divided by 1, not by 0.
+  const Tensor none = Tensor::zeros({1, 1, 3}, DType::F64);
+  EXPECT_TRUE(std::isfinite(focal_loss(x, none).item<double>()));
+  EXPECT_THROW(focal_loss(x, Tensor::zeros({1, 3}, DType::F64)), Error);
+  EXPECT_THROW(focal_loss(x, target, Tensor(), {.alpha = 1.5}), Error);
+}
+
+TEST(FocalLoss, Gradcheck) {
+  Generator gen(11);
+  Tensor x = Tensor::randn({2, 2, 3, 2}, gen, DType::F64);
+  x.requires_grad_();
+  const Tensor target =
+      Tensor::from_vector(std::vector<double>{1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0}, {2, 3, 2});
+  const Tensor weight =
+      Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 1, 1, 1, 0.5, 1, 1, 1, 1}, {2, 3, 2});
+  for (const double gamma : {0.0, 2.0}) {
+    const auto r = autograd::gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          return focal_loss(in[0], target, weight, {.gamma = gamma});
+        },
+        {x});
+    EXPECT_TRUE(r.ok) << "gamma " << gamma << ": " << r.message;
+  }
+}
+
+TEST(PeakLabels, StrongSpotsArePeaksWeakOnesDontCare) {
+  stream::SyntheticFrame frame;
+  frame.peaks = {{.panel = 0, .x = 10, .y = 8, .intensity_adu = 1000, .sigma = 1, .snr = 20},
+                 {.panel = 0, .x = 30, .y = 20, .intensity_adu = 50, .sigma = 1, .snr = 2}};
+  stream::DetectorGeometry g{.name = "test", .panels = 1, .rows = 32, .cols = 40, .placement = {}};
+  std::vector<float> target(32 * 40), weight(32 * 40);
+  peak_labels(frame, g, target.data(), weight.data(), {.reach_sigma = 1.5, .min_snr = 5});
+  EXPECT_EQ(target[8 * 40 + 10], 1.0F);
+  EXPECT_EQ(target[8 * 40 + 11], 1.0F);
+  EXPECT_EQ(target[8 * 40 + 12], 0.0F);  // 2 px > 1.5 sigma
+  EXPECT_EQ(target[20 * 40 + 30], 0.0F);
+  EXPECT_EQ(weight[20 * 40 + 30], 0.0F);
+  EXPECT_EQ(weight[20 * 40 + 32], 0.0F);  // within 1.5 sigma + 1 px
+  EXPECT_EQ(weight[20 * 40 + 34], 1.0F);
+  EXPECT_EQ(weight[8 * 40 + 10], 1.0F);
+}
+
+TEST(PeakNet, ShapesDtypesAndErrors) {
+  Generator gen(1);
+  PeakNet net(tiny_config(), gen);
+  const Tensor frames = Tensor::uniform({2, 1, 16, 24}, 0, 500, gen);
+  const Tensor logits = net.forward(frames);
+  EXPECT_EQ(logits.shape(), (Shape{2, 2, 16, 24}));
+  EXPECT_EQ(logits.dtype(), DType::F32);
+  // By hand for 16 x 16: stem + head 256 (36 + 8); level 0 (64 px): patchify 64 x 32, block
+  // 64 (8 x 49 + 2 x 8 x 16), decoder lateral 16 x 128 and block 64 x 648; level 1 (16 px):
+  // patchify 16 x 512, block 16 (16 x 49 + 2 x 16 x 32); to_stem 64 x 32.
+  EXPECT_EQ(net.multiply_adds(16, 16), 11264 + 2048 + 41472 + 2048 + 41472 + 8192 + 28928 + 2048);
+  EXPECT_THROW(net.forward(Tensor::zeros({1, 1, 18, 24})), Error);  // 18 is not a multiple of 4
+  EXPECT_THROW(net.forward(Tensor::zeros({1, 2, 16, 24})), Error);
+  PeakNetConfig bad = tiny_config();
+  bad.depths = {1};
+  EXPECT_THROW(PeakNet{bad}, Error);
+  // bf16 at the source: bf16 weights (LayerNorm f32) and bf16 frames give bf16 logits.
+  net.to(DType::BF16);
+  const Tensor half = net.forward(frames.to(DType::BF16));
+  EXPECT_EQ(half.dtype(), DType::BF16);
+  std::vector<uint8_t> mask(2 * 16 * 24, 7);
+  net.segment(frames.to(DType::BF16), mask.data());
+  for (uint8_t m : mask) ASSERT_LE(m, 1);
+}
+
+TEST(PeakNet, FileRoundTripAndBadFiles) {
+  Generator gen(2);
+  PeakNetConfig config = tiny_config();
+  config.adu_per_photon = 7.5;
+  PeakNet net(config, gen);
+  const std::string path = temp_path("roundtrip.safetensors");
+  save_peaknet(path, net, {{"trained_steps", "12"}});
+  io::SafetensorsMetadata extra;
+  const std::unique_ptr<PeakNet> back = load_peaknet(path, &extra);
+  EXPECT_EQ(back->config().widths, config.widths);
+  EXPECT_EQ(back->config().adu_per_photon, 7.5);
+  EXPECT_EQ(extra.at("trained_steps"), "12");
+  const Tensor frames = Tensor::uniform({1, 1, 8, 8}, 0, 100, gen);
+  const NoGrad no_grad;
+  const Tensor a = net.forward(frames), b = back->forward(frames);
+  EXPECT_EQ(sum(mul(sub(a, b), sub(a, b))).item<float>(), 0.0F);
+  // Another model's file, and a missing one: errors naming the file.
+  const std::string other = temp_path("other.safetensors");
+  io::save_module(net, other, {{"format", "mixprec.video_model"}});
+  try {
+    load_peaknet(other);
+    ADD_FAILURE() << "loaded a file of another format";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(other), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_peaknet(temp_path("missing.safetensors")), Error);
+  std::filesystem::remove(path);
+  std::filesystem::remove(other);
+}
+
+PeakNetTrainOptions tiny_training() {
+  PeakNetTrainOptions o;
+  o.batch = 4;
+  o.crop = 48;
+  o.crops_per_frame = 4;
+  o.steps = 40;
+  o.warmup = 5;
+  o.lr = 4e-3;
+  return o;
+}
+
+TEST(PeakNetTraining, AShortRunLowersTheLoss) {
+  Generator gen(3);
+  PeakNet net(tiny_config(), gen);
+  PeakNetTrainer trainer(net, tiny_training());
+  double first = 0, last = 0;
+  for (int i = 0; i < 40; ++i) {
+    const double loss = trainer.step();
+    ASSERT_TRUE(std::isfinite(loss)) << "step " << i;
+    if (i < 8) first += loss / 8;
+    if (i >= 32) last += loss / 8;
+  }
+  std::printf("[ focal    ] mean loss, steps 1-8: %.4f, steps 33-40: %.4f\n", first, last);
+  EXPECT_LT(last, 0.6 * first);
+}
+
+TEST(PeakNetTraining, ResumedRunContinuesBitForBit) {
+  PeakNetTrainOptions options = tiny_training();
+  options.steps = 6;
+  auto weights = [](const PeakNet& net) {
+    std::vector<float> all;
+    for (const Tensor& p : net.parameters()) {
+      const Tensor c = p.to(DType::F32).contiguous();
+      all.insert(all.end(), c.data<float>(), c.data<float>() + c.numel());
+    }
+    return all;
+  };
+  Generator gen_a(4);
+  PeakNet straight(tiny_config(), gen_a);
+  PeakNetTrainer a(straight, options);
+  for (int i = 0; i < 6; ++i) a.step();
+
+  const std::string path = temp_path("resume.safetensors");
+  {
+    Generator gen_b(4);
+    PeakNet first(tiny_config(), gen_b);
+    PeakNetTrainer b(first, options);
+    for (int i = 0; i < 3; ++i) b.step();
+    io::save_checkpoint(path, first, b.optimizer(), nullptr, {{"step", "3"}});
+  }
+  Generator gen_c(99);  // other initial weights: the checkpoint must replace them all
+  PeakNet resumed(tiny_config(), gen_c);
+  PeakNetTrainer c(resumed, options);
+  const io::SafetensorsMetadata m = io::load_checkpoint(path, resumed, c.optimizer());
+  c.set_steps_done(std::stoll(m.at("step")));
+  for (int i = 0; i < 3; ++i) c.step();
+  EXPECT_EQ(weights(straight), weights(resumed));
+  std::filesystem::remove(path);
+}
+
+TEST(PeakNetFinder, FindsPeaksInBf16AndChecksItsInput) {
+  Generator gen(6);
+  PeakNet net(tiny_config(), gen);
+  const stream::DetectorGeometry g{
+      .name = "test", .panels = 2, .rows = 16, .cols = 16, .placement = {}};
+  PeakNetFinder finder(net, NetPrecision::BF16, g, {});
+  EXPECT_EQ(finder.input_dtype(), DType::BF16);
+  const Tensor frames = Tensor::uniform({3, 2, 16, 16}, 0, 100, gen).to(DType::BF16);
+  EXPECT_EQ(finder.find(frames).size(), 3u);
+  EXPECT_EQ(finder.last_masks().size(), 3u * 2 * 16 * 16);
+  EXPECT_THROW(finder.find(frames.to(DType::F32)), Error);
+  EXPECT_THROW(finder.find(Tensor::zeros({1, 1, 16, 16}, DType::BF16)), Error);
+  const stream::DetectorGeometry odd{
+      .name = "odd", .panels = 1, .rows = 18, .cols = 16, .placement = {}};
+  EXPECT_THROW(PeakNetFinder(net, NetPrecision::F32, odd, {}), Error);
+}
+
+}  // namespace
+}  // namespace mixprec::models
