@@ -2,6 +2,7 @@
 // mixed precision (autocast, or 16-bit weights with f32 master weights; GradScaler for f16),
 // with a progress bar, periodic atomic checkpoints, exact resume, and a final model file that
 // `mixprec video generate` loads.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -366,7 +367,9 @@ int video_train(Args args, const Communicator& world) {
   const StopOnSignal stop;
   ProgressBar bar("video train", steps);
   double smoothed = monitor.smoothed();
+  double step_seconds = 0;  // for the per-rank summary under mpirun
   for (int64_t step = start; step < steps; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
     opt.set_lr(optim::warmup_cosine_lr(lr, step, warmup, steps));
     // Every step's data and noise come from (seed, step) alone, so a resumed run draws exactly
     // what an uninterrupted one would.
@@ -438,6 +441,8 @@ int video_train(Args args, const Communicator& world) {
     scaler.step(opt);
     scaler.update();
     opt.zero_grad();
+    step_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     const bool stop_requested = world.any(StopOnSignal::requested());  // every rank or none
     const double global_loss = world.all_reduce_sum(loss.item<double>()) / world.size();
     if (!monitor.observe(step, global_loss, scaler.last_step_skipped())) break;
@@ -455,6 +460,7 @@ int video_train(Args args, const Communicator& world) {
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || stop_requested) break;
   }
+  if (ranks) print_rank_times("video train", world, step_seconds, ranks->times());
   if (const int status = end_of_loop("video train", monitor, bar, checkpoint)) return status;
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f", smoothed);
