@@ -17,6 +17,7 @@
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/checkpoint.h"
+#include "mixprec/models/distribution_loss.h"
 #include "mixprec/models/video_critic.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
@@ -60,27 +61,44 @@ Tensor with_own_prediction(models::UNetVideo& model, const models::NoiseSchedule
       .contiguous(MemoryFormat::ChannelsLast);
 }
 
+// A module's parameters after converting it to the run's precision: what its optimizer takes.
+std::vector<Tensor> parameters_in(nn::Module& module, const amp::PrecisionConfig& pc) {
+  nn::to_precision(module, pc);
+  return module.parameters();
+}
+
+// The adversary of --adversarial: the critic with its own Adam (beta1 0.5, as GANs use) and
+// scaler.
+struct Adversary {
+  models::VideoCritic critic;
+  optim::Adam opt;
+  amp::GradScaler scaler;
+  Adversary(int64_t frames, int64_t width, double lr, const amp::PrecisionConfig& pc,
+            Generator& init)
+      : critic(frames, 3, width, init),
+        opt(parameters_in(critic, pc), {.lr = lr, .beta1 = 0.5}),
+        scaler(pc.scaler_options()) {}
+};
+
 // One step of the critic on true and generated clips [B, 3T, H, W] (the generated detached):
 // its hinge loss, backward, Adam. Returns the loss. The predictor's backward also leaves
 // gradients in the critic, so they are cleared first.
-double train_critic(models::VideoCritic& critic, optim::Adam& opt, amp::GradScaler& scaler,
-                    const Tensor& real, const Tensor& fake) {
-  opt.zero_grad();
-  const Tensor loss = models::critic_hinge_loss(critic, real, fake);
-  scaler.scale(loss).backward();
-  scaler.unscale(opt);
-  scaler.step(opt);
-  scaler.update();
-  opt.zero_grad();
+double train_critic(Adversary& a, const Tensor& real, const Tensor& fake) {
+  a.opt.zero_grad();
+  const Tensor loss = models::critic_hinge_loss(a.critic, real, fake);
+  a.scaler.scale(loss).backward();
+  a.scaler.unscale(a.opt);
+  a.scaler.step(a.opt);
+  a.scaler.update();
+  a.opt.zero_grad();
   return loss.item<double>();
 }
 
 // The critic of a resumed adversarial run, which must be from the same step as its checkpoint.
-void load_critic(const std::string& path, int64_t step, models::VideoCritic& critic,
-                 optim::Adam& opt, amp::GradScaler& scaler) {
+void load_critic(const std::string& path, int64_t step, Adversary& a) {
   if (!std::filesystem::exists(path))
     throw UsageError{"video train: --resume of an adversarial run needs " + path};
-  const io::SafetensorsMetadata meta = io::load_checkpoint(path, critic, opt, &scaler);
+  const io::SafetensorsMetadata meta = io::load_checkpoint(path, a.critic, a.opt, &a.scaler);
   const auto saved = meta.find("step");
   if (saved == meta.end() || saved->second != std::to_string(step))
     throw Error("video train: " + path + " is from step " +
@@ -93,7 +111,7 @@ int video_train(Args args, const Communicator& world) {
   std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
               loss_name = "mse";
   int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
-  double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4;
+  double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
@@ -156,6 +174,11 @@ int video_train(Args args, const Communicator& world) {
            "motion models: weight of the mean absolute change added after the warp, so shapes "
            "move with the flow instead of fading (0: off; below 1 so uncovered background can "
            "still be painted)");
+  p.option("--distribution", &distribution,
+           "direct models: weight of a position-free term, the sliced Wasserstein distance "
+           "between the patches of each predicted frame and of the true one, which an eroded, "
+           "blurred or vanished shape pays and a crisp one a pixel off does not (0: off; "
+           "docs/VIDEO.md)");
   p.option("--adversarial", &adversarial,
            "direct models: weight of an adversarial term, a critic judging the clip of context "
            "and predicted frames against true clips, so unsure shapes are drawn somewhere "
@@ -217,6 +240,8 @@ int video_train(Args args, const Communicator& world) {
       !(critic_lr > 0) || critic_width < 8 || critic_width % 8 != 0)
     throw UsageError{"video train: --adversarial must be >= 0 and needs --prediction direct; "
                      "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
+  if (!(distribution >= 0) || (distribution > 0 && !direct))
+    throw UsageError{"video train: --distribution must be >= 0 and needs --prediction direct"};
   if (adversarial > 0 && world.distributed())
     throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
                      "train its own critic)"};
@@ -260,12 +285,11 @@ int video_train(Args args, const Communicator& world) {
   std::optional<nn::DataParallel> ranks;
   if (world.distributed()) ranks.emplace(world, opt.params());
   amp::GradScaler scaler(pc.scaler_options());
-  // The adversary (--adversarial): its own weights, Adam (beta1 0.5, as GANs use) and scaler.
-  Generator critic_init(static_cast<uint64_t>(seed) ^ 0xc217ULL);
-  models::VideoCritic critic(context_frames + unroll, 3, critic_width, critic_init);
-  nn::to_precision(critic, pc);
-  optim::Adam critic_opt(critic.parameters(), {.lr = critic_lr, .beta1 = 0.5});
-  amp::GradScaler critic_scaler(pc.scaler_options());
+  std::optional<Adversary> adversary;
+  if (adversarial > 0) {
+    Generator critic_init(static_cast<uint64_t>(seed) ^ 0xc217ULL);
+    adversary.emplace(context_frames + unroll, critic_width, critic_lr, pc, critic_init);
+  }
   const models::NoiseSchedule schedule = models::NoiseSchedule::cosine(1000);
   const DType input_dtype = pc.half_params() ? pc.params : DType::F32;
 
@@ -282,6 +306,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
+                                {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
                                 {"adversarial-from", std::to_string(adversarial_from)},
                                 {"critic-lr", exact_text(critic_lr)},
@@ -311,7 +336,7 @@ int video_train(Args args, const Communicator& world) {
     if (resumed.finished) return 0;
     start = resumed.step;
     io::load_checkpoint(checkpoint, model, opt, &scaler);
-    if (adversarial > 0) load_critic(critic_path, start, critic, critic_opt, critic_scaler);
+    if (adversary) load_critic(critic_path, start, *adversary);
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
@@ -339,8 +364,8 @@ int video_train(Args args, const Communicator& world) {
     add_progress(meta, step, loss);
     // The critic first: a crash between the two leaves a checkpoint one interval older than the
     // critic, which --resume reports rather than continuing from mismatched halves.
-    if (adversarial > 0)
-      io::save_checkpoint(critic_path, critic, critic_opt, &critic_scaler,
+    if (adversary)
+      io::save_checkpoint(critic_path, adversary->critic, adversary->opt, &adversary->scaler,
                           {{"step", std::to_string(step)}});
     io::save_checkpoint(checkpoint, model, opt, &scaler, meta);
     models::VideoModelInfo info{.config = model.config(),
@@ -356,6 +381,7 @@ int video_train(Args args, const Communicator& world) {
     info.extra["free_run"] = std::to_string(free_run);
     info.extra["regression_loss"] = loss_name;
     info.extra["adversarial"] = std::to_string(adversarial);
+    info.extra["distribution"] = std::to_string(distribution);
     info.extra["stream_context_noise"] = std::to_string(stream_context_noise);
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
@@ -398,15 +424,29 @@ int video_train(Args args, const Communicator& world) {
                                                    .regression = regression,
                                                    .change_penalty = change_penalty};
     Tensor loss, total;
-    double critic_loss = 0, adversarial_loss = 0;
+    double critic_loss = 0, adversarial_loss = 0, distribution_loss = 0;
     {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
       if (direct) {
         std::vector<Tensor> shown;
         loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
-                                          anchor_frames, adversarial > 0 ? &shown : nullptr);
+                                          anchor_frames,
+                                          adversary || distribution > 0 ? &shown : nullptr);
         total = loss;
-        if (adversarial > 0) {
+        if (distribution > 0) {
+          // Each predicted frame (the last `unroll` of the clip) against its true frame.
+          Tensor term;
+          for (int64_t i = 0; i < unroll; ++i) {
+            const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
+            const Tensor real = models::quantize_8bit(window[window.size() - shown.size() + k]);
+            const Tensor frame_term = models::sliced_wasserstein_loss(shown[k], real, gen);
+            term = term.defined() ? add(term, frame_term) : frame_term;
+          }
+          term = div(term, static_cast<double>(unroll));
+          distribution_loss = term.item<double>();
+          total = add(total, mul(term, distribution));
+        }
+        if (adversary) {
           // The critic's step on this batch first (fake clips detached), then the predictor's
           // adversarial term against the updated critic.
           const auto first_true = window.end() - static_cast<std::ptrdiff_t>(shown.size());
@@ -414,10 +454,10 @@ int video_train(Args args, const Communicator& world) {
           for (Tensor& frame : real) frame = models::quantize_8bit(frame);
           std::vector<Tensor> fake;
           for (const Tensor& frame : shown) fake.push_back(frame.detach());
-          critic_loss = train_critic(critic, critic_opt, critic_scaler, models::context_of(real),
+          critic_loss = train_critic(*adversary, models::context_of(real),
                                      models::context_of(fake));
           if (step >= adversarial_from) {
-            const Tensor term = models::generator_adversarial_loss(critic, models::context_of(shown));
+            const Tensor term = models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
             adversarial_loss = term.item<double>();
             total = add(loss, mul(term, adversarial));
           }
@@ -448,11 +488,14 @@ int video_train(Args args, const Communicator& world) {
     if (!monitor.observe(step, global_loss, scaler.last_step_skipped())) break;
     smoothed = monitor.smoothed();
     char metrics[160];
-    char adversary[64] = "";
-    if (adversarial > 0)
-      std::snprintf(adversary, sizeof adversary, " | critic %.3f adv %.3f", critic_loss,
-                    adversarial_loss);
-    std::snprintf(metrics, sizeof metrics, "loss %.4f%s | lr %.2e%s", smoothed, adversary,
+    char adversary_terms[48] = "", distribution_term[32] = "";
+    if (adversary)
+      std::snprintf(adversary_terms, sizeof adversary_terms, " | critic %.3f adv %.3f",
+                    critic_loss, adversarial_loss);
+    if (distribution > 0)
+      std::snprintf(distribution_term, sizeof distribution_term, " | swd %.5f", distribution_loss);
+    const std::string extra_terms = std::string(adversary_terms) + distribution_term;
+    std::snprintf(metrics, sizeof metrics, "loss %.4f%s | lr %.2e%s", smoothed, extra_terms.c_str(),
                   opt.lr(), scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
     if (monitor.save_now((step + 1) % checkpoint_every == 0,
