@@ -241,6 +241,10 @@ usage_exit_codes)
   expect_err "--anchor needs --prediction direct"
   run 2 "${tiny_video[@]}" --steps 1 --adversarial 0.1 --out video
   expect_err "--adversarial must be >= 0 and needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --distribution 1 --out video
+  expect_err "--distribution must be >= 0 and needs --prediction direct"
+  run 2 "${tiny_video[@]}" --steps 1 --prediction direct --distribution -1 --out video
+  expect_err "--distribution must be >= 0 and needs --prediction direct"
   run 2 "${tiny_video[@]}" --steps 1 --prediction direct --adversarial 0.1 --critic-width 12 \
     --out video
   run 2 video generate --precision fp8
@@ -318,13 +322,13 @@ kill9_during_saves)
   same_file killed/checkpoint.safetensors straight/checkpoint.safetensors
   ;;
 
-# 14. An adversarial run resumes bit for bit, the critic included, and refuses to resume without
-# its critic or with one from another step.
+# 14. An adversarial run (with the distribution term too) resumes bit for bit, the critic
+# included, and refuses to resume without its critic or with one from another step.
 adversarial_resume)
   adv=("${tiny_video[@]}" --prediction direct --residual --context-frames 2 --unroll 2
-       --adversarial 0.1 --adversarial-from 1)
+       --adversarial 0.1 --adversarial-from 1 --distribution 1)
   run 0 "${adv[@]}" --steps 3 --out straight
-  expect_err "critic [0-9.]+ adv [0-9.-]+"
+  expect_err "critic [0-9.]+ adv [0-9.-]+ \\| swd [0-9.]+"
   run 0 "${adv[@]}" --steps 2 --out resumed
   cp resumed/critic.safetensors critic_at_2.safetensors
   run 0 "${adv[@]}" --steps 3 --out resumed --resume
