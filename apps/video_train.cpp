@@ -176,9 +176,9 @@ int video_train(Args args, const Communicator& world) {
            "still be painted)");
   p.option("--distribution", &distribution,
            "direct models: weight of a position-free term, the sliced Wasserstein distance "
-           "between the patches of each predicted frame and of the true one, which an eroded, "
-           "blurred or vanished shape pays and a crisp one a pixel off does not (0: off; "
-           "docs/VIDEO.md)");
+           "between the patches of each predicted frame pair and of the true pair, which an "
+           "eroded, blurred, vanished or frozen shape pays and a crisp one a pixel off does not "
+           "(0: off; docs/VIDEO.md)");
   p.option("--adversarial", &adversarial,
            "direct models: weight of an adversarial term, a critic judging the clip of context "
            "and predicted frames against true clips, so unsure shapes are drawn somewhere "
@@ -434,13 +434,17 @@ int video_train(Args args, const Communicator& world) {
                                           adversary || distribution > 0 ? &shown : nullptr);
         total = loss;
         if (distribution > 0) {
-          // Each predicted frame (the last `unroll` of the clip) against its true frame.
+          // Each predicted frame (the last `unroll` of the clip) with the frame before it,
+          // against the true pair: patches that span two frames also see the motion, so a
+          // frozen shape pays as an eroded one does.
+          const std::size_t first_true = window.size() - shown.size();
+          auto real = [&](std::size_t k) { return models::quantize_8bit(window[first_true + k]); };
           Tensor term;
           for (int64_t i = 0; i < unroll; ++i) {
             const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
-            const Tensor real = models::quantize_8bit(window[window.size() - shown.size() + k]);
-            const Tensor frame_term = models::sliced_wasserstein_loss(shown[k], real, gen);
-            term = term.defined() ? add(term, frame_term) : frame_term;
+            const Tensor pair_term = models::sliced_wasserstein_loss(
+                cat({shown[k - 1], shown[k]}, 1), cat({real(k - 1), real(k)}, 1), gen);
+            term = term.defined() ? add(term, pair_term) : pair_term;
           }
           term = div(term, static_cast<double>(unroll));
           distribution_loss = term.item<double>();

@@ -18,6 +18,7 @@
 // gradient. The first directions look at single pixels (random RGB directions: the colour
 // histogram), the rest at whole patches (edges, corners, texture).
 #include <cstdint>
+#include <vector>
 
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
@@ -25,13 +26,17 @@
 namespace mixprec::models {
 
 struct SlicedWassersteinOptions {
-  int64_t directions = 32;         // random directions per call, >= 1
-  int64_t colour_directions = 8;   // of them, single-pixel RGB directions (<= directions)
-  int64_t patch = 5;               // patch side in pixels, odd, >= 1
+  int64_t directions = 32;         // random directions per scale, >= 1
+  int64_t colour_directions = 8;   // of them, single-pixel colour directions (<= directions)
+  int64_t patch = 5;               // patch side in taps, odd, >= 1
+  // The scales: the distance between a patch's taps, each >= 1. Taps 2 pixels apart see 9x9
+  // pixels: a shape's outline and corners, where taps 1 apart see its edges. The loss is the
+  // mean over scales.
+  std::vector<int64_t> dilations = {1, 2};
 };
 
 // generated and real [B, C, H, W] (any float dtype; real is taken without a gradient, H and W
-// >= patch) -> f32 scalar: mean over samples, directions and patches of the squared distance of
+// at least the widest patch; C may stack several frames, so patches span time) -> f32 scalar: mean over samples, directions and patches of the squared distance of
 // each generated projection to the real projection of the same rank. Directions are drawn from
 // `gen` (fresh ones each call, so the expectation covers every direction). Runs in f32 whatever
 // autocast says: ranks of rounded values would tie.
