@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-
-#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <unordered_set>
 
@@ -196,22 +195,11 @@ const JsonValue* JsonValue::find(std::string_view key) const {
 }
 
 std::string_view JsonValue::kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::Null:
-      return "null";
-    case Kind::Bool:
-      return "boolean";
-    case Kind::Number:
-      return "number";
-    case Kind::String:
-      return "string";
-    case Kind::Array:
-      return "array";
-    case Kind::Object:
-      return "object";
-  }
-  MIXPREC_ASSERT(false && "unknown JsonValue::Kind");
-  __builtin_unreachable();
+  // In Kind order.
+  static constexpr std::string_view kNames[] = {"null",   "boolean", "number",
+                                                "string", "array",   "object"};
+  MIXPREC_ASSERT(static_cast<std::size_t>(kind) < std::size(kNames) && "unknown JsonValue::Kind");
+  return kNames[static_cast<std::size_t>(kind)];
 }
 
 // ---- parser ----
