@@ -263,9 +263,10 @@ int run_bench_video(Args args) {
   p.option("--presets", &presets, "comma-separated: lightweight,medium,heavy,xl");
   p.option("--precisions", &precisions, "comma-separated: fp32,fp16,bf16,autocast-bf16,auto");
   p.option("--steps", &steps_list, "comma-separated DDIM steps per frame");
-  p.option("--frames", &frames, "timed frames per configuration");
-  p.option("--warmup", &warmup, "untimed frames first");
-  p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32");
+  p.option("--frames", &frames, "timed frames per configuration", {.min = 3});
+  p.option("--warmup", &warmup, "untimed frames first", {.min = 0});
+  p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32",
+           {.min = 1});
   p.option("--checkpoint", &checkpoint, "trained model used where its preset matches");
   p.option("--seed", &seed, "noise seed (the same for every configuration)");
   p.option("--save", &save, "write the results as a baseline JSON file");
@@ -295,8 +296,6 @@ int run_bench_video(Args args) {
     warmup = 2;
     quality_frame = std::min<int64_t>(quality_frame, 10);
   }
-  if (frames < 3 || warmup < 0 || quality_frame < 1)
-    throw UsageError{"bench video: --frames must be >= 3, --quality-frame >= 1"};
   std::vector<std::string> precision_names = split_list(precisions);
   for (const std::string& name : precision_names) parse_inference_precision(name);  // validate
   if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())

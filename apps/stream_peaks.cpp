@@ -33,8 +33,8 @@ int run_stream_peaks(Args args) {
   add_frame_file_options(p, files);
   p.option("--finder", &finder_name, "classic (peakfinder8-style; the network finder is next)");
   p.option("--min-snr", &classic.min_pixel_snr, "candidate pixels: above mean + this * sigma of their radius");
-  p.option("--min-peak-snr", &classic.min_peak_snr, "kept peaks: integrated SNR against the local background",
-           {.min = 0});
+  p.option("--min-peak-snr", &classic.min_peak_snr,
+           "kept peaks: integrated SNR against the local background", {.min = 0});
   p.option("--adc-threshold", &classic.adc_threshold, "candidate pixels must also exceed this value");
   p.option("--min-pixels", &min_pixels, "smallest peak, pixels", {.min = 1});
   p.option("--max-pixels", &max_pixels, "largest peak, pixels");

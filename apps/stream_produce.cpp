@@ -44,12 +44,15 @@ int run_stream_produce(Args args) {
   p.option("--bind", &bind, "push the frames from this bound endpoint (consumers connect to it)");
   p.option("--endpoint-file", &endpoint_file,
            "with --bind: write the bound endpoint here (tcp://127.0.0.1:* picks a free port)");
-  p.option("--frames", &frames, "frames to make or send (0: 100 synthetic ones, or each frame of --input once)",
+  p.option("--frames", &frames,
+           "frames to make or send (0: 100 synthetic ones, or each frame of --input once)",
            {0, 10'000'000});
   p.option("--detector", &detector, "single | quad | epix10k2m | jungfrau4m");
   p.option("--seed", &seed, "generator seed", {.min = 0});
-  p.option("--deflate", &deflate, "with --output: gzip level of the frames (0: uncompressed)", {0, 9});
-  p.option("--rate", &rate, "with a socket: frames per second to send, as a detector would (0: as fast as possible)",
+  p.option("--deflate", &deflate, "with --output: gzip level of the frames (0: uncompressed)",
+           {0, 9});
+  p.option("--rate", &rate,
+           "with a socket: frames per second to send, as a detector would (0: as fast as possible)",
            {.min = 0});
   p.option("--sample-type", &sample_type,
            "with a socket: f32 converts the frames to f32 on the wire (default: as made, u16 ADU, "
@@ -58,8 +61,8 @@ int run_stream_produce(Args args) {
            {1, 100000});
   p.option("--ends", &ends, "with a socket: end-of-stream messages to send (one per consumer)",
            {0, 1000});
-  p.option("--linger", &linger, "with a socket: seconds to wait at the end for queued frames to leave",
-           {0, 3600});
+  p.option("--linger", &linger,
+           "with a socket: seconds to wait at the end for queued frames to leave", {0, 3600});
   p.epilog(
       "With a socket, sending waits while every consumer's queue is full (backpressure): frames "
       "are never dropped here; a consumer with --overload drop drops and counts them. The wire "
@@ -74,7 +77,8 @@ int run_stream_produce(Args args) {
     throw UsageError{"stream produce: exactly one of --output FILE.h5, --connect ENDPOINT or --bind ENDPOINT is required"};
   const bool to_socket = output.empty();
   if (!input.empty() && !to_socket)
-    throw UsageError{"stream produce: --input goes with --connect or --bind (a file is already a file)"};
+    throw UsageError{
+        "stream produce: --input goes with --connect or --bind (a file is already a file)"};
   if (!endpoint_file.empty() && bind.empty())
     throw UsageError{"stream produce: --endpoint-file goes with --bind"};
   if (!sample_type.empty() && (sample_type != "f32" || !to_socket))

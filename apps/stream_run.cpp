@@ -109,9 +109,12 @@ int run_stream_run(Args args) {
   p.option("--overload", &overload,
            "block: a full queue makes the reader wait (backpressure, up to the producer); drop: "
            "the frame is dropped and counted");
-  p.option("--rate", &rate, "with --input: frames per second the reader delivers, as a detector would (0: as fast as possible)",
+  p.option("--rate", &rate,
+           "with --input: frames per second the reader delivers, as a detector would (0: as fast "
+           "as possible)",
            {.min = 0});
-  p.option("--repeat", &repeat, "with --input: read the file this many times (a long run from a short file)",
+  p.option("--repeat", &repeat,
+           "with --input: read the file this many times (a long run from a short file)",
            {.min = 1});
   p.epilog(
       "The CXI file has one row per processed frame, in order, and its input frame number (with "

@@ -5,7 +5,8 @@ namespace mixprec::app {
 namespace {
 
 constexpr Command kVideoCommands[] = {
-    {"train", "train a model on procedural moving-shapes videos (mixed precision)", run_video_train},
+    {"train", "train a model on procedural moving-shapes videos (mixed precision)",
+     run_video_train},
     {"generate", "stream frames from a trained model: FPS, latency percentiles, GIF/PNG",
      run_video_generate},
     {"drift", "roll two models out for many frames against the ground truth (PSNR)",
