@@ -1,8 +1,8 @@
 #include "mixprec/models/peaknet_train.h"
 
-#include <iterator>
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/convert.h"
@@ -133,11 +133,11 @@ NetPrecision parse_net_precision(const std::string& name) {
   throw Error("precision must be fp32, bf16, fp16 or autocast-bf16, got '" + name + "'");
 }
 
-const char* net_precision_name(NetPrecision precision) { return net_precision_info(precision).name; }
-
-DType net_input_dtype(NetPrecision precision) {
-  return net_precision_info(precision).input_dtype;
+const char* net_precision_name(NetPrecision precision) {
+  return net_precision_info(precision).name;
 }
+
+DType net_input_dtype(NetPrecision precision) { return net_precision_info(precision).input_dtype; }
 
 PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision,
                              stream::DetectorGeometry geometry, std::vector<uint8_t> bad_pixels,

@@ -16,13 +16,21 @@ namespace mixprec::models {
 using kernels::Activation;
 
 UNetVideoConfig UNetVideoConfig::lightweight() {
-  return {.name = "lightweight", .base_channels = 32, .channel_mults = {1, 2, 2}, .res_blocks = 1,
-          .attention_levels = {}, .head_dim = 32};
+  return {.name = "lightweight",
+          .base_channels = 32,
+          .channel_mults = {1, 2, 2},
+          .res_blocks = 1,
+          .attention_levels = {},
+          .head_dim = 32};
 }
 
 UNetVideoConfig UNetVideoConfig::medium() {
-  return {.name = "medium", .base_channels = 64, .channel_mults = {1, 2, 4}, .res_blocks = 2,
-          .attention_levels = {2} /* 16x16 at 64x64 frames */, .head_dim = 64};
+  return {.name = "medium",
+          .base_channels = 64,
+          .channel_mults = {1, 2, 4},
+          .res_blocks = 2,
+          .attention_levels = {2},  // 16x16 at 64x64 frames
+          .head_dim = 64};
 }
 
 UNetVideoConfig UNetVideoConfig::heavy() {
@@ -33,9 +41,13 @@ UNetVideoConfig UNetVideoConfig::heavy() {
 }
 
 UNetVideoConfig UNetVideoConfig::xl() {
-  return {.name = "xl", .base_channels = 208, .channel_mults = {1, 2, 4, 8}, .res_blocks = 3,
-          .attention_levels = {2, 3}, .head_dim = 64,
-          .groups = 16 /* divides 208 and every multiple of it */};
+  return {.name = "xl",
+          .base_channels = 208,
+          .channel_mults = {1, 2, 4, 8},
+          .res_blocks = 3,
+          .attention_levels = {2, 3},
+          .head_dim = 64,
+          .groups = 16};  // divides 208 and every multiple of it
 }
 
 UNetVideoConfig UNetVideoConfig::preset(const std::string& name) {
