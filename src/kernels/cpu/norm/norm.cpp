@@ -85,6 +85,20 @@ void write_stats(std::vector<double>& values, const Tensor& t) {
     t.copy_(Tensor::from_buffer(values.data(), t.shape(), DType::F64));
 }
 
+// The tensors of a norm as its plan holds them: x, the staged output (in out's dtype) and the
+// optional weight and bias.
+norm_detail::NormOperands operands(const Tensor& x, const frontend::StagedOutput& staged,
+                                   const Tensor& out, const Tensor& w, const Tensor& b) {
+  return {x.data_ptr(),
+          x.dtype(),
+          staged.work().data_ptr(),
+          out.dtype(),
+          w.defined() ? w.data_ptr() : nullptr,
+          w.defined() ? w.dtype() : DType::F32,
+          b.defined() ? b.data_ptr() : nullptr,
+          b.defined() ? b.dtype() : DType::F32};
+}
+
 double* slot(std::vector<double>& v, const Tensor& t, int64_t n) {
   if (!t.defined()) return nullptr;
   v.resize(static_cast<std::size_t>(n));
@@ -114,14 +128,7 @@ void layer_norm_impl(bool rms, const char* op, const Tensor& x, const Shape& nor
   const Tensor xc = frontend::staged_input(x, out);
   const frontend::StagedOutput staged(out);
   std::vector<double> mean, rstd;
-  const LayerNormPlan plan{xc.data_ptr(),
-                           xc.dtype(),
-                           staged.work().data_ptr(),
-                           out.dtype(),
-                           w.defined() ? w.data_ptr() : nullptr,
-                           w.defined() ? w.dtype() : DType::F32,
-                           b.defined() ? b.data_ptr() : nullptr,
-                           b.defined() ? b.dtype() : DType::F32,
+  const LayerNormPlan plan{operands(xc, staged, out, w, b),
                            rows,
                            len,
                            eps,
@@ -218,14 +225,7 @@ void group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Ten
   const bool f64 = frontend::any_f64({&x, &out, &w, &b});
   const NormKernels& kern = kernels_for(f64);
   std::vector<double> mean, rstd;
-  const GroupNormPlan plan{xc.data_ptr(),
-                           xc.dtype(),
-                           staged.work().data_ptr(),
-                           out.dtype(),
-                           w.defined() ? w.data_ptr() : nullptr,
-                           w.defined() ? w.dtype() : DType::F32,
-                           b.defined() ? b.data_ptr() : nullptr,
-                           b.defined() ? b.dtype() : DType::F32,
+  const GroupNormPlan plan{operands(xc, staged, out, w, b),
                            n,
                            c,
                            x.numel() / (n * c),

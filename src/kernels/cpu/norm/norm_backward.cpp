@@ -53,6 +53,12 @@ struct DxTarget {
   }
 };
 
+// x and grad as the kernels read them, dx where they write.
+norm_backward_detail::BackwardOperands operands(const Tensor& xs, const Tensor& gs,
+                                                const DxTarget& dx) {
+  return {xs.data_ptr(), xs.dtype(), gs.data_ptr(), gs.dtype(), dx.data(), dx.dtype()};
+}
+
 // out = sum over `parts` blocks of [width] lanes, in block order, in f64; rounded once.
 template <typename L>
 void write_sums(const std::vector<L>& parts, int64_t blocks, int64_t width, const Tensor& out) {
@@ -86,12 +92,7 @@ void rows_backward(const Tensor& x, const Tensor& grad, int64_t len, const Tenso
   const DxTarget dx(out.dx, MemoryFormat::Contiguous);
   const std::vector<L> w = lane_array<L>(weight), mean = lane_array<L>(rms ? Tensor() : stats.mean),
                        rstd = lane_array<L>(stats.rstd);
-  const RowsPlan plan{xs.data_ptr(),
-                      xs.dtype(),
-                      gs.data_ptr(),
-                      gs.dtype(),
-                      dx.data(),
-                      dx.dtype(),
+  const RowsPlan plan{operands(xs, gs, dx),
                       w.empty() ? nullptr : w.data(),
                       mean.empty() ? nullptr : mean.data(),
                       rstd.data(),
@@ -129,12 +130,7 @@ void groups_backward(const Tensor& x, const Tensor& grad, int64_t groups, const 
   const DxTarget dx(out.dx, format);
   const std::vector<L> w = lane_array<L>(weight), b = lane_array<L>(bias),
                        mean = lane_array<L>(stats.mean), rstd = lane_array<L>(stats.rstd);
-  const GroupPlan plan{xs.data_ptr(),
-                       xs.dtype(),
-                       gs.data_ptr(),
-                       gs.dtype(),
-                       dx.data(),
-                       dx.dtype(),
+  const GroupPlan plan{operands(xs, gs, dx),
                        w.empty() ? nullptr : w.data(),
                        b.empty() ? nullptr : b.data(),
                        mean.data(),
