@@ -55,29 +55,31 @@ struct AddBackward final : BinaryNode {
   }
 };
 
-struct MulBackward final : BinaryNode {
+// A binary node whose backward needs both operands' values: it saves them (detached).
+struct SavingBinaryNode : BinaryNode {
   Tensor a, b;
-  MulBackward(const Tensor& a_, const Tensor& b_)
+  SavingBinaryNode(const Tensor& a_, const Tensor& b_)
       : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  void release_saved() override { a = b = Tensor(); }
+};
+
+struct MulBackward final : SavingBinaryNode {
+  using SavingBinaryNode::SavingBinaryNode;
   std::string_view name() const override { return "MulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     return {next_edges[0].valid() ? sum_to(mul(g[0], b), a_shape, a_dtype) : Tensor(),
             next_edges[1].valid() ? sum_to(mul(g[0], a), b_shape, b_dtype) : Tensor()};
   }
-  void release_saved() override { a = b = Tensor(); }
 };
 
-struct DivBackward final : BinaryNode {
-  Tensor a, b;
-  DivBackward(const Tensor& a_, const Tensor& b_)
-      : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+struct DivBackward final : SavingBinaryNode {
+  using SavingBinaryNode::SavingBinaryNode;
   std::string_view name() const override { return "DivBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     const Tensor ga = div(g[0], b);
     return {next_edges[0].valid() ? sum_to(ga, a_shape, a_dtype) : Tensor(),
             next_edges[1].valid() ? sum_to(neg(div(mul(ga, a), b)), b_shape, b_dtype) : Tensor()};
   }
-  void release_saved() override { a = b = Tensor(); }
 };
 
 // 1 where x > 0, else 0 (NaN stays NaN so it propagates), in x's dtype.

@@ -125,16 +125,23 @@ Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
                 scale);
 }
 
+namespace {
+
+// Non-overlapping kernel x kernel windows of x [N, C, H, W]: checks x and gives the output shape.
+Shape pooled_shape(const char* op, const Tensor& x, int64_t kernel) {
+  ops_detail::check_float(op, x);
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[", op, "] expected x [N, C, H, W] and kernel >= 1");
+  return {x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
+          kernels::pool_output_size(x.size(3), kernel, kernel, 0)};
+}
+
+}  // namespace
+
 Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
   const auto [x] = amp::autocast_args(amp::AutocastOp::AvgPool2d, x_in);
-  ops_detail::check_float("avg_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
-                "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  const Shape shape = pooled_shape("avg_pool2d", x, kernel);
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
-  Tensor out =
-      Tensor::empty({x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
-                     kernels::pool_output_size(x.size(3), kernel, kernel, 0)},
-                    x.dtype(), format_of(x));
+  Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
   {
     NoGrad no_grad;
     kernels::avg_pool2d(x, out, o);
@@ -144,12 +151,8 @@ Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
 
 Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
   const auto [x] = amp::autocast_args(amp::AutocastOp::MaxPool2d, x_in);
-  ops_detail::check_float("max_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
-                "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  const Shape shape = pooled_shape("max_pool2d", x, kernel);
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
-  const Shape shape{x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
-                    kernels::pool_output_size(x.size(3), kernel, kernel, 0)};
   Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
   Tensor indices = Tensor::empty(shape, DType::I64);
   {
