@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "norm_kernels.h"
@@ -26,9 +27,8 @@ using norm_detail::NormKernels;
 constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at least
 
 const NormKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const NormKernels&()> kTable{
-      {&norm_detail::norm_scalar, &norm_detail::norm_avx2, &norm_detail::norm_avx512, nullptr}};
-  return f64 ? norm_detail::norm_f64() : kTable()();
+  using namespace norm_detail;
+  return family_kernels<NormKernels, norm_scalar, norm_avx2, norm_avx512, norm_f64>(f64);
 }
 
 // A [n] array in the kernels' lane type (f32, or f64 on the f64 path).
@@ -128,13 +128,9 @@ void layer_norm_impl(bool rms, const char* op, const Tensor& x, const Shape& nor
   const Tensor xc = frontend::staged_input(x, out);
   const frontend::StagedOutput staged(out);
   std::vector<double> mean, rstd;
-  const LayerNormPlan plan{operands(xc, staged, out, w, b),
-                           rows,
-                           len,
-                           eps,
-                           rms,
-                           slot(mean, stats.mean, rows),
-                           slot(rstd, stats.rstd, rows)};
+  const LayerNormPlan plan{
+      operands(xc, staged, out, w, b), rows, len, eps, rms, slot(mean, stats.mean, rows),
+      slot(rstd, stats.rstd, rows)};
   const NormKernels& kern = kernels_for(frontend::any_f64({&x, &out, &w, &b}));
   parallel_for(0, rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, len)),
                [&](int64_t lo, int64_t hi) { kern.layer_norm(plan, lo, hi); });

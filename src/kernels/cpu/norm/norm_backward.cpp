@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -22,10 +23,9 @@ constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at le
 constexpr int64_t kRowsPerBlock = 16;  // LayerNorm rows whose parameter sums share one block
 
 const NormBackwardKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const NormBackwardKernels&()> kTable{
-      {&norm_backward_detail::norm_backward_scalar, &norm_backward_detail::norm_backward_avx2,
-       &norm_backward_detail::norm_backward_avx512, nullptr}};
-  return f64 ? norm_backward_detail::norm_backward_f64() : kTable()();
+  using namespace norm_backward_detail;
+  return family_kernels<NormBackwardKernels, norm_backward_scalar, norm_backward_avx2,
+                        norm_backward_avx512, norm_backward_f64>(f64);
 }
 
 // t (any float dtype, any layout) as a flat array of L.
