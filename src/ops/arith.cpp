@@ -201,17 +201,15 @@ Tensor scalar_op(BinaryOp op, const Tensor& a_in, double s, bool scalar_first) {
     const Tensor scalar = opmath_scalar(s, a.dtype());
     scalar_first ? kernels::binary(op, scalar, a, out) : kernels::binary(op, a, scalar, out);
   }
-  if (autograd::needs_grad({&a})) {
-    auto node = std::make_shared<ScalarBackward>();
-    node->op = op;
-    node->s = s;
-    node->scalar_first = scalar_first;
+  ops_detail::record_backward<ScalarBackward>({&a}, {&out}, [&](ScalarBackward& node) {
+    node.op = op;
+    node.s = s;
+    node.scalar_first = scalar_first;
     if (op == BinaryOp::Div && scalar_first) {
-      node->a = a.detach();
-      node->out = out.detach();
+      node.a = a.detach();
+      node.out = out.detach();
     }
-    autograd::record(node, {&a}, {&out});
-  }
+  });
   return out;
 }
 
@@ -283,12 +281,10 @@ Tensor pow(const Tensor& x_in, double exponent) {
     NoGrad no_grad;
     kernels::binary(BinaryOp::Pow, x, opmath_scalar(exponent, x.dtype()), out);
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<PowBackward>();
-    node->x = x.detach();
-    node->p = exponent;
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<PowBackward>({&x}, {&out}, [&](PowBackward& node) {
+    node.x = x.detach();
+    node.p = exponent;
+  });
   return out;
 }
 
@@ -300,13 +296,11 @@ Tensor clamp(const Tensor& x_in, double lo, double hi) {
     NoGrad no_grad;
     kernels::clamp(x, lo, hi, out);
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<ClampBackward>();
-    node->x = x.detach();
-    node->lo = lo;
-    node->hi = hi;
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<ClampBackward>({&x}, {&out}, [&](ClampBackward& node) {
+    node.x = x.detach();
+    node.lo = lo;
+    node.hi = hi;
+  });
   return out;
 }
 

@@ -93,14 +93,12 @@ struct ResampleBackward final : autograd::Node {
 
 Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel,
               Tensor indices = Tensor()) {
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<ResampleBackward>();
-    node->kind = kind;
-    node->x = x.detach();
-    node->kernel = kernel;
-    node->indices = std::move(indices);
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<ResampleBackward>({&x}, {&out}, [&](ResampleBackward& node) {
+    node.kind = kind;
+    node.x = x.detach();
+    node.kernel = kernel;
+    node.indices = std::move(indices);
+  });
   return out;
 }
 
@@ -203,13 +201,11 @@ Tensor warp(const Tensor& x_in, const Tensor& flow_in) {
     out = Tensor::empty_like(x, MemoryFormat::Preserve);
     out.copy_(sampled);
   }
-  if (autograd::needs_grad({&x, &flow})) {
-    auto node = std::make_shared<WarpBackward>();
-    node->x = x.detach();
-    node->flow = flow_acc.detach();
-    node->flow_dtype = flow.dtype();
-    autograd::record(node, {&x, &flow}, {&out});
-  }
+  ops_detail::record_backward<WarpBackward>({&x, &flow}, {&out}, [&](WarpBackward& node) {
+    node.x = x.detach();
+    node.flow = flow_acc.detach();
+    node.flow_dtype = flow.dtype();
+  });
   return out;
 }
 
