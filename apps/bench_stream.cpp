@@ -60,26 +60,23 @@ int run_bench_stream(Args args) {
               "`stream produce --input` process pushing to a `stream run --zmq` worker over IPC),\n"
               "at each batch size. Prints a table; --json writes the rows.");
   p.option("--detector", &detector, "single | quad | epix10k2m | jungfrau4m");
-  p.option("--frames", &frames, "frames per run (generated once)");
+  p.option("--frames", &frames, "frames per run (generated once)", {1, 1'000'000});
   p.option("--batches", &batches, "batch sizes, comma-separated");
   p.option("--inputs", &inputs, "hdf5 and/or zmq");
   p.option("--rate", &rate,
            "frames/s delivered (0: as fast as the pipeline takes them); "
-           "latency at a detector's pace needs a rate");
+           "latency at a detector's pace needs a rate",
+           {.min = 0});
   p.option("--model", &model,
            "a PeakNet file: run the network finder (--finder net) instead of the classical one");
   p.option("--precisions", &precisions,
            "with --model: bf16 | fp32 | fp16 | autocast-bf16, comma-separated (a precision axis)");
-  p.option("--seed", &seed, "generator seed");
+  p.option("--seed", &seed, "generator seed", {.min = 0});
   p.option("--runs", &repeats,
-           "runs of each configuration; the median one (by frames/s) is reported");
+           "runs of each configuration; the median one (by frames/s) is reported", {1, 100});
   p.option("--json", &json_path, "write the rows as JSON to this file");
   p.epilog("Threads: MIXPREC_NUM_THREADS, inherited by every child process.");
   if (!p.parse(args)) return 0;
-  if (frames < 1 || frames > 1'000'000 || seed < 0 || !(rate >= 0 && std::isfinite(rate)) ||
-      repeats < 1 || repeats > 100)
-    throw UsageError{
-        "bench stream: --frames in [1, 1000000], --seed >= 0, --rate >= 0, --runs in [1, 100]"};
   std::vector<int64_t> batch_sizes;
   for (const std::string& b : split_list(batches)) {
     batch_sizes.push_back(integer_option("bench stream", "--batches", b));

@@ -27,13 +27,6 @@
 namespace mixprec::app {
 namespace {
 
-double number(const io::JsonValue& v, std::string_view key) {
-  return json_member(v, key, "bench train").as_double();
-}
-const std::string& text(const io::JsonValue& v, std::string_view key) {
-  return json_member(v, key, "bench train").as_string();
-}
-
 struct Row {
   std::string name;
   double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
@@ -75,14 +68,15 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
 }
 
 Row parse_row(const io::JsonValue& v, const std::string& prefix) {
+  const ChildResult result{v, "bench train"};
   Row r;
-  r.name = prefix + text(v, "mode");
-  r.ms = number(v, "ms_per_step");
-  r.min_ms = number(v, "min_ms");
-  r.tokens_per_s = number(v, "tokens_per_s");
+  r.name = prefix + result.text("mode");
+  r.ms = result.number("ms_per_step");
+  r.min_ms = result.number("min_ms");
+  r.tokens_per_s = result.number("tokens_per_s");
   if (const io::JsonValue* a = v.find("peak_alloc_mib")) r.peak_alloc_mib = a->as_double();
-  r.rss_mib = number(v, "peak_rss_mib");
-  r.loss = number(v, "last_loss");
+  r.rss_mib = result.number("peak_rss_mib");
+  r.loss = result.number("last_loss");
   return r;
 }
 
@@ -96,9 +90,9 @@ int run_bench_train(Args args) {
               "GPT small() training step (6 layers, d_model 384, 6 heads, context 256, AdamW):\n"
               "ms/step, tokens/s and peak memory per precision, with PyTorch in the same run.");
   p.option("--modes", &modes, "comma-separated: fp32,bf16,bf16-params,fp16,fp16-params");
-  p.option("--warmup", &warmup, "untimed steps first");
-  p.option("--steps", &steps, "timed steps");
-  p.option("--batch", &batch, "sequences per step");
+  p.option("--warmup", &warmup, "untimed steps first", {.min = 0});
+  p.option("--steps", &steps, "timed steps", {.min = 1});
+  p.option("--batch", &batch, "sequences per step", {.min = 1});
   p.option("--python", &python, "interpreter for the PyTorch peer (Debian's python3-torch)");
   p.flag("--no-peer", &no_peer, "skip PyTorch");
   p.flag("--checkpoint-activations", &checkpoint_activations,
@@ -107,8 +101,6 @@ int run_bench_train(Args args) {
   p.flag("--json", &json, "print the results as JSON on stdout");
   p.option("--run-one", &one, "(internal) time one mode and print JSON");
   if (!p.parse(args)) return 0;
-  if (steps < 1 || warmup < 0 || batch < 1)
-    throw UsageError{"bench train: --steps and --batch must be >= 1"};
   if (!one.empty()) return run_one(one, warmup, steps, batch, checkpoint_activations);
   if (quick) {
     modes = "fp32,bf16";

@@ -38,13 +38,6 @@
 namespace mixprec::app {
 namespace {
 
-double number(const io::JsonValue& v, std::string_view key) {
-  return json_member(v, key, "bench video").as_double();
-}
-const std::string& text(const io::JsonValue& v, std::string_view key) {
-  return json_member(v, key, "bench video").as_string();
-}
-
 struct Result {
   std::string preset, precision;
   int64_t steps = 0;
@@ -135,19 +128,20 @@ int run_one(const RunOne& o) {
 
 Result parse_result(const std::string& line) {
   const io::JsonValue v = io::parse_json(line);
+  const ChildResult child{v, "bench video"};
   Result r;
-  r.preset = text(v, "preset");
-  r.precision = text(v, "precision");
-  r.steps = static_cast<int64_t>(number(v, "steps"));
-  r.p50 = number(v, "p50");
-  r.p95 = number(v, "p95");
-  r.p99 = number(v, "p99");
-  r.spread = number(v, "spread");
-  r.peak_alloc_mib = number(v, "peak_alloc_mib");
-  r.rss_mib = number(v, "rss_mib");
-  r.gflop_per_frame = number(v, "gflop_per_frame");
-  r.params = static_cast<int64_t>(number(v, "params"));
-  r.trained = json_member(v, "trained", "bench video").as_bool();
+  r.preset = child.text("preset");
+  r.precision = child.text("precision");
+  r.steps = static_cast<int64_t>(child.number("steps"));
+  r.p50 = child.number("p50");
+  r.p95 = child.number("p95");
+  r.p99 = child.number("p99");
+  r.spread = child.number("spread");
+  r.peak_alloc_mib = child.number("peak_alloc_mib");
+  r.rss_mib = child.number("rss_mib");
+  r.gflop_per_frame = child.number("gflop_per_frame");
+  r.params = static_cast<int64_t>(child.number("params"));
+  r.trained = child.member("trained").as_bool();
   return r;
 }
 
@@ -269,9 +263,10 @@ int run_bench_video(Args args) {
   p.option("--presets", &presets, "comma-separated: lightweight,medium,heavy,xl");
   p.option("--precisions", &precisions, "comma-separated: fp32,fp16,bf16,autocast-bf16,auto");
   p.option("--steps", &steps_list, "comma-separated DDIM steps per frame");
-  p.option("--frames", &frames, "timed frames per configuration");
-  p.option("--warmup", &warmup, "untimed frames first");
-  p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32");
+  p.option("--frames", &frames, "timed frames per configuration", {.min = 3});
+  p.option("--warmup", &warmup, "untimed frames first", {.min = 0});
+  p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32",
+           {.min = 1});
   p.option("--checkpoint", &checkpoint, "trained model used where its preset matches");
   p.option("--seed", &seed, "noise seed (the same for every configuration)");
   p.option("--save", &save, "write the results as a baseline JSON file");
@@ -301,8 +296,6 @@ int run_bench_video(Args args) {
     warmup = 2;
     quality_frame = std::min<int64_t>(quality_frame, 10);
   }
-  if (frames < 3 || warmup < 0 || quality_frame < 1)
-    throw UsageError{"bench video: --frames must be >= 3, --quality-frame >= 1"};
   std::vector<std::string> precision_names = split_list(precisions);
   for (const std::string& name : precision_names) parse_inference_precision(name);  // validate
   if (std::find(precision_names.begin(), precision_names.end(), "fp32") == precision_names.end())
@@ -365,14 +358,15 @@ int run_bench_video(Args args) {
     contents << f.rdbuf();
     if (!f) throw Error("[bench video] could not read baseline " + compare);
     const io::JsonValue base = io::parse_json(contents.str());
-    for (const io::JsonValue& b : json_member(base, "results", "bench video").items()) {
-      const std::string key = text(b, "preset") + "/" + text(b, "precision") + "/" +
-                              std::to_string(static_cast<int64_t>(number(b, "steps")));
+    for (const io::JsonValue& item : json_member(base, "results", "bench video").items()) {
+      const ChildResult b{item, "bench video"};
+      const std::string key = b.text("preset") + "/" + b.text("precision") + "/" +
+                              std::to_string(static_cast<int64_t>(b.number("steps")));
       for (const Result& r : results) {
         if (r.key() != key) continue;
-        const double old_ms = number(b, "ms_p50");
+        const double old_ms = b.number("ms_p50");
         // Noise: the larger interquartile range of the two runs, and never less than 5%.
-        const double noise = std::max({0.05 * old_ms, number(b, "ms_spread"), r.spread});
+        const double noise = std::max({0.05 * old_ms, b.number("ms_spread"), r.spread});
         const bool slower = r.p50 > old_ms + 2 * noise;
         regressions += slower ? 1 : 0;
         std::printf("%-40s %8.2f -> %8.2f ms  %+6.1f%%  %s\n", key.c_str(), old_ms, r.p50,

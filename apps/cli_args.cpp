@@ -19,12 +19,30 @@ T parse_number(std::string_view text, bool& ok) {
   return value;
 }
 
-// NaN is an option's "unset" (its help says what happens then): no default to print.
-std::string format_default(double v) {
-  if (std::isnan(v)) return "";
+std::string format_number(double v) {
   std::ostringstream s;
   s << v;
   return s.str();
+}
+
+// NaN is an option's "unset" (its help says what happens then): no default to print.
+std::string format_default(double v) { return std::isnan(v) ? "" : format_number(v); }
+
+// "in [1, 16]", ">= 0", "<= 1", or "" for no range.
+std::string format_range(const Range& r) {
+  const bool low = std::isfinite(r.min), high = std::isfinite(r.max);
+  if (low && high) return "in [" + format_number(r.min) + ", " + format_number(r.max) + "]";
+  if (low) return ">= " + format_number(r.min);
+  if (high) return "<= " + format_number(r.max);
+  return "";
+}
+
+// "(default 8, in [1, 16])": what --help says after an option's text.
+std::string help_suffix(const std::string& default_value, const Range& range) {
+  std::string parts = default_value.empty() ? "" : "default " + default_value;
+  const std::string bounds = format_range(range);
+  if (!bounds.empty()) parts += (parts.empty() ? "" : ", ") + bounds;
+  return parts;
 }
 
 }  // namespace
@@ -79,26 +97,35 @@ void ArgParser::fail(const std::string& message) const {
 }
 
 void ArgParser::option(std::string name, std::string* value, std::string help) {
-  options_.push_back({name, std::move(help), *value, true,
+  options_.push_back({name, std::move(help), help_suffix(*value, {}), true,
                       [value](std::string_view v) { *value = std::string(v); }});
 }
 
-void ArgParser::option(std::string name, int64_t* value, std::string help) {
-  options_.push_back({name, std::move(help), std::to_string(*value), true,
-                      [this, value, name](std::string_view v) {
+void ArgParser::check_range(const std::string& name, double value, const Range& range) const {
+  const bool declared = std::isfinite(range.min) || std::isfinite(range.max);
+  // Within a declared range a value is finite: NaN and infinity fail too.
+  if (declared && !(std::isfinite(value) && value >= range.min && value <= range.max))
+    fail(name + " must be " + format_range(range) + ", got " + format_number(value));
+}
+
+void ArgParser::option(std::string name, int64_t* value, std::string help, Range range) {
+  options_.push_back({name, std::move(help), help_suffix(std::to_string(*value), range), true,
+                      [this, value, name, range](std::string_view v) {
                         const std::optional<int64_t> parsed = parse_integer(v);
                         if (!parsed)
                           fail(name + " expects an integer, got '" + std::string(v) + "'");
+                        check_range(name, static_cast<double>(*parsed), range);
                         *value = *parsed;
                       }});
 }
 
-void ArgParser::option(std::string name, double* value, std::string help) {
-  options_.push_back({name, std::move(help), format_default(*value), true,
-                      [this, value, name](std::string_view v) {
+void ArgParser::option(std::string name, double* value, std::string help, Range range) {
+  options_.push_back({name, std::move(help), help_suffix(format_default(*value), range), true,
+                      [this, value, name, range](std::string_view v) {
                         bool ok = false;
                         *value = parse_number<double>(v, ok);
                         if (!ok) fail(name + " expects a number, got '" + std::string(v) + "'");
+                        check_range(name, *value, range);
                       }});
 }
 
@@ -153,8 +180,7 @@ void ArgParser::print_help() const {
   for (const Option& o : options_) {
     const std::string left = o.takes_value ? o.name + " V" : o.name;
     std::printf("  %-22s %s", left.c_str(), o.help.c_str());
-    if (o.takes_value && !o.default_text.empty())
-      std::printf(" (default %s)", o.default_text.c_str());
+    if (o.takes_value && !o.note.empty()) std::printf(" (%s)", o.note.c_str());
     std::printf("\n");
   }
   std::printf("  %-22s %s\n", "--help", "this text");

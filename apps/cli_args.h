@@ -2,11 +2,13 @@
 // A small declarative option parser for the subcommands: each option binds to a variable that
 // holds its default, and --help is generated from the declarations (defaults included).
 //   ArgParser p("video generate", "Generate a video stream frame by frame.");
-//   p.option("--frames", &frames, "frames to generate");
+//   p.option("--frames", &frames, "frames to generate", {.min = 1, .max = 10000});
 //   if (!p.parse(args)) return 0;  // --help was printed
-// Values are "--name value" or "--name=value"; a bad or unknown option is a UsageError.
+// Values are "--name value" or "--name=value"; a bad or unknown option is a UsageError, and so
+// is a number outside its option's range ("video generate: --frames must be in [1, 10000]").
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -49,14 +51,22 @@ std::vector<std::string> split_list(const std::string& text);
 // A file of the source tree (the shipped corpus, models and peer scripts), by its path there.
 std::string source_path(const std::string& relative);
 
+// The values a numeric option accepts, both ends included; an end left out is open. A declared
+// range (at least one end) is checked as the value is read, rejects NaN and infinity, and is
+// shown in --help.
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+};
+
 class ArgParser {
  public:
   ArgParser(std::string command, std::string summary)
       : command_(std::move(command)), summary_(std::move(summary)) {}
 
   void option(std::string name, std::string* value, std::string help);
-  void option(std::string name, int64_t* value, std::string help);
-  void option(std::string name, double* value, std::string help);
+  void option(std::string name, int64_t* value, std::string help, Range range = {});
+  void option(std::string name, double* value, std::string help, Range range = {});
   void flag(std::string name, bool* value, std::string help);  // no value: sets true
   // Bare words (not starting with "--"), in order; without this they are an error.
   void positional(std::string metavar, std::vector<std::string>* values, std::string help);
@@ -68,11 +78,13 @@ class ArgParser {
 
  private:
   struct Option {
-    std::string name, help, default_text;
+    std::string name, help;
+    std::string note;  // "default 8, in [1, 16]": shown after the help text
     bool takes_value;
     std::function<void(std::string_view)> set;
   };
   [[noreturn]] void fail(const std::string& message) const;
+  void check_range(const std::string& name, double value, const Range& range) const;
   std::string command_, summary_, epilog_;
   std::vector<Option> options_;
   std::string positional_metavar_, positional_help_;

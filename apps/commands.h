@@ -16,9 +16,21 @@ struct UsageError {
 
 struct Command {
   std::string_view name;
-  std::string_view summary;
+  std::string_view summary;  // may run over lines: each further line is indented under the first
   int (*run)(Args args);
 };
+
+// A command with subcommands (`mixprec video <train|generate|...>`): one table, one dispatcher.
+// --help (or no subcommand) prints the usage, the intro and the table; an unknown name is a
+// UsageError naming the choices.
+struct CommandGroup {
+  std::string_view name;     // "video"
+  std::string_view metavar;  // "command" in "Usage: mixprec video <command> [options]"
+  std::string_view intro;    // a paragraph under the usage line ("" for none)
+  std::span<const Command> commands;
+  std::string_view footer;  // the closing paragraph
+};
+int run_command_group(const CommandGroup& group, Args args);
 
 int run_info(Args args);
 int run_inspect(Args args);

@@ -20,6 +20,21 @@ namespace mixprec::app {
 
 namespace fs = std::filesystem;
 
+void add_run_dir_options(ArgParser& p, RunDirOptions& o, const std::string& out_help) {
+  p.option("--out", &o.out, out_help);
+  p.option("--checkpoint-every", &o.checkpoint_every, "steps between checkpoints", {.min = 1});
+  p.flag("--resume", &o.resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
+  p.flag("--overwrite", &o.overwrite, "start a new run in an OUT that already holds one");
+  p.flag("--override", &o.override,
+         "with --resume: accept settings that differ from the checkpoint's (no longer "
+         "bit-identical)");
+}
+
+void check_run_dir_options(const std::string& command, const RunDirOptions& o) {
+  if ((o.resume && o.overwrite) || (o.override && !o.resume))
+    throw UsageError{command + ": --resume excludes --overwrite; --override needs --resume"};
+}
+
 std::string prepare_run_directory(const std::string& command, const std::string& out, bool resume,
                                   bool overwrite) {
   const std::string checkpoint = out + "/checkpoint.safetensors";

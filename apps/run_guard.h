@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli_args.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/io/safetensors.h"
 #include "progress.h"
@@ -36,6 +37,19 @@ namespace mixprec::app {
 //   rather than at the first save.
 std::string prepare_run_directory(const std::string& command, const std::string& out, bool resume,
                                   bool overwrite);
+
+// The options of the run directory, the same in every training command: --out, --checkpoint-every,
+// --resume, --overwrite, --override (the defaults of `out` and `checkpoint_every` are the
+// command's).
+struct RunDirOptions {
+  std::string out;
+  int64_t checkpoint_every = 0;
+  bool resume = false, overwrite = false, override = false;
+};
+// `out_help` says what OUT holds ("directory for checkpoint.safetensors and ...").
+void add_run_dir_options(ArgParser& p, RunDirOptions& o, const std::string& out_help);
+// --resume excludes --overwrite and --override needs --resume: a UsageError naming `command`.
+void check_run_dir_options(const std::string& command, const RunDirOptions& o);
 
 // ---- settings a resumed run must share -----------------------------------------------------
 

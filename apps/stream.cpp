@@ -45,32 +45,32 @@ int run_stream_serve(Args args) {
   return run_stream_run(translated);
 }
 
+constexpr Command kStreamCommands[] = {
+    {"produce",
+     "synthetic detector frames with their true peaks, into an HDF5 file or\n"
+     "pushed over ZeroMQ",
+     run_stream_produce},
+    {"peaks", "find the peaks of every frame of an HDF5 file into a CXI peak list",
+     run_stream_peaks},
+    {"run",
+     "the same as a streaming pipeline (reader, bounded queue, batcher, writer)\n"
+     "on an HDF5 file or on frames pulled from ZeroMQ; --finder net runs PeakNet",
+     run_stream_run},
+    {"serve", "a worker pulling frames from a ZeroMQ socket (--bind or --connect)",
+     run_stream_serve},
+    {"train", "train PeakNet, the peak segmentation network, on synthetic frames",
+     run_stream_train},
+};
+
 }  // namespace
 
 int run_stream(Args args) {
-  const std::string_view sub = args.empty() ? "--help" : args[0];
-  if (sub == "produce") return run_stream_produce(args.subspan(1));
-  if (sub == "peaks") return run_stream_peaks(args.subspan(1));
-  if (sub == "run") return run_stream_run(args.subspan(1));
-  if (sub == "train") return run_stream_train(args.subspan(1));
-  if (sub == "serve") return run_stream_serve(args.subspan(1));
-  if (sub == "--help" || sub == "-h") {
-    std::printf(
-        "Usage: mixprec stream <command> [options]\n\n"
-        "X-ray detector frames and Bragg-peak finding, as a serial-crystallography beamline runs\n"
-        "them (docs/STREAM.md).\n\n"
-        "Commands:\n"
-        "  produce    synthetic detector frames with their true peaks, into an HDF5 file or\n"
-        "             pushed over ZeroMQ\n"
-        "  peaks      find the peaks of every frame of an HDF5 file into a CXI peak list\n"
-        "  run        the same as a streaming pipeline (reader, bounded queue, batcher, writer)\n"
-        "             on an HDF5 file or on frames pulled from ZeroMQ; --finder net runs PeakNet\n"
-        "  serve      a worker pulling frames from a ZeroMQ socket (--bind or --connect)\n"
-        "  train      train PeakNet, the peak segmentation network, on synthetic frames\n\n"
-        "Run 'mixprec stream <command> --help' for its options.\n");
-    return 0;
-  }
-  throw UsageError{"stream: unknown command '" + std::string(sub) + "' (produce|peaks|run|serve|train)"};
+  return run_command_group(
+      {"stream", "command",
+       "X-ray detector frames and Bragg-peak finding, as a serial-crystallography beamline runs\n"
+       "them (docs/STREAM.md).",
+       kStreamCommands, "Run 'mixprec stream <command> --help' for its options."},
+      args);
 }
 
 }  // namespace mixprec::app

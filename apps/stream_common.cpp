@@ -16,6 +16,21 @@ DetectorSetup detector_setup(const stream::Hdf5FrameReader& reader) {
   return setup;
 }
 
+void add_frame_file_options(ArgParser& p, FrameFileOptions& o) {
+  p.option("--input", &o.input, "FILE.h5, or FILE.h5:/dataset (default /entry_1/data_1/data)");
+  p.option("--output", &o.output, "CXI file to write (appears complete, or not at all)");
+  p.option("--max-frames", &o.max_frames, "stop after this many frames (0: all)", {.min = 0});
+  p.option("--match-radius", &o.scoring.match_radius,
+           "scoring: a found peak matches a true one within this (px)");
+  p.option("--min-truth-snr", &o.scoring.min_truth_snr,
+           "scoring: weaker true peaks are neither required nor false", {.min = 0});
+}
+
+void check_frame_file_options(std::string_view command, const FrameFileOptions& o) {
+  if (!(o.scoring.match_radius > 0))
+    throw UsageError{std::string(command) + ": --match-radius must be > 0"};
+}
+
 std::string scoring_json(bool has_truth, const stream::MatchCounts& score,
                          const ScoringOptions& options) {
   using io::json_number;

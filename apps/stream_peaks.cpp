@@ -21,40 +21,37 @@
 namespace mixprec::app {
 
 int run_stream_peaks(Args args) {
-  std::string input, output, finder_name = "classic";
+  FrameFileOptions files;
+  std::string finder_name = "classic";
   stream::ClassicFinderOptions classic;
-  ScoringOptions scoring;
-  int64_t max_frames = 0;
   int64_t min_pixels = classic.min_pixels, max_pixels = classic.max_pixels;
   ArgParser p("stream peaks",
               "Find the Bragg peaks of every frame of an HDF5 file and write them as a CXI peak\n"
               "list (CrystFEL: peak_list = /entry_1/result_1, peak_list_type = cxi). Frames with\n"
               "ground truth (from 'mixprec stream produce') are scored: F1 within --match-radius.\n"
               "Prints one JSON summary line on stdout.");
-  p.option("--input", &input, "FILE.h5, or FILE.h5:/dataset (default /entry_1/data_1/data)");
-  p.option("--output", &output, "CXI file to write (appears complete, or not at all)");
+  add_frame_file_options(p, files);
   p.option("--finder", &finder_name, "classic (peakfinder8-style; the network finder is next)");
   p.option("--min-snr", &classic.min_pixel_snr, "candidate pixels: above mean + this * sigma of their radius");
-  p.option("--min-peak-snr", &classic.min_peak_snr, "kept peaks: integrated SNR against the local background");
+  p.option("--min-peak-snr", &classic.min_peak_snr,
+           "kept peaks: integrated SNR against the local background", {.min = 0});
   p.option("--adc-threshold", &classic.adc_threshold, "candidate pixels must also exceed this value");
-  p.option("--min-pixels", &min_pixels, "smallest peak, pixels");
+  p.option("--min-pixels", &min_pixels, "smallest peak, pixels", {.min = 1});
   p.option("--max-pixels", &max_pixels, "largest peak, pixels");
-  p.option("--match-radius", &scoring.match_radius, "scoring: a found peak matches a true one within this (px)");
-  p.option("--min-truth-snr", &scoring.min_truth_snr, "scoring: weaker true peaks are neither required nor false");
-  p.option("--max-frames", &max_frames, "stop after this many frames (0: all)");
   p.epilog("Exit status: 0 written, 1 unreadable input or failed write, 2 usage mistake.");
   if (!p.parse(args)) return 0;
+  const std::string &input = files.input, &output = files.output;
+  const ScoringOptions& scoring = files.scoring;
   if (input.empty() || output.empty())
     throw UsageError{"stream peaks: --input FILE.h5 and --output FILE.cxi are required"};
   if (finder_name != "classic")
     throw UsageError{"stream peaks: --finder must be 'classic', got '" + finder_name +
                      "' (the network finder is not built yet)"};
-  if (!(classic.min_pixel_snr > 0) || !(classic.min_peak_snr >= 0) || !std::isfinite(classic.adc_threshold))
-    throw UsageError{"stream peaks: --min-snr must be > 0, --min-peak-snr >= 0, --adc-threshold finite"};
-  if (min_pixels < 1 || max_pixels < min_pixels)
-    throw UsageError{"stream peaks: expected 1 <= --min-pixels <= --max-pixels"};
-  if (!(scoring.match_radius > 0) || !(scoring.min_truth_snr >= 0) || max_frames < 0)
-    throw UsageError{"stream peaks: --match-radius must be > 0, --min-truth-snr and --max-frames >= 0"};
+  if (!(classic.min_pixel_snr > 0) || !std::isfinite(classic.adc_threshold))
+    throw UsageError{"stream peaks: --min-snr must be > 0, --adc-threshold finite"};
+  if (max_pixels < min_pixels)
+    throw UsageError{"stream peaks: expected --min-pixels <= --max-pixels"};
+  check_frame_file_options("stream peaks", files);
   classic.min_pixels = min_pixels;
   classic.max_pixels = max_pixels;
 
@@ -63,7 +60,8 @@ int run_stream_peaks(Args args) {
   const DetectorSetup setup = detector_setup(reader);
   const std::optional<TruthLists>& truth = setup.truth;
   const stream::ClassicPeakFinder finder(setup.geometry, setup.bad_pixels, classic);
-  const int64_t frames = max_frames > 0 ? std::min(max_frames, reader.frames()) : reader.frames();
+  const int64_t frames =
+      files.max_frames > 0 ? std::min(files.max_frames, reader.frames()) : reader.frames();
   stream::CxiWriter writer(output, {reader.panels(), reader.rows(), reader.cols()});
   std::fprintf(stderr, "stream peaks: %s (%s, %lld frames of %lld x %lld x %lld %s), geometry %s%s\n",
                reader.file_path().c_str(), reader.dataset_path().c_str(),

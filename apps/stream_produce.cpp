@@ -44,17 +44,25 @@ int run_stream_produce(Args args) {
   p.option("--bind", &bind, "push the frames from this bound endpoint (consumers connect to it)");
   p.option("--endpoint-file", &endpoint_file,
            "with --bind: write the bound endpoint here (tcp://127.0.0.1:* picks a free port)");
-  p.option("--frames", &frames, "frames to make or send (0: 100 synthetic ones, or each frame of --input once)");
+  p.option("--frames", &frames,
+           "frames to make or send (0: 100 synthetic ones, or each frame of --input once)",
+           {0, 10'000'000});
   p.option("--detector", &detector, "single | quad | epix10k2m | jungfrau4m");
-  p.option("--seed", &seed, "generator seed");
-  p.option("--deflate", &deflate, "with --output: gzip level of the frames (0: uncompressed)");
-  p.option("--rate", &rate, "with a socket: frames per second to send, as a detector would (0: as fast as possible)");
+  p.option("--seed", &seed, "generator seed", {.min = 0});
+  p.option("--deflate", &deflate, "with --output: gzip level of the frames (0: uncompressed)",
+           {0, 9});
+  p.option("--rate", &rate,
+           "with a socket: frames per second to send, as a detector would (0: as fast as possible)",
+           {.min = 0});
   p.option("--sample-type", &sample_type,
            "with a socket: f32 converts the frames to f32 on the wire (default: as made, u16 ADU, "
            "or the file's own type)");
-  p.option("--hwm", &hwm, "with a socket: frames ZeroMQ queues per consumer before sending waits");
-  p.option("--ends", &ends, "with a socket: end-of-stream messages to send (one per consumer)");
-  p.option("--linger", &linger, "with a socket: seconds to wait at the end for queued frames to leave");
+  p.option("--hwm", &hwm, "with a socket: frames ZeroMQ queues per consumer before sending waits",
+           {1, 100000});
+  p.option("--ends", &ends, "with a socket: end-of-stream messages to send (one per consumer)",
+           {0, 1000});
+  p.option("--linger", &linger,
+           "with a socket: seconds to wait at the end for queued frames to leave", {0, 3600});
   p.epilog(
       "With a socket, sending waits while every consumer's queue is full (backpressure): frames "
       "are never dropped here; a consumer with --overload drop drops and counts them. The wire "
@@ -69,14 +77,8 @@ int run_stream_produce(Args args) {
     throw UsageError{"stream produce: exactly one of --output FILE.h5, --connect ENDPOINT or --bind ENDPOINT is required"};
   const bool to_socket = output.empty();
   if (!input.empty() && !to_socket)
-    throw UsageError{"stream produce: --input goes with --connect or --bind (a file is already a file)"};
-  if (frames < 0 || frames > 10'000'000)
-    throw UsageError{"stream produce: --frames must be in [0, 10000000]"};
-  if (seed < 0) throw UsageError{"stream produce: --seed must be >= 0"};
-  if (deflate < 0 || deflate > 9) throw UsageError{"stream produce: --deflate must be in [0, 9]"};
-  if (!(rate >= 0 && std::isfinite(rate)) || hwm < 1 || hwm > 100000 || ends < 0 || ends > 1000 ||
-      !(linger >= 0 && linger <= 3600))
-    throw UsageError{"stream produce: --rate >= 0, --hwm in [1, 100000], --ends in [0, 1000], --linger in [0, 3600]"};
+    throw UsageError{
+        "stream produce: --input goes with --connect or --bind (a file is already a file)"};
   if (!endpoint_file.empty() && bind.empty())
     throw UsageError{"stream produce: --endpoint-file goes with --bind"};
   if (!sample_type.empty() && (sample_type != "f32" || !to_socket))

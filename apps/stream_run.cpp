@@ -61,12 +61,12 @@ void report_bad_message(int64_t count, const std::string& reason) {
 }  // namespace
 
 int run_stream_run(Args args) {
-  std::string input, zmq_endpoint, geometry_file, detector_name, output, endpoint_file;
+  FrameFileOptions files;
+  std::string zmq_endpoint, geometry_file, detector_name, endpoint_file;
   std::string finder_name = "classic", overload = "block", model_path, precision_name = "bf16";
-  int64_t max_batch = 8, queue_frames = 32, repeat = 1, max_frames = 0, hwm = 8, producers = 1;
+  int64_t max_batch = 8, queue_frames = 32, repeat = 1, hwm = 8, producers = 1;
   double max_delay_ms = 5, rate = 0, idle_timeout = 0;
   bool zmq_bind = false;
-  ScoringOptions scoring;
   stream::ClassicFinderOptions classic;
   stream::MaskPeakOptions net_peaks{.min_pixels = 1};
   ArgParser p("stream run",
@@ -75,7 +75,7 @@ int run_stream_run(Args args) {
               "queue, a dynamic batcher and finder, a writer. Peaks go to a CXI peak list\n"
               "(CrystFEL: peak_list = /entry_1/result_1, peak_list_type = cxi); one JSON summary\n"
               "line goes to stdout.");
-  p.option("--input", &input, "FILE.h5, or FILE.h5:/dataset (default /entry_1/data_1/data)");
+  add_frame_file_options(p, files);
   p.option("--zmq", &zmq_endpoint,
            "pull frames from this ZeroMQ endpoint instead (tcp://HOST:PORT, ipc://PATH; "
            "wire format in docs/STREAM.md)");
@@ -87,29 +87,35 @@ int run_stream_run(Args args) {
            "for synthetic frames, the ground truth by frame index");
   p.option("--detector", &detector_name,
            "with --zmq and no --geometry: single | quad | epix10k2m | jungfrau4m (no mask, no scoring)");
-  p.option("--hwm", &hwm, "with --zmq: frames ZeroMQ queues on this side (its high-water mark)");
-  p.option("--producers", &producers, "with --zmq: end-of-stream messages that end the run");
+  p.option("--hwm", &hwm, "with --zmq: frames ZeroMQ queues on this side (its high-water mark)",
+           {1, 100000});
+  p.option("--producers", &producers, "with --zmq: end-of-stream messages that end the run",
+           {.min = 1});
   p.option("--idle-timeout", &idle_timeout,
            "with --zmq: end the run after this many seconds without a message (0: wait forever; "
-           "a producer that died never sends its end)");
-  p.option("--output", &output, "CXI file to write (appears complete, or not at all)");
+           "a producer that died never sends its end)",
+           {.min = 0});
   p.option("--finder", &finder_name, "classic (peakfinder8-style) | net (PeakNet, needs --model)");
   p.option("--model", &model_path, "with --finder net: a PeakNet file (mixprec stream train's model.safetensors)");
   p.option("--precision", &precision_name,
            "with --finder net: bf16 (frames and weights in bf16 from the source) | fp32 | fp16 | "
            "autocast-bf16 (f32 frames and weights, products in bf16)");
-  p.option("--min-pixels", &net_peaks.min_pixels, "with --finder net: smallest peak kept, pixels");
-  p.option("--batch", &max_batch, "largest batch of frames handed to the finder");
-  p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds");
-  p.option("--queue", &queue_frames, "frames each queue holds (bounds memory)");
+  p.option("--min-pixels", &net_peaks.min_pixels, "with --finder net: smallest peak kept, pixels",
+           {.min = 1});
+  p.option("--batch", &max_batch, "largest batch of frames handed to the finder", {1, 4096});
+  p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds",
+           {0, 60000});
+  p.option("--queue", &queue_frames, "frames each queue holds (bounds memory)", {1, 65536});
   p.option("--overload", &overload,
            "block: a full queue makes the reader wait (backpressure, up to the producer); drop: "
            "the frame is dropped and counted");
-  p.option("--rate", &rate, "with --input: frames per second the reader delivers, as a detector would (0: as fast as possible)");
-  p.option("--repeat", &repeat, "with --input: read the file this many times (a long run from a short file)");
-  p.option("--max-frames", &max_frames, "stop after this many frames (0: all)");
-  p.option("--match-radius", &scoring.match_radius, "scoring: a found peak matches a true one within this (px)");
-  p.option("--min-truth-snr", &scoring.min_truth_snr, "scoring: weaker true peaks are neither required nor false");
+  p.option("--rate", &rate,
+           "with --input: frames per second the reader delivers, as a detector would (0: as fast "
+           "as possible)",
+           {.min = 0});
+  p.option("--repeat", &repeat,
+           "with --input: read the file this many times (a long run from a short file)",
+           {.min = 1});
   p.epilog(
       "The CXI file has one row per processed frame, in order, and its input frame number (with "
       "--zmq, the index the producer sent) in /entry_1/result_1/frameIndex; with --overload drop, "
@@ -118,6 +124,9 @@ int run_stream_run(Args args) {
       "Exit status: 0 written, 1 unreadable input or failed write, 2 usage mistake, 128 + N "
       "stopped by signal N (what was processed is written).");
   if (!p.parse(args)) return 0;
+  const std::string &input = files.input, &output = files.output;
+  const int64_t max_frames = files.max_frames;
+  const ScoringOptions& scoring = files.scoring;
   const bool from_zmq = !zmq_endpoint.empty();
   if (input.empty() == !from_zmq || output.empty())
     throw UsageError{"stream run: one of --input FILE.h5 or --zmq ENDPOINT, and --output FILE.cxi, are required"};
@@ -137,16 +146,7 @@ int run_stream_run(Args args) {
     throw UsageError{"stream run: --finder net needs --model FILE, and --model goes with --finder net"};
   const models::NetPrecision net_precision =
       parse_usage("stream run", [&] { return models::parse_net_precision(precision_name); });
-  if (net_peaks.min_pixels < 1) throw UsageError{"stream run: --min-pixels must be >= 1"};
-  if (max_batch < 1 || max_batch > 4096 || queue_frames < 1 || queue_frames > 65536 ||
-      repeat < 1 || max_frames < 0 || hwm < 1 || hwm > 100000 || producers < 1)
-    throw UsageError{"stream run: --batch in [1, 4096], --queue in [1, 65536], --hwm in [1, 100000], "
-                     "--repeat and --producers >= 1, --max-frames >= 0"};
-  if (!(max_delay_ms >= 0 && max_delay_ms <= 60000) || !(rate >= 0 && std::isfinite(rate)) ||
-      !(idle_timeout >= 0 && std::isfinite(idle_timeout)))
-    throw UsageError{"stream run: --max-delay-ms in [0, 60000], --rate and --idle-timeout >= 0"};
-  if (!(scoring.match_radius > 0) || !(scoring.min_truth_snr >= 0))
-    throw UsageError{"stream run: --match-radius must be > 0, --min-truth-snr >= 0"};
+  check_frame_file_options("stream run", files);
   const pipeline::OverloadPolicy policy =
       parse_usage("stream run", [&] { return pipeline::parse_overload_policy(overload); });
   std::optional<stream::DetectorGeometry> named_detector;

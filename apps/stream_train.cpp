@@ -32,17 +32,17 @@ constexpr uint64_t kHeldOutSeedOffset = 1000;
 }  // namespace
 
 int run_stream_train(Args args) {
-  std::string out = "runs/peaknet", precision = "bf16", widths = "16,32,48", depths = "1,1,1";
+  std::string precision = "bf16", widths = "16,32,48", depths = "1,1,1";
+  RunDirOptions run{.out = "runs/peaknet", .checkpoint_every = 200};
   models::PeakNetTrainOptions o;
   models::PeakNetConfig config;
-  int64_t seed = 1, checkpoint_every = 200, eval_every = 200, eval_frames = 16;
-  bool resume = false, overwrite = false, override = false;
+  int64_t seed = 1, eval_every = 200, eval_frames = 16;
   ArgParser p(
       "stream train",
       "Train PeakNet, the Bragg-peak segmentation network (a ConvNeXt-V2 encoder and a\n"
       "light U-Net decoder, docs/STREAM.md), on crops of synthetic detector panels and their\n"
       "true peak masks, with the focal loss, in mixed precision.");
-  p.option("--out", &out, "directory for checkpoint.safetensors and model.safetensors");
+  add_run_dir_options(p, run, "directory for checkpoint.safetensors and model.safetensors");
   p.option("--steps", &o.steps, "optimizer steps in all (a resumed run continues to this)");
   p.option("--batch", &o.batch, "crops per step");
   p.option("--crop", &o.crop, "crop side in pixels (a multiple of 2^levels)");
@@ -65,15 +65,10 @@ int run_stream_train(Args args) {
   p.option("--depths", &depths, "ConvNeXt blocks per encoder level, comma-separated");
   p.option("--stem", &config.stem_channels, "channels of the full-resolution stem");
   p.option("--mlp-ratio", &config.mlp_ratio, "a block's hidden width / its width");
-  p.option("--seed", &seed, "seed of the initial weights and the data");
+  p.option("--seed", &seed, "seed of the initial weights and the data", {.min = 0});
   p.option("--eval-every", &eval_every,
-           "steps between held-out F1 measurements (0: only at the end)");
-  p.option("--eval-frames", &eval_frames, "held-out frames per measurement");
-  p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
-  p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
-  p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
-  p.flag("--override", &override,
-         "with --resume: accept settings that differ from the checkpoint's");
+           "steps between held-out F1 measurements (0: only at the end)", {.min = 0});
+  p.option("--eval-frames", &eval_frames, "held-out frames per measurement", {.min = 1});
   p.epilog(
       "Held-out F1: frames of a detector seed the training never sees (seed + 1000), scored like "
       "`stream run` (match within 1.5 px, true spots with SNR >= 8), beside the classical finder's "
@@ -81,14 +76,9 @@ int run_stream_train(Args args) {
       "Exit status: 0 trained, 1 diverged or failed write, 2 usage mistake, 128 + N stopped by "
       "signal N (a checkpoint was saved).");
   if (!p.parse(args)) return 0;
-  if ((resume && overwrite) || (override && !resume))
-    throw UsageError{"stream train: --resume excludes --overwrite; --override needs --resume"};
+  check_run_dir_options("stream train", run);
   if (precision != "bf16" && precision != "fp32")
     throw UsageError{"stream train: --precision must be bf16 or fp32, got '" + precision + "'"};
-  if (checkpoint_every < 1 || eval_every < 0 || eval_frames < 1 || seed < 0)
-    throw UsageError{
-        "stream train: --checkpoint-every and --eval-frames must be >= 1, --eval-every and --seed "
-        ">= 0"};
   o.compute = precision == "bf16" ? DType::BF16 : DType::F32;
   o.seed = static_cast<uint64_t>(seed);
   config.widths = integer_list("--widths", widths);
@@ -117,13 +107,14 @@ int run_stream_train(Args args) {
                                 {"gamma", exact_text(o.focal.gamma)},
                                 {"label-snr", exact_text(o.labels.min_snr)},
                                 {"label-reach", exact_text(o.labels.reach_sigma)}};
-  const std::string checkpoint = prepare_run_directory("stream train", out, resume, overwrite);
+  const std::string checkpoint =
+      prepare_run_directory("stream train", run.out, run.resume, run.overwrite);
   Generator init(static_cast<uint64_t>(seed));
   models::PeakNet model(config, init);
   models::PeakNetTrainer trainer(model, o);
   ResumePoint resumed;
-  if (resume) {
-    resumed = check_resume("stream train", checkpoint, settings, override, o.steps);
+  if (run.resume) {
+    resumed = check_resume("stream train", checkpoint, settings, run.override, o.steps);
     if (resumed.finished) return 0;
     io::load_checkpoint(checkpoint, model, trainer.optimizer());
     trainer.set_steps_done(resumed.step);
@@ -164,7 +155,7 @@ int run_stream_train(Args args) {
                  classic_score.f1());
   };
 
-  const std::string model_path = out + "/model.safetensors";
+  const std::string model_path = run.out + "/model.safetensors";
   auto save = [&](int64_t step, double loss) {
     io::SafetensorsMetadata meta = {{"precision", precision}};
     add_settings(meta, settings);
@@ -193,7 +184,7 @@ int run_stream_train(Args args) {
     bar.update(step + 1, metrics);
     const bool last = step + 1 == o.steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last) evaluate();
-    if (monitor.save_now((step + 1) % checkpoint_every == 0, last || StopOnSignal::requested()))
+    if (monitor.save_now((step + 1) % run.checkpoint_every == 0, last || StopOnSignal::requested()))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || StopOnSignal::requested()) break;
   }

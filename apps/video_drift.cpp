@@ -56,26 +56,25 @@ int run_video_drift(Args args) {
               "frame frozen: what copying it would score), and the quality report per window.");
   p.option("--models", &models_list,
            "comma-separated model files (e.g. with,without augmentation)");
-  p.option("--frames", &frames, "frames to generate per video");
+  p.option("--frames", &frames, "frames to generate per video", {.min = 1});
   p.option("--steps", &steps, "DDIM steps per frame");
-  p.option("--videos", &videos, "held-out videos to average over");
+  p.option("--videos", &videos, "held-out videos to average over", {.min = 1});
   p.option("--precision", &precision, "fp32 | fp16 | bf16 | autocast-bf16 | auto");
   p.option("--seed", &seed, "noise seed");
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (the level a model with "
-           "noise-level conditioning is told; default: the model file's, else 0)");
+           "noise-level conditioning is told; default: the model file's, else 0)",
+           {.min = 0});
   p.option("--still-threshold", &still_threshold,
            "pixels whose sampled change stays below this in every channel keep the last frame's "
-           "value (0: off; default: the model file's, else 0)");
+           "value (0: off; default: the model file's, else 0)",
+           {.min = 0});
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
-  p.option("--window", &window, "frames per window of the quality report");
+  p.option("--window", &window, "frames per window of the quality report", {.min = 1});
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
   if (!p.parse(args)) return 0;
   const std::vector<std::string> paths = split_list(models_list);
   if (paths.empty()) throw UsageError{"video drift: --models needs at least one model file"};
-  if (frames < 1 || videos < 1 || context_noise < 0 || window < 1 || still_threshold < 0)
-    throw UsageError{
-        "video drift: --frames, --videos and --window must be >= 1, --context-noise >= 0"};
   const InferencePrecision prec = parse_inference_precision(precision);
 
   // psnr[m][i]: model m's PSNR at frame i + 1, averaged over the videos.

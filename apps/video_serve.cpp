@@ -50,37 +50,27 @@ int run_video_serve(Args args) {
               "Serve the video stream live: a page with the stream, its frame rate and latency,\n"
               "and controls, at http://HOST:PORT/ (JSON at /api/figures and /api/health).");
   p.option("--bind", &host, "address to listen on (loopback by default; 0.0.0.0 is everyone)");
-  p.option("--port", &port, "port to listen on (0: any free port, printed)");
+  p.option("--port", &port, "port to listen on (0: any free port, printed)", {0, 65535});
   p.option("--checkpoint", &checkpoint, "model file written by 'mixprec video train'");
   p.option("--precision", &precision, "auto | fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16");
-  p.option("--steps", &steps, "DDIM steps per frame");
+  p.option("--steps", &steps, "DDIM steps per frame", {1, kMaxSteps});
   p.option("--streams", &streams,
            "independent streams (held-out videos N, N+1, ...; seeds S, "
-           "S+1, ...), batched in one forward per denoising step");
-  p.option("--video", &video, "held-out video the first stream starts from (0: the first one)");
-  p.option("--seed", &seed, "noise seed of the first stream");
+           "S+1, ...), batched in one forward per denoising step",
+           {1, 16});
+  p.option("--video", &video, "held-out video the first stream starts from (0: the first one)",
+           {0, kMaxStartVideo});
+  p.option("--seed", &seed, "noise seed of the first stream", {0, kMaxSeed});
   p.option("--context-noise", &context_noise,
            "std of noise added to the context before each frame (default: the model file's "
-           "level, else 0)");
+           "level, else 0)",
+           {0, kMaxContextNoise});
   p.option("--fps", &fps,
-           "frame rate to pace the stream to (late frames are counted); 0: as fast as it goes");
-  p.option("--max-viewers", &max_viewers, "viewers at a time; more get 503");
-  p.option("--jpeg-quality", &jpeg_quality, "JPEG quality of the streamed frames (1..100)");
+           "frame rate to pace the stream to (late frames are counted); 0: as fast as it goes",
+           {0, 240});
+  p.option("--max-viewers", &max_viewers, "viewers at a time; more get 503", {1, 64});
+  p.option("--jpeg-quality", &jpeg_quality, "JPEG quality of the streamed frames", {1, 100});
   if (!p.parse(args)) return 0;
-  if (port < 0 || port > 65535) throw UsageError{"video serve: --port must be in [0, 65535]"};
-  if (steps < 1 || steps > kMaxSteps)
-    throw UsageError{"video serve: --steps must be in [1, " + std::to_string(kMaxSteps) + "]"};
-  if (streams < 1 || streams > 16) throw UsageError{"video serve: --streams must be in [1, 16]"};
-  if (max_viewers < 1 || max_viewers > 64)
-    throw UsageError{"video serve: --max-viewers must be in [1, 64]"};
-  if (video < 0 || video > kMaxStartVideo || seed < 0 || seed > kMaxSeed)
-    throw UsageError{"video serve: --video must be in [0, " + std::to_string(kMaxStartVideo) +
-                     "] and --seed in [0, " + std::to_string(kMaxSeed) + "]"};
-  if (!(std::isnan(context_noise) || (context_noise >= 0 && context_noise <= kMaxContextNoise)) || !(fps >= 0 && fps <= 240) ||
-      jpeg_quality < 1 || jpeg_quality > 100)
-    throw UsageError{
-        "video serve: --context-noise must be in [0, 0.5], --fps in [0, 240], "
-        "--jpeg-quality in [1, 100]"};
   parse_inference_precision(precision);  // a bad name is a usage mistake, before loading
   if (!is_loopback(host))
     std::fprintf(stderr,

@@ -1,6 +1,7 @@
 #include "mixprec/core/shape.h"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <sstream>
 
@@ -9,16 +10,10 @@
 namespace mixprec {
 
 std::string_view memory_format_name(MemoryFormat format) {
-  switch (format) {
-    case MemoryFormat::Contiguous:
-      return "contiguous";
-    case MemoryFormat::ChannelsLast:
-      return "channels_last";
-    case MemoryFormat::Preserve:
-      return "preserve";
-  }
-  MIXPREC_ASSERT(false && "unknown MemoryFormat");
-  __builtin_unreachable();
+  // In MemoryFormat order.
+  static constexpr std::string_view kNames[] = {"contiguous", "channels_last", "preserve"};
+  MIXPREC_ASSERT(static_cast<std::size_t>(format) < std::size(kNames) && "unknown MemoryFormat");
+  return kNames[static_cast<std::size_t>(format)];
 }
 
 std::string shape_to_string(const std::vector<int64_t>& dims) {

@@ -41,30 +41,15 @@ struct Draw {
 std::array<float, 3> hsv(double hue, double sat, double val) {
   hue -= std::floor(hue);
   const double h6 = hue * 6;
-  const int sector = std::min(5, static_cast<int>(h6));
+  const int sector = std::clamp(static_cast<int>(h6), 0, 5);
   const double f = h6 - sector;
   const double p = val * (1 - sat), q = val * (1 - sat * f), t = val * (1 - sat * (1 - f));
-  double r, g, b;
-  switch (sector) {
-    case 0:
-      r = val, g = t, b = p;
-      break;
-    case 1:
-      r = q, g = val, b = p;
-      break;
-    case 2:
-      r = p, g = val, b = t;
-      break;
-    case 3:
-      r = p, g = q, b = val;
-      break;
-    case 4:
-      r = t, g = p, b = val;
-      break;
-    default:
-      r = val, g = p, b = q;
-      break;
-  }
+  // Which of (val, p, q, t) each sector puts in red, green and blue.
+  static constexpr int kSectorRgb[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
+                                           {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+  const double values[4] = {val, p, q, t};
+  const int* rgb = kSectorRgb[sector];
+  const double r = values[rgb[0]], g = values[rgb[1]], b = values[rgb[2]];
   auto unit = [](double v) { return static_cast<float>(std::clamp(v, 0.0, 1.0)); };
   return {unit(r), unit(g), unit(b)};
 }

@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-
-#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <unordered_set>
 
@@ -196,22 +195,11 @@ const JsonValue* JsonValue::find(std::string_view key) const {
 }
 
 std::string_view JsonValue::kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::Null:
-      return "null";
-    case Kind::Bool:
-      return "boolean";
-    case Kind::Number:
-      return "number";
-    case Kind::String:
-      return "string";
-    case Kind::Array:
-      return "array";
-    case Kind::Object:
-      return "object";
-  }
-  MIXPREC_ASSERT(false && "unknown JsonValue::Kind");
-  __builtin_unreachable();
+  // In Kind order.
+  static constexpr std::string_view kNames[] = {"null",   "boolean", "number",
+                                                "string", "array",   "object"};
+  MIXPREC_ASSERT(static_cast<std::size_t>(kind) < std::size(kNames) && "unknown JsonValue::Kind");
+  return kNames[static_cast<std::size_t>(kind)];
 }
 
 // ---- parser ----
@@ -296,42 +284,41 @@ class JsonParser {
       fail(detail::concat("nesting deeper than ", options_.max_depth, " levels"));
   }
 
-  void parse_array(JsonValue& v, int depth) {
+  // The comma-separated items between `open` and `close` (the caller is at `open`), each read
+  // by item(); `what` names the container in errors.
+  template <typename Item>
+  void parse_items(int depth, char close, const char* what, Item&& item) {
     enter(depth);
-    v.kind_ = JsonValue::Kind::Array;
-    ++pos_;  // '['
+    ++pos_;  // the opening bracket
     skip_whitespace();
-    if (peek() == ']') {
+    if (peek() == close) {
       ++pos_;
       return;
     }
     for (;;) {
       skip_whitespace();
-      v.items_.push_back(parse_value(depth));
+      item();
       skip_whitespace();
       if (peek() == ',') {
         ++pos_;
-      } else if (peek() == ']') {
+      } else if (peek() == close) {
         ++pos_;
         return;
       } else {
-        fail("expected ',' or ']' in array");
+        fail(detail::concat("expected ',' or '", close, "' in ", what));
       }
     }
   }
 
+  void parse_array(JsonValue& v, int depth) {
+    v.kind_ = JsonValue::Kind::Array;
+    parse_items(depth, ']', "array", [&] { v.items_.push_back(parse_value(depth)); });
+  }
+
   void parse_object(JsonValue& v, int depth) {
-    enter(depth);
     v.kind_ = JsonValue::Kind::Object;
-    ++pos_;  // '{'
-    skip_whitespace();
-    if (peek() == '}') {
-      ++pos_;
-      return;
-    }
     std::unordered_set<std::string> keys;  // this object's keys so far, for duplicates
-    for (;;) {
-      skip_whitespace();
+    parse_items(depth, '}', "object", [&] {
       if (peek() != '"') fail("expected a string key in object");
       const std::size_t key_at = pos_;
       std::string key = parse_string();
@@ -344,16 +331,7 @@ class JsonParser {
         fail_at(detail::concat("duplicate key ", json_quote_short(key)), key_at);
       }
       v.members_.push_back(JsonMember{std::move(key), std::move(value)});
-      skip_whitespace();
-      if (peek() == ',') {
-        ++pos_;
-      } else if (peek() == '}') {
-        ++pos_;
-        break;
-      } else {
-        fail("expected ',' or '}' in object");
-      }
-    }
+    });
   }
 
   uint32_t parse_hex4() {

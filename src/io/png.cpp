@@ -46,6 +46,36 @@ void on_error(png_structp png, png_const_charp message) {
 // Warnings (a bad ancillary chunk, an sRGB profile quirk) do not make an image unusable.
 void on_warning(png_structp, png_const_charp) {}
 
+// libpng's write or read struct and its info struct, created and destroyed together.
+enum class PngDirection { Write, Read };
+template <PngDirection kDirection>
+class PngStructs {
+ public:
+  explicit PngStructs(PngMessage* message) {
+    png_ = kDirection == PngDirection::Write
+               ? png_create_write_struct(PNG_LIBPNG_VER_STRING, message, on_error, on_warning)
+               : png_create_read_struct(PNG_LIBPNG_VER_STRING, message, on_error, on_warning);
+    if (png_ != nullptr) info_ = png_create_info_struct(png_);
+  }
+  ~PngStructs() {
+    if constexpr (kDirection == PngDirection::Write)
+      png_destroy_write_struct(&png_, &info_);
+    else
+      png_destroy_read_struct(&png_, &info_, nullptr);
+  }
+  PngStructs(const PngStructs&) = delete;
+  PngStructs& operator=(const PngStructs&) = delete;
+  bool ok() const { return png_ != nullptr && info_ != nullptr; }
+  png_structp png() const { return png_; }
+  png_infop info() const { return info_; }
+
+ private:
+  png_structp png_ = nullptr;
+  png_infop info_ = nullptr;
+};
+using PngWriter = PngStructs<PngDirection::Write>;
+using PngReader = PngStructs<PngDirection::Read>;
+
 // ---- writing ----
 
 void write_to_memory(png_structp png, png_bytep data, size_t n) {
@@ -60,24 +90,6 @@ void write_to_memory(png_structp png, png_bytep data, size_t n) {
 }
 
 void flush_nothing(png_structp) {}
-
-class PngWriter {
- public:
-  explicit PngWriter(PngMessage* message) {
-    png_ = png_create_write_struct(PNG_LIBPNG_VER_STRING, message, on_error, on_warning);
-    if (png_ != nullptr) info_ = png_create_info_struct(png_);
-  }
-  ~PngWriter() { png_destroy_write_struct(&png_, &info_); }
-  PngWriter(const PngWriter&) = delete;
-  PngWriter& operator=(const PngWriter&) = delete;
-  bool ok() const { return png_ != nullptr && info_ != nullptr; }
-  png_structp png() const { return png_; }
-  png_infop info() const { return info_; }
-
- private:
-  png_structp png_ = nullptr;
-  png_infop info_ = nullptr;
-};
 
 bool encode_rows(png_structp png, png_infop info, png_uint_32 width, png_uint_32 height,
                  png_bytepp rows, std::vector<uint8_t>* out) {
@@ -105,24 +117,6 @@ void read_from_memory(png_structp png, png_bytep out, size_t n) {
   std::memcpy(out, src->data + src->pos, n);
   src->pos += n;
 }
-
-class PngReader {
- public:
-  explicit PngReader(PngMessage* message) {
-    png_ = png_create_read_struct(PNG_LIBPNG_VER_STRING, message, on_error, on_warning);
-    if (png_ != nullptr) info_ = png_create_info_struct(png_);
-  }
-  ~PngReader() { png_destroy_read_struct(&png_, &info_, nullptr); }
-  PngReader(const PngReader&) = delete;
-  PngReader& operator=(const PngReader&) = delete;
-  bool ok() const { return png_ != nullptr && info_ != nullptr; }
-  png_structp png() const { return png_; }
-  png_infop info() const { return info_; }
-
- private:
-  png_structp png_ = nullptr;
-  png_infop info_ = nullptr;
-};
 
 struct DecodedHeader {
   png_uint_32 width, height;

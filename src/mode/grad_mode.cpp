@@ -9,11 +9,10 @@ thread_local bool t_inference_mode = false;
 bool grad_enabled() { return t_grad_enabled; }
 bool inference_mode_enabled() { return t_inference_mode; }
 
-NoGrad::NoGrad() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGrad::~NoGrad() { t_grad_enabled = previous_; }
-
-EnableGrad::EnableGrad() : previous_(t_grad_enabled) { t_grad_enabled = !t_inference_mode; }
-EnableGrad::~EnableGrad() { t_grad_enabled = previous_; }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) {
+  t_grad_enabled = enabled && !t_inference_mode;
+}
+GradModeGuard::~GradModeGuard() { t_grad_enabled = previous_; }
 
 InferenceMode::InferenceMode()
     : previous_grad_(t_grad_enabled), previous_inference_(t_inference_mode) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/convert.h"
@@ -103,38 +104,40 @@ double PeakNetTrainer::step() {
   return loss.item<double>();
 }
 
+namespace {
+
+// Each precision's name and the dtype frames are converted into, in NetPrecision order.
+struct NetPrecisionInfo {
+  NetPrecision precision;
+  const char* name;
+  DType input_dtype;
+};
+constexpr NetPrecisionInfo kNetPrecisions[] = {
+    {NetPrecision::F32, "fp32", DType::F32},
+    {NetPrecision::BF16, "bf16", DType::BF16},
+    {NetPrecision::F16, "fp16", DType::F16},
+    {NetPrecision::AutocastBF16, "autocast-bf16", DType::F32},
+};
+
+const NetPrecisionInfo& net_precision_info(NetPrecision precision) {
+  const auto index = static_cast<std::size_t>(precision);
+  MIXPREC_ASSERT(index < std::size(kNetPrecisions) && kNetPrecisions[index].precision == precision);
+  return kNetPrecisions[index];
+}
+
+}  // namespace
+
 NetPrecision parse_net_precision(const std::string& name) {
-  if (name == "fp32") return NetPrecision::F32;
-  if (name == "bf16") return NetPrecision::BF16;
-  if (name == "fp16") return NetPrecision::F16;
-  if (name == "autocast-bf16") return NetPrecision::AutocastBF16;
+  for (const NetPrecisionInfo& p : kNetPrecisions)
+    if (name == p.name) return p.precision;
   throw Error("precision must be fp32, bf16, fp16 or autocast-bf16, got '" + name + "'");
 }
 
 const char* net_precision_name(NetPrecision precision) {
-  switch (precision) {
-    case NetPrecision::F32:
-      return "fp32";
-    case NetPrecision::BF16:
-      return "bf16";
-    case NetPrecision::F16:
-      return "fp16";
-    case NetPrecision::AutocastBF16:
-      return "autocast-bf16";
-  }
-  return "?";
+  return net_precision_info(precision).name;
 }
 
-DType net_input_dtype(NetPrecision precision) {
-  switch (precision) {
-    case NetPrecision::BF16:
-      return DType::BF16;
-    case NetPrecision::F16:
-      return DType::F16;
-    default:
-      return DType::F32;
-  }
-}
+DType net_input_dtype(NetPrecision precision) { return net_precision_info(precision).input_dtype; }
 
 PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision,
                              stream::DetectorGeometry geometry, std::vector<uint8_t> bad_pixels,

@@ -1,6 +1,8 @@
 #include "mixprec/models/unet_video.h"
 
 #include <cmath>
+#include <string_view>
+#include <utility>
 
 #include "mixprec/core/error.h"
 #include "mixprec/nn/init.h"
@@ -14,25 +16,21 @@ namespace mixprec::models {
 using kernels::Activation;
 
 UNetVideoConfig UNetVideoConfig::lightweight() {
-  UNetVideoConfig c;
-  c.name = "lightweight";
-  c.base_channels = 32;
-  c.channel_mults = {1, 2, 2};
-  c.res_blocks = 1;
-  c.attention_levels = {};
-  c.head_dim = 32;
-  return c;
+  return {.name = "lightweight",
+          .base_channels = 32,
+          .channel_mults = {1, 2, 2},
+          .res_blocks = 1,
+          .attention_levels = {},
+          .head_dim = 32};
 }
 
 UNetVideoConfig UNetVideoConfig::medium() {
-  UNetVideoConfig c;
-  c.name = "medium";
-  c.base_channels = 64;
-  c.channel_mults = {1, 2, 4};
-  c.res_blocks = 2;
-  c.attention_levels = {2};  // 16x16 at 64x64 frames
-  c.head_dim = 64;
-  return c;
+  return {.name = "medium",
+          .base_channels = 64,
+          .channel_mults = {1, 2, 4},
+          .res_blocks = 2,
+          .attention_levels = {2},  // 16x16 at 64x64 frames
+          .head_dim = 64};
 }
 
 UNetVideoConfig UNetVideoConfig::heavy() {
@@ -43,22 +41,20 @@ UNetVideoConfig UNetVideoConfig::heavy() {
 }
 
 UNetVideoConfig UNetVideoConfig::xl() {
-  UNetVideoConfig c;
-  c.name = "xl";
-  c.base_channels = 208;
-  c.channel_mults = {1, 2, 4, 8};
-  c.res_blocks = 3;
-  c.attention_levels = {2, 3};
-  c.head_dim = 64;
-  c.groups = 16;  // divides 208 and every multiple of it
-  return c;
+  return {.name = "xl",
+          .base_channels = 208,
+          .channel_mults = {1, 2, 4, 8},
+          .res_blocks = 3,
+          .attention_levels = {2, 3},
+          .head_dim = 64,
+          .groups = 16};  // divides 208 and every multiple of it
 }
 
 UNetVideoConfig UNetVideoConfig::preset(const std::string& name) {
-  if (name == "lightweight") return lightweight();
-  if (name == "medium") return medium();
-  if (name == "heavy") return heavy();
-  if (name == "xl") return xl();
+  static constexpr std::pair<std::string_view, UNetVideoConfig (*)()> kPresets[] = {
+      {"lightweight", lightweight}, {"medium", medium}, {"heavy", heavy}, {"xl", xl}};
+  for (const auto& [preset_name, make] : kPresets)
+    if (name == preset_name) return make();
   throw Error("[UNetVideo] unknown preset '" + name + "', expected lightweight|medium|heavy|xl");
 }
 

@@ -55,29 +55,31 @@ struct AddBackward final : BinaryNode {
   }
 };
 
-struct MulBackward final : BinaryNode {
+// A binary node whose backward needs both operands' values: it saves them (detached).
+struct SavingBinaryNode : BinaryNode {
   Tensor a, b;
-  MulBackward(const Tensor& a_, const Tensor& b_)
+  SavingBinaryNode(const Tensor& a_, const Tensor& b_)
       : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+  void release_saved() override { a = b = Tensor(); }
+};
+
+struct MulBackward final : SavingBinaryNode {
+  using SavingBinaryNode::SavingBinaryNode;
   std::string_view name() const override { return "MulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     return {next_edges[0].valid() ? sum_to(mul(g[0], b), a_shape, a_dtype) : Tensor(),
             next_edges[1].valid() ? sum_to(mul(g[0], a), b_shape, b_dtype) : Tensor()};
   }
-  void release_saved() override { a = b = Tensor(); }
 };
 
-struct DivBackward final : BinaryNode {
-  Tensor a, b;
-  DivBackward(const Tensor& a_, const Tensor& b_)
-      : BinaryNode(a_, b_), a(a_.detach()), b(b_.detach()) {}
+struct DivBackward final : SavingBinaryNode {
+  using SavingBinaryNode::SavingBinaryNode;
   std::string_view name() const override { return "DivBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> g) override {
     const Tensor ga = div(g[0], b);
     return {next_edges[0].valid() ? sum_to(ga, a_shape, a_dtype) : Tensor(),
             next_edges[1].valid() ? sum_to(neg(div(mul(ga, a), b)), b_shape, b_dtype) : Tensor()};
   }
-  void release_saved() override { a = b = Tensor(); }
 };
 
 // 1 where x > 0, else 0 (NaN stays NaN so it propagates), in x's dtype.
@@ -199,17 +201,15 @@ Tensor scalar_op(BinaryOp op, const Tensor& a_in, double s, bool scalar_first) {
     const Tensor scalar = opmath_scalar(s, a.dtype());
     scalar_first ? kernels::binary(op, scalar, a, out) : kernels::binary(op, a, scalar, out);
   }
-  if (autograd::needs_grad({&a})) {
-    auto node = std::make_shared<ScalarBackward>();
-    node->op = op;
-    node->s = s;
-    node->scalar_first = scalar_first;
+  ops_detail::record_backward<ScalarBackward>({&a}, {&out}, [&](ScalarBackward& node) {
+    node.op = op;
+    node.s = s;
+    node.scalar_first = scalar_first;
     if (op == BinaryOp::Div && scalar_first) {
-      node->a = a.detach();
-      node->out = out.detach();
+      node.a = a.detach();
+      node.out = out.detach();
     }
-    autograd::record(node, {&a}, {&out});
-  }
+  });
   return out;
 }
 
@@ -281,12 +281,10 @@ Tensor pow(const Tensor& x_in, double exponent) {
     NoGrad no_grad;
     kernels::binary(BinaryOp::Pow, x, opmath_scalar(exponent, x.dtype()), out);
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<PowBackward>();
-    node->x = x.detach();
-    node->p = exponent;
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<PowBackward>({&x}, {&out}, [&](PowBackward& node) {
+    node.x = x.detach();
+    node.p = exponent;
+  });
   return out;
 }
 
@@ -298,13 +296,11 @@ Tensor clamp(const Tensor& x_in, double lo, double hi) {
     NoGrad no_grad;
     kernels::clamp(x, lo, hi, out);
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<ClampBackward>();
-    node->x = x.detach();
-    node->lo = lo;
-    node->hi = hi;
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<ClampBackward>({&x}, {&out}, [&](ClampBackward& node) {
+    node.x = x.detach();
+    node.lo = lo;
+    node.hi = hi;
+  });
   return out;
 }
 

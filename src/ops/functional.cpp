@@ -66,14 +66,12 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
     else
       kernels::softmax(x, dim, out);
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<SoftmaxBackward>();
-    node->y = out.detach();
-    node->dim = normalize_dim(dim, x.dim(), "softmax");
-    node->log = log;
-    node->input_dtype = x.dtype();
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<SoftmaxBackward>({&x}, {&out}, [&](SoftmaxBackward& node) {
+    node.y = out.detach();
+    node.dim = normalize_dim(dim, x.dim(), "softmax");
+    node.log = log;
+    node.input_dtype = x.dtype();
+  });
   return out;
 }
 
@@ -182,13 +180,12 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, Reduction r
     NoGrad no_grad;
     kernels::cross_entropy(logits, targets, out, o);
   }
-  if (autograd::needs_grad({&logits})) {
-    auto node = std::make_shared<CrossEntropyBackward>();
-    node->logits = logits.detach();
-    node->targets = targets.detach();
-    node->options = o;
-    autograd::record(node, {&logits, &targets}, {&out});
-  }
+  ops_detail::record_backward<CrossEntropyBackward>({&logits, &targets}, {&out},
+                                                    [&](CrossEntropyBackward& node) {
+                                                      node.logits = logits.detach();
+                                                      node.targets = targets.detach();
+                                                      node.options = o;
+                                                    });
   return out;
 }
 
@@ -203,13 +200,11 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
     NoGrad no_grad;
     kernels::mse_loss(a, b, out, reduction);
   }
-  if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<MseBackward>();
-    node->a = a.detach();
-    node->b = b.detach();
-    node->reduction = reduction;
-    autograd::record(node, {&a, &b}, {&out});
-  }
+  ops_detail::record_backward<MseBackward>({&a, &b}, {&out}, [&](MseBackward& node) {
+    node.a = a.detach();
+    node.b = b.detach();
+    node.reduction = reduction;
+  });
   return out;
 }
 
@@ -225,13 +220,12 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
     NoGrad no_grad;
     kernels::embedding(weight, indices, out);
   }
-  if (autograd::needs_grad({&weight})) {
-    auto node = std::make_shared<EmbeddingBackward>();
-    node->indices = indices.detach();
-    node->weight_shape = weight.shape();
-    node->weight_dtype = weight.dtype();
-    autograd::record(node, {&weight, &indices}, {&out});
-  }
+  ops_detail::record_backward<EmbeddingBackward>({&weight, &indices}, {&out},
+                                                 [&](EmbeddingBackward& node) {
+                                                   node.indices = indices.detach();
+                                                   node.weight_shape = weight.shape();
+                                                   node.weight_dtype = weight.dtype();
+                                                 });
   return out;
 }
 
@@ -254,12 +248,10 @@ Tensor dropout(const Tensor& x_in, double p, bool training, Generator& gen) {
     mask.copy_(m32);
     out = binary(BinaryOp::Mul, x, mask, x.dtype());
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<MaskBackward>();
-    node->mask = mask;
-    node->dtype = x.dtype();
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<MaskBackward>({&x}, {&out}, [&](MaskBackward& node) {
+    node.mask = mask;
+    node.dtype = x.dtype();
+  });
   return out;
 }
 

@@ -121,12 +121,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     NoGrad no_grad;
     out = matmul_forward(a, b);
   }
-  if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<MatmulBackward>();
-    node->a = a.detach();
-    node->b = b.detach();
-    autograd::record(node, {&a, &b}, {&out});
-  }
+  ops_detail::record_backward<MatmulBackward>({&a, &b}, {&out}, [&](MatmulBackward& node) {
+    node.a = a.detach();
+    node.b = b.detach();
+  });
   return out;
 }
 
@@ -158,14 +156,13 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     }
     gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}), ep);
   }
-  if (autograd::needs_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<LinearBackward>();
-    node->x2d = x2d.detach();
-    node->weight = weight.detach();
-    node->x_shape = x.shape();
-    if (bias.defined()) node->bias_dtype = bias.dtype();
-    autograd::record(node, {&x, &weight, &bias}, {&out});
-  }
+  ops_detail::record_backward<LinearBackward>({&x, &weight, &bias}, {&out},
+                                              [&](LinearBackward& node) {
+                                                node.x2d = x2d.detach();
+                                                node.weight = weight.detach();
+                                                node.x_shape = x.shape();
+                                                if (bias.defined()) node.bias_dtype = bias.dtype();
+                                              });
   return out;
 }
 

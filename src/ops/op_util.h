@@ -1,13 +1,28 @@
 #pragma once
 // Shared pieces of the op front-ends.
+#include <initializer_list>
+#include <memory>
 #include <vector>
 
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/reduce.h"
 #include "mixprec/mode/autocast.h"
 
 namespace mixprec::ops_detail {
+
+// The backward of an op: when any of `inputs` needs a gradient, a node N filled by fill(N&)
+// becomes the grad_fn of `outputs`, with one edge per input, in order. (Integer inputs, such as
+// targets and indices, never need one.)
+template <class N, class Fill>
+void record_backward(std::initializer_list<const Tensor*> inputs,
+                     std::initializer_list<const Tensor*> outputs, Fill&& fill) {
+  if (!autograd::needs_grad(inputs)) return;
+  auto node = std::make_shared<N>();
+  fill(*node);
+  autograd::record(node, inputs, outputs);
+}
 
 // The gradient of a broadcast input: g summed over the dims it was broadcast along, reshaped
 // to `shape`, in `dtype`.

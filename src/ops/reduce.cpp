@@ -46,14 +46,12 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim
       kernels::sum(x, dims, keepdim, out);
     count = x.numel() / std::max<int64_t>(1, out.numel());
   }
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<SumBackward>();
-    node->input_shape = x.shape();
-    node->input_dtype = x.dtype();
-    node->kept_shape = kernels::reduced_shape(x.shape(), dims, true, op);
-    node->scale = average ? 1.0 / static_cast<double>(count) : 1.0;
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<SumBackward>({&x}, {&out}, [&](SumBackward& node) {
+    node.input_shape = x.shape();
+    node.input_dtype = x.dtype();
+    node.kept_shape = kernels::reduced_shape(x.shape(), dims, true, op);
+    node.scale = average ? 1.0 / static_cast<double>(count) : 1.0;
+  });
   return out;
 }
 

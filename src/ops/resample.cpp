@@ -93,14 +93,12 @@ struct ResampleBackward final : autograd::Node {
 
 Tensor finish(Tensor out, const Tensor& x, Resample kind, int64_t kernel,
               Tensor indices = Tensor()) {
-  if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<ResampleBackward>();
-    node->kind = kind;
-    node->x = x.detach();
-    node->kernel = kernel;
-    node->indices = std::move(indices);
-    autograd::record(node, {&x}, {&out});
-  }
+  ops_detail::record_backward<ResampleBackward>({&x}, {&out}, [&](ResampleBackward& node) {
+    node.kind = kind;
+    node.x = x.detach();
+    node.kernel = kernel;
+    node.indices = std::move(indices);
+  });
   return out;
 }
 
@@ -125,16 +123,23 @@ Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
                 scale);
 }
 
+namespace {
+
+// Non-overlapping kernel x kernel windows of x [N, C, H, W]: checks x and gives the output shape.
+Shape pooled_shape(const char* op, const Tensor& x, int64_t kernel) {
+  ops_detail::check_float(op, x);
+  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1, "[", op, "] expected x [N, C, H, W] and kernel >= 1");
+  return {x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
+          kernels::pool_output_size(x.size(3), kernel, kernel, 0)};
+}
+
+}  // namespace
+
 Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
   const auto [x] = amp::autocast_args(amp::AutocastOp::AvgPool2d, x_in);
-  ops_detail::check_float("avg_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
-                "[avg_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  const Shape shape = pooled_shape("avg_pool2d", x, kernel);
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
-  Tensor out =
-      Tensor::empty({x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
-                     kernels::pool_output_size(x.size(3), kernel, kernel, 0)},
-                    x.dtype(), format_of(x));
+  Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
   {
     NoGrad no_grad;
     kernels::avg_pool2d(x, out, o);
@@ -144,12 +149,8 @@ Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
 
 Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
   const auto [x] = amp::autocast_args(amp::AutocastOp::MaxPool2d, x_in);
-  ops_detail::check_float("max_pool2d", x);
-  MIXPREC_CHECK(x.dim() == 4 && kernel >= 1,
-                "[max_pool2d] expected x [N, C, H, W] and kernel >= 1");
+  const Shape shape = pooled_shape("max_pool2d", x, kernel);
   kernels::Pool2dOptions o{kernel, kernel, kernel, kernel, 0, 0, true};
-  const Shape shape{x.size(0), x.size(1), kernels::pool_output_size(x.size(2), kernel, kernel, 0),
-                    kernels::pool_output_size(x.size(3), kernel, kernel, 0)};
   Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
   Tensor indices = Tensor::empty(shape, DType::I64);
   {
@@ -200,13 +201,11 @@ Tensor warp(const Tensor& x_in, const Tensor& flow_in) {
     out = Tensor::empty_like(x, MemoryFormat::Preserve);
     out.copy_(sampled);
   }
-  if (autograd::needs_grad({&x, &flow})) {
-    auto node = std::make_shared<WarpBackward>();
-    node->x = x.detach();
-    node->flow = flow_acc.detach();
-    node->flow_dtype = flow.dtype();
-    autograd::record(node, {&x, &flow}, {&out});
-  }
+  ops_detail::record_backward<WarpBackward>({&x, &flow}, {&out}, [&](WarpBackward& node) {
+    node.x = x.detach();
+    node.flow = flow_acc.detach();
+    node.flow_dtype = flow.dtype();
+  });
   return out;
 }
 

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/float16.h"
@@ -85,65 +87,27 @@ constexpr DType promote(DType a, DType b) {
   return detail::kPromotion[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)];
 }
 
-// C++ element type <-> DType.
+// C++ element type <-> DType: one list in DType enum order, read both ways.
+using DTypeElements = std::tuple<double, float, Half, BFloat16, int64_t, int32_t, uint8_t, bool>;
+static_assert(std::tuple_size_v<DTypeElements> == kNumDTypes);
+
 template <DType D>
-struct dtype_traits;
-template <>
-struct dtype_traits<DType::F64> {
-  using type = double;
-};
-template <>
-struct dtype_traits<DType::F32> {
-  using type = float;
-};
-template <>
-struct dtype_traits<DType::F16> {
-  using type = Half;
-};
-template <>
-struct dtype_traits<DType::BF16> {
-  using type = BFloat16;
-};
-template <>
-struct dtype_traits<DType::I64> {
-  using type = int64_t;
-};
-template <>
-struct dtype_traits<DType::I32> {
-  using type = int32_t;
-};
-template <>
-struct dtype_traits<DType::U8> {
-  using type = uint8_t;
-};
-template <>
-struct dtype_traits<DType::Bool> {
-  using type = bool;
-};
-template <DType D>
-using dtype_t = typename dtype_traits<D>::type;
+using dtype_t = std::tuple_element_t<static_cast<std::size_t>(D), DTypeElements>;
+
+namespace detail {
+template <typename T, std::size_t... I>
+constexpr DType dtype_of_impl(std::index_sequence<I...>) {
+  static_assert((std::is_same_v<T, std::tuple_element_t<I, DTypeElements>> || ...),
+                "not a mixprec element type");
+  std::size_t index = 0;
+  ((std::is_same_v<T, std::tuple_element_t<I, DTypeElements>> ? (index = I) : 0), ...);
+  return static_cast<DType>(index);
+}
+}  // namespace detail
 
 template <typename T>
-inline constexpr DType dtype_of = [] {
-  if constexpr (std::is_same_v<T, double>)
-    return DType::F64;
-  else if constexpr (std::is_same_v<T, float>)
-    return DType::F32;
-  else if constexpr (std::is_same_v<T, Half>)
-    return DType::F16;
-  else if constexpr (std::is_same_v<T, BFloat16>)
-    return DType::BF16;
-  else if constexpr (std::is_same_v<T, int64_t>)
-    return DType::I64;
-  else if constexpr (std::is_same_v<T, int32_t>)
-    return DType::I32;
-  else if constexpr (std::is_same_v<T, uint8_t>)
-    return DType::U8;
-  else {
-    static_assert(std::is_same_v<T, bool>, "not a mixprec element type");
-    return DType::Bool;
-  }
-}();
+inline constexpr DType dtype_of = detail::dtype_of_impl<T>(std::make_index_sequence<kNumDTypes>{});
+static_assert(dtype_of<BFloat16> == DType::BF16 && std::is_same_v<dtype_t<DType::U8>, uint8_t>);
 
 // The accumulator type, defined once: 16-bit floats and f32 accumulate in f32, f64 in f64,
 // integers in i64.
@@ -164,29 +128,22 @@ struct TypeTag {
   using type = T;
 };
 
+namespace detail {
+// One branch per row of DTypeElements, indexed by the DType: the switch, written once.
+template <typename F, std::size_t... I>
+decltype(auto) visit_dtype_impl(DType t, F& f, std::index_sequence<I...>) {
+  using R = decltype(f(TypeTag<float>{}));
+  static constexpr R (*kBranches[])(F&) = {
+      +[](F& g) -> R { return g(TypeTag<std::tuple_element_t<I, DTypeElements>>{}); }...};
+  MIXPREC_ASSERT(static_cast<std::size_t>(t) < kNumDTypes && "unknown DType");
+  return kBranches[static_cast<std::size_t>(t)](f);
+}
+}  // namespace detail
+
 // Switch on dtype once, at a kernel boundary: calls f(TypeTag<T>{}) with T the element type.
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::F64:
-      return f(TypeTag<double>{});
-    case DType::F32:
-      return f(TypeTag<float>{});
-    case DType::F16:
-      return f(TypeTag<Half>{});
-    case DType::BF16:
-      return f(TypeTag<BFloat16>{});
-    case DType::I64:
-      return f(TypeTag<int64_t>{});
-    case DType::I32:
-      return f(TypeTag<int32_t>{});
-    case DType::U8:
-      return f(TypeTag<uint8_t>{});
-    case DType::Bool:
-      return f(TypeTag<bool>{});
-  }
-  MIXPREC_ASSERT(false && "unknown DType");
-  __builtin_unreachable();
+  return detail::visit_dtype_impl(t, f, std::make_index_sequence<kNumDTypes>{});
 }
 
 }  // namespace mixprec

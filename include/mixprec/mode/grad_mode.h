@@ -7,28 +7,27 @@ namespace mixprec {
 bool grad_enabled();
 bool inference_mode_enabled();
 
-// Ops record nothing inside; restores the previous mode on exit.
-class NoGrad {
+// Sets whether ops record for a scope (never inside InferenceMode) and restores the previous
+// mode on exit: what NoGrad and EnableGrad are.
+class GradModeGuard {
  public:
-  NoGrad();
-  ~NoGrad();
-  NoGrad(const NoGrad&) = delete;
-  NoGrad& operator=(const NoGrad&) = delete;
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
 };
 
-// Turns recording back on inside a NoGrad region (not inside InferenceMode).
-class EnableGrad {
- public:
-  EnableGrad();
-  ~EnableGrad();
-  EnableGrad(const EnableGrad&) = delete;
-  EnableGrad& operator=(const EnableGrad&) = delete;
+// Ops record nothing inside.
+struct NoGrad : GradModeGuard {
+  NoGrad() : GradModeGuard(false) {}
+};
 
- private:
-  bool previous_;
+// Turns recording back on inside a NoGrad region (not inside InferenceMode).
+struct EnableGrad : GradModeGuard {
+  EnableGrad() : GradModeGuard(true) {}
 };
 
 // NoGrad, and also nothing that autograd could need later is kept (no graph, no saved tensors,

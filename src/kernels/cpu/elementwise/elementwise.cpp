@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../isa/family_kernels.h"
 #include "elementwise_frontend.h"
 #include "elementwise_kernels.h"
 #include "mixprec/core/cpu_features.h"
@@ -88,10 +89,9 @@ constexpr std::array<std::string_view, kNumBinaryOps> kBinaryNames{
 constexpr int64_t kGrain = int64_t{1} << 14;
 
 const ElementwiseKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const ElementwiseKernels&()> kTable{
-      {&elementwise_detail::elementwise_scalar, &elementwise_detail::elementwise_avx2,
-       &elementwise_detail::elementwise_avx512, nullptr}};
-  return f64 ? elementwise_detail::elementwise_f64() : kTable()();
+  using namespace elementwise_detail;
+  return family_kernels<ElementwiseKernels, elementwise_scalar, elementwise_avx2,
+                        elementwise_avx512, elementwise_f64>(f64);
 }
 
 // The loop after dim merging: shape[d] and, per operand, strides[d][k]; outermost first.

@@ -17,6 +17,7 @@
 #include "mixprec/kernels/convert.h"
 #include "../simd/simd_math.h"
 #include "../simd/simd_math_grad.h"
+#include "../simd/simd_scalar.h"
 
 namespace mixprec::kernels::elementwise_detail {
 namespace {
@@ -26,28 +27,11 @@ namespace {
 // conversion kernel, which rounds from f64 directly (no double rounding through f32). It has
 // the members the kernel templates call; the transcendental functions go through Math<S>,
 // which sends f64 to the C library, so simd_math.h's needs (exponent tricks) are not here.
-struct ScalarF64 {
-  using F = double;
-  static constexpr int kWidth = 1;
-
-  static F zero() { return 0.0; }
-  static F set1(double x) { return x; }
-  static F load(const double* p) { return *p; }
-  static void store(double* p, F v) { *p = v; }
+struct ScalarF64 : simd::ScalarLane<double> {
+  // f32, f16 and bf16 widen exactly as the f32 level loads them (and exactly again to f64).
   static F load_n(const void* p, DType t, int n) {
-    if (n <= 0) return 0.0;
-    switch (t) {
-      case DType::F64:
-        return *static_cast<const double*>(p);
-      case DType::F32:
-        return *static_cast<const float*>(p);
-      case DType::F16:
-        return fp16_bits::f16_to_f32(*static_cast<const uint16_t*>(p));
-      case DType::BF16:
-        return fp16_bits::bf16_to_f32(*static_cast<const uint16_t*>(p));
-      default:
-        return 0.0;
-    }
+    if (t == DType::F64) return n <= 0 ? 0.0 : *static_cast<const double*>(p);
+    return simd::Scalar::load_n(p, t, n);
   }
   static void store_n(void* p, DType t, F v, int n) {
     if (n <= 0) return;
@@ -63,19 +47,6 @@ struct ScalarF64 {
         break;
     }
   }
-  static F add(F a, F b) { return a + b; }
-  static F sub(F a, F b) { return a - b; }
-  static F mul(F a, F b) { return a * b; }
-  static F div(F a, F b) { return a / b; }
-  static F max(F a, F b) { return a > b ? a : b; }  // NaN in either: b, as x86 maxps
-  static F min(F a, F b) { return a < b ? a : b; }
-  static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
-  static F abs(F x) { return std::fabs(x); }
-  static F sqrt(F x) { return std::sqrt(x); }
-  static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
-  static F fill_tail(F v, int n, double fill) { return n >= 1 ? v : fill; }
-  static double reduce_add(F v) { return v; }
-  static double reduce_max(F v) { return v; }
 };
 
 template <class S>

@@ -18,8 +18,8 @@
 // A new template family: write <family>_impl.h with a constexpr make_<family>_kernels<S>(),
 // declare <family>_<level>() in <family>_kernels.h, add a MIXPREC_LEVEL_<FAMILY> macro here
 // and the family to MIXPREC_TEMPLATE_FAMILIES in cmake/kernel_levels.cmake. The optimizer
-// updates are not here: they carry their own random-bit generators per level and are compiled
-// with -ffp-contract=off (optim/optim_<level>.cpp).
+// updates are not here: they are compiled with -ffp-contract=off, in optim/optim_<level>.cpp
+// (one line each: the templates of optim_impl.h with HashRandom<S>, S's random bits).
 
 // const Table& <family>_<level>(): the family's table for the level, built at compile time.
 #define MIXPREC_LEVEL_TABLE(ns, Table, family, level, ...) \

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "loss_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
@@ -20,9 +21,8 @@ using loss_detail::LossKernels;
 constexpr int64_t kGrainElements = int64_t{1} << 15;  // per thread chunk, at least
 
 const LossKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const LossKernels&()> kTable{
-      {&loss_detail::loss_scalar, &loss_detail::loss_avx2, &loss_detail::loss_avx512, nullptr}};
-  return f64 ? loss_detail::loss_f64() : kTable()();
+  using namespace loss_detail;
+  return family_kernels<LossKernels, loss_scalar, loss_avx2, loss_avx512, loss_f64>(f64);
 }
 
 // out: shape [] (Mean, Sum) or `none_shape` (None), dtype f32 or f64 as the inputs decide.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "norm_kernels.h"
@@ -26,9 +27,8 @@ using norm_detail::NormKernels;
 constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at least
 
 const NormKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const NormKernels&()> kTable{
-      {&norm_detail::norm_scalar, &norm_detail::norm_avx2, &norm_detail::norm_avx512, nullptr}};
-  return f64 ? norm_detail::norm_f64() : kTable()();
+  using namespace norm_detail;
+  return family_kernels<NormKernels, norm_scalar, norm_avx2, norm_avx512, norm_f64>(f64);
 }
 
 // A [n] array in the kernels' lane type (f32, or f64 on the f64 path).
@@ -85,6 +85,20 @@ void write_stats(std::vector<double>& values, const Tensor& t) {
     t.copy_(Tensor::from_buffer(values.data(), t.shape(), DType::F64));
 }
 
+// The tensors of a norm as its plan holds them: x, the staged output (in out's dtype) and the
+// optional weight and bias.
+norm_detail::NormOperands operands(const Tensor& x, const frontend::StagedOutput& staged,
+                                   const Tensor& out, const Tensor& w, const Tensor& b) {
+  return {x.data_ptr(),
+          x.dtype(),
+          staged.work().data_ptr(),
+          out.dtype(),
+          w.defined() ? w.data_ptr() : nullptr,
+          w.defined() ? w.dtype() : DType::F32,
+          b.defined() ? b.data_ptr() : nullptr,
+          b.defined() ? b.dtype() : DType::F32};
+}
+
 double* slot(std::vector<double>& v, const Tensor& t, int64_t n) {
   if (!t.defined()) return nullptr;
   v.resize(static_cast<std::size_t>(n));
@@ -114,20 +128,9 @@ void layer_norm_impl(bool rms, const char* op, const Tensor& x, const Shape& nor
   const Tensor xc = frontend::staged_input(x, out);
   const frontend::StagedOutput staged(out);
   std::vector<double> mean, rstd;
-  const LayerNormPlan plan{xc.data_ptr(),
-                           xc.dtype(),
-                           staged.work().data_ptr(),
-                           out.dtype(),
-                           w.defined() ? w.data_ptr() : nullptr,
-                           w.defined() ? w.dtype() : DType::F32,
-                           b.defined() ? b.data_ptr() : nullptr,
-                           b.defined() ? b.dtype() : DType::F32,
-                           rows,
-                           len,
-                           eps,
-                           rms,
-                           slot(mean, stats.mean, rows),
-                           slot(rstd, stats.rstd, rows)};
+  const LayerNormPlan plan{
+      operands(xc, staged, out, w, b), rows, len, eps, rms, slot(mean, stats.mean, rows),
+      slot(rstd, stats.rstd, rows)};
   const NormKernels& kern = kernels_for(frontend::any_f64({&x, &out, &w, &b}));
   parallel_for(0, rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, len)),
                [&](int64_t lo, int64_t hi) { kern.layer_norm(plan, lo, hi); });
@@ -218,14 +221,7 @@ void group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Ten
   const bool f64 = frontend::any_f64({&x, &out, &w, &b});
   const NormKernels& kern = kernels_for(f64);
   std::vector<double> mean, rstd;
-  const GroupNormPlan plan{xc.data_ptr(),
-                           xc.dtype(),
-                           staged.work().data_ptr(),
-                           out.dtype(),
-                           w.defined() ? w.data_ptr() : nullptr,
-                           w.defined() ? w.dtype() : DType::F32,
-                           b.defined() ? b.data_ptr() : nullptr,
-                           b.defined() ? b.dtype() : DType::F32,
+  const GroupNormPlan plan{operands(xc, staged, out, w, b),
                            n,
                            c,
                            x.numel() / (n * c),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -22,10 +23,9 @@ constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at le
 constexpr int64_t kRowsPerBlock = 16;  // LayerNorm rows whose parameter sums share one block
 
 const NormBackwardKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const NormBackwardKernels&()> kTable{
-      {&norm_backward_detail::norm_backward_scalar, &norm_backward_detail::norm_backward_avx2,
-       &norm_backward_detail::norm_backward_avx512, nullptr}};
-  return f64 ? norm_backward_detail::norm_backward_f64() : kTable()();
+  using namespace norm_backward_detail;
+  return family_kernels<NormBackwardKernels, norm_backward_scalar, norm_backward_avx2,
+                        norm_backward_avx512, norm_backward_f64>(f64);
 }
 
 // t (any float dtype, any layout) as a flat array of L.
@@ -52,6 +52,12 @@ struct DxTarget {
     if (work.defined() && !work.shares_storage(dx)) dx.copy_(work);
   }
 };
+
+// x and grad as the kernels read them, dx where they write.
+norm_backward_detail::BackwardOperands operands(const Tensor& xs, const Tensor& gs,
+                                                const DxTarget& dx) {
+  return {xs.data_ptr(), xs.dtype(), gs.data_ptr(), gs.dtype(), dx.data(), dx.dtype()};
+}
 
 // out = sum over `parts` blocks of [width] lanes, in block order, in f64; rounded once.
 template <typename L>
@@ -86,12 +92,7 @@ void rows_backward(const Tensor& x, const Tensor& grad, int64_t len, const Tenso
   const DxTarget dx(out.dx, MemoryFormat::Contiguous);
   const std::vector<L> w = lane_array<L>(weight), mean = lane_array<L>(rms ? Tensor() : stats.mean),
                        rstd = lane_array<L>(stats.rstd);
-  const RowsPlan plan{xs.data_ptr(),
-                      xs.dtype(),
-                      gs.data_ptr(),
-                      gs.dtype(),
-                      dx.data(),
-                      dx.dtype(),
+  const RowsPlan plan{operands(xs, gs, dx),
                       w.empty() ? nullptr : w.data(),
                       mean.empty() ? nullptr : mean.data(),
                       rstd.data(),
@@ -129,12 +130,7 @@ void groups_backward(const Tensor& x, const Tensor& grad, int64_t groups, const 
   const DxTarget dx(out.dx, format);
   const std::vector<L> w = lane_array<L>(weight), b = lane_array<L>(bias),
                        mean = lane_array<L>(stats.mean), rstd = lane_array<L>(stats.rstd);
-  const GroupPlan plan{xs.data_ptr(),
-                       xs.dtype(),
-                       gs.data_ptr(),
-                       gs.dtype(),
-                       dx.data(),
-                       dx.dtype(),
+  const GroupPlan plan{operands(xs, gs, dx),
                        w.empty() ? nullptr : w.data(),
                        b.empty() ? nullptr : b.data(),
                        mean.data(),

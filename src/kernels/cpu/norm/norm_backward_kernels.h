@@ -10,14 +10,18 @@
 
 namespace mixprec::kernels::norm_backward_detail {
 
-// Rows of a LayerNorm / RMSNorm: x, grad, dx [rows, len] contiguous.
-struct RowsPlan {
+// What every norm backward reads and writes; the plans below say the layouts.
+struct BackwardOperands {
   const void* x;
   DType x_dtype;
   const void* grad;
   DType grad_dtype;
   void* dx;  // or null
   DType dx_dtype;
+};
+
+// Rows of a LayerNorm / RMSNorm: x, grad, dx [rows, len] contiguous.
+struct RowsPlan : BackwardOperands {
   const void* weight;  // [len] lane array or null
   const void* mean;    // [rows] lane array (unused for RMSNorm)
   const void* rstd;    // [rows] lane array
@@ -26,13 +30,7 @@ struct RowsPlan {
 };
 
 // GroupNorm: x, grad, dx [N, C, HW] (NCHW) or [N, HW, C] (channels_last).
-struct GroupPlan {
-  const void* x;
-  DType x_dtype;
-  const void* grad;
-  DType grad_dtype;
-  void* dx;  // or null
-  DType dx_dtype;
+struct GroupPlan : BackwardOperands {
   const void* weight;  // [C] lane array or null
   const void* bias;    // [C] lane array or null
   const void* mean;    // [N, G] lane array

@@ -11,15 +11,20 @@
 
 namespace mixprec::kernels::norm_detail {
 
-struct LayerNormPlan {
-  const void* x;  // [rows, len], contiguous
+// What every norm reads and writes; the plans below say the layouts.
+struct NormOperands {
+  const void* x;
   DType x_dtype;
-  void* out;  // [rows, len], contiguous; may be x
+  void* out;  // the layout of x; may be x
   DType out_dtype;
-  const void* weight;  // [len] or null
+  const void* weight;  // or null
   DType weight_dtype;
-  const void* bias;  // [len] or null (always null for RMSNorm)
+  const void* bias;  // or null
   DType bias_dtype;
+};
+
+// x and out [rows, len] contiguous; weight and bias [len] (bias always null for RMSNorm).
+struct LayerNormPlan : NormOperands {
   int64_t rows, len;
   double eps;
   bool rms;      // RMSNorm: statistics of x^2, no centring
@@ -27,15 +32,8 @@ struct LayerNormPlan {
   double* rstd;  // [rows] or null
 };
 
-struct GroupNormPlan {
-  const void* x;  // [N, C, HW] contiguous, or [N, HW, C] when channels_last
-  DType x_dtype;
-  void* out;  // the same layout; may be x
-  DType out_dtype;
-  const void* weight;  // [C] or null
-  DType weight_dtype;
-  const void* bias;  // [C] or null
-  DType bias_dtype;
+// x and out [N, C, HW] contiguous, or [N, HW, C] when channels_last; weight and bias [C].
+struct GroupNormPlan : NormOperands {
   int64_t n, c, hw, groups;
   double eps;
   Activation activation;

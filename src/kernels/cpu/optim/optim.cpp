@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/float16.h"
 #include "mixprec/core/parallel.h"
@@ -29,10 +30,8 @@ using optim_detail::OptimRun;
 constexpr int64_t kGrain = int64_t{1} << 14;
 
 const OptimKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const OptimKernels&()> kTable{{&optim_detail::optim_scalar,
-                                                           &optim_detail::optim_avx2,
-                                                           &optim_detail::optim_avx512, nullptr}};
-  return f64 ? optim_detail::optim_f64() : kTable()();
+  using namespace optim_detail;
+  return family_kernels<OptimKernels, optim_scalar, optim_avx2, optim_avx512, optim_f64>(f64);
 }
 
 bool is_16bit(DType t) { return t == DType::F16 || t == DType::BF16; }

@@ -1,7 +1,7 @@
 #pragma once
 // The fused optimizer updates, written once against the SIMD interface (simd_scalar.h) and
 // instantiated per level by optim_<level>.cpp. R supplies the random bits of stochastic
-// rounding at S's width (RandomScalar below; the vector levels bring their own):
+// rounding at S's width (HashRandom<S> below, one generator for every level):
 //   R::unit(key0, key1, index)        lanes j: hash_bits(key0, key1, index + j) / 2^32 on its
 //                                     top 24 bits, a uniform f32 in [0, 1)
 //   R::round_bf16(x, key0, key1, index)  x stochastically rounded to a bf16 value (as f32)
@@ -21,18 +21,32 @@ using elementwise_detail::kLaneDType;
 using elementwise_detail::lane_t;
 using elementwise_detail::ScalarF64;
 
-struct RandomScalar {
-  static float unit(uint32_t key0, uint32_t key1, uint32_t index) {
-    return static_cast<float>(hash_bits(key0, key1, index) >> 8) * 0x1p-24f;
+// hash_bits (optim_kernels.h) at S's width, in S's u32 lanes: bit-exact with the scalar one.
+template <class S>
+struct HashRandom {
+  using F = typename S::F;
+  using U = typename S::U;
+
+  static U lowbias32_lanes(U x) {
+    x = S::u_xor(x, S::u_shr(x, 16));
+    x = S::u_mul(x, S::u_set1(0x7feb352du));
+    x = S::u_xor(x, S::u_shr(x, 15));
+    x = S::u_mul(x, S::u_set1(0x846ca68bu));
+    return S::u_xor(x, S::u_shr(x, 16));
   }
-  static float round_bf16(float x, uint32_t key0, uint32_t key1, uint32_t index) {
-    if (x != x) return x;  // NaN: the store quiets it, as round to nearest even does
-    uint32_t u;
-    std::memcpy(&u, &x, sizeof u);
-    u = (u + (hash_bits(key0, key1, index) >> 16)) & 0xFFFF0000u;
-    float r;
-    std::memcpy(&r, &u, sizeof r);
-    return r;
+  // Lane j: hash_bits(key0, key1, index + j).
+  static U hash(uint32_t key0, uint32_t key1, uint32_t index) {
+    const U x = S::u_add(S::u_set1(index + key0), S::u_iota());
+    return lowbias32_lanes(S::u_xor(lowbias32_lanes(x), S::u_set1(key1)));
+  }
+  static F unit(uint32_t key0, uint32_t key1, uint32_t index) {
+    return S::mul(S::u_to_float(S::u_shr(hash(key0, key1, index), 8)), S::set1(0x1p-24f));
+  }
+  // NaN lanes come back unchanged: the store quiets them, as round to nearest even does.
+  static F round_bf16(F x, uint32_t key0, uint32_t key1, uint32_t index) {
+    const U noise = S::u_shr(hash(key0, key1, index), 16);
+    const U bits = S::u_and(S::u_add(S::bits(x), noise), S::u_set1(0xFFFF0000u));
+    return S::select_nan(x, x, S::from_bits(bits));
   }
 };
 

@@ -5,7 +5,9 @@
 
 namespace mixprec::kernels::optim_detail {
 
-const OptimKernels& optim_scalar() { return optim_kernels<simd::Scalar, RandomScalar>(); }
+const OptimKernels& optim_scalar() {
+  return optim_kernels<simd::Scalar, HashRandom<simd::Scalar>>();
+}
 const OptimKernels& optim_f64() { return optim_kernels<ScalarF64, NoRandom>(); }
 
 }  // namespace mixprec::kernels::optim_detail

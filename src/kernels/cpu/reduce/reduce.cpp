@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "reduce_kernels.h"
@@ -30,10 +31,8 @@ constexpr int64_t kGrainElements = int64_t{1} << 15;  // per thread chunk, at le
 constexpr int64_t kSplitLength = int64_t{1} << 16;    // a lone line this long is split
 
 const ReduceKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const ReduceKernels&()> kTable{
-      {&reduce_detail::reduce_scalar, &reduce_detail::reduce_avx2, &reduce_detail::reduce_avx512,
-       nullptr}};
-  return f64 ? reduce_detail::reduce_f64() : kTable()();
+  using namespace reduce_detail;
+  return family_kernels<ReduceKernels, reduce_scalar, reduce_avx2, reduce_avx512, reduce_f64>(f64);
 }
 
 // reduced[d] for each dim of `shape`; an empty `dims` reduces them all.

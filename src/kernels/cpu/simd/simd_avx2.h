@@ -158,6 +158,18 @@ struct Avx2 {
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(x, _mm256_castsi256_ps(bits));
   }
+
+  using U = __m256i;
+  static U u_set1(uint32_t k) { return _mm256_set1_epi32(static_cast<int>(k)); }
+  static U u_iota() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+  static U u_add(U a, U b) { return _mm256_add_epi32(a, b); }
+  static U u_mul(U a, U b) { return _mm256_mullo_epi32(a, b); }
+  static U u_xor(U a, U b) { return _mm256_xor_si256(a, b); }
+  static U u_and(U a, U b) { return _mm256_and_si256(a, b); }
+  static U u_shr(U x, int n) { return _mm256_srli_epi32(x, n); }
+  static F u_to_float(U x) { return _mm256_cvtepi32_ps(x); }
+  static U bits(F v) { return _mm256_castps_si256(v); }
+  static F from_bits(U u) { return _mm256_castsi256_ps(u); }
 };
 
 }  // namespace

@@ -119,6 +119,20 @@ struct Avx512 {
   // vscalefps: x * 2^n rounded once, in one instruction (for integral n in the normal exponent
   // range the same result as multiplying by the power of two).
   static F scale2(F x, F n) { return _mm512_scalef_ps(x, n); }
+
+  using U = __m512i;
+  static U u_set1(uint32_t k) { return _mm512_set1_epi32(static_cast<int>(k)); }
+  static U u_iota() {
+    return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  }
+  static U u_add(U a, U b) { return _mm512_add_epi32(a, b); }
+  static U u_mul(U a, U b) { return _mm512_mullo_epi32(a, b); }
+  static U u_xor(U a, U b) { return _mm512_xor_si512(a, b); }
+  static U u_and(U a, U b) { return _mm512_and_si512(a, b); }
+  static U u_shr(U x, int n) { return _mm512_srli_epi32(x, static_cast<unsigned>(n)); }
+  static F u_to_float(U x) { return _mm512_cvtepi32_ps(x); }
+  static U bits(F v) { return _mm512_castps_si512(v); }
+  static F from_bits(U u) { return _mm512_castsi512_ps(u); }
 };
 
 }  // namespace

@@ -55,17 +55,25 @@ typename S::F gelu_tanh(typename S::F x) {
 // GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)) = x * Phi(x). Phi(x) for x < 0 is computed as
 // 0.5 erfc(|x| / sqrt 2) with the Abramowitz-Stegun 7.1.26 form erfc(z) ~ poly(t) e^-z^2,
 // t = 1 / (1 + 0.3275911 z): absolute error below 1.5e-7 in Phi, so |error| <= 1.5e-7 |x|.
+// The Abramowitz-Stegun 7.1.26 factor for z >= 0: erfc(z) ~ erfc_factor(z) * e^-z^2 (GELU's
+// erf form and its derivative share it).
 template <class S>
-typename S::F gelu_erf(typename S::F x) {
+typename S::F erfc_factor(typename S::F z) {
   using F = typename S::F;
-  const F z = S::mul(S::max(x, S::sub(S::zero(), x)), S::set1(0.70710678118654752f));
   const F t = S::div(S::set1(1.0f), S::fmadd(S::set1(0.3275911f), z, S::set1(1.0f)));
   F poly = S::set1(1.061405429f);
   poly = S::fmadd(poly, t, S::set1(-1.453152027f));
   poly = S::fmadd(poly, t, S::set1(1.421413741f));
   poly = S::fmadd(poly, t, S::set1(-0.284496736f));
   poly = S::fmadd(poly, t, S::set1(0.254829592f));
-  poly = S::mul(poly, t);
+  return S::mul(poly, t);
+}
+
+template <class S>
+typename S::F gelu_erf(typename S::F x) {
+  using F = typename S::F;
+  const F z = S::mul(S::max(x, S::sub(S::zero(), x)), S::set1(0.70710678118654752f));
+  const F poly = erfc_factor<S>(z);
   const F erfc_z = S::mul(poly, exp<S>(S::sub(S::zero(), S::mul(z, z))));
   const F tail = S::mul(S::set1(0.5f), erfc_z);  // Phi(-|x|)
   // Phi(x) = tail for x < 0, 1 - tail for x >= 0; select without branches: blend by sign.

@@ -65,13 +65,7 @@ template <class S>
 typename S::F gelu_erf_grad(typename S::F x) {
   using F = typename S::F;
   const F z = S::mul(S::abs(x), S::set1(0.70710678118654752f));
-  const F t = S::div(S::set1(1.0f), S::fmadd(S::set1(0.3275911f), z, S::set1(1.0f)));
-  F poly = S::set1(1.061405429f);
-  poly = S::fmadd(poly, t, S::set1(-1.453152027f));
-  poly = S::fmadd(poly, t, S::set1(1.421413741f));
-  poly = S::fmadd(poly, t, S::set1(-0.284496736f));
-  poly = S::fmadd(poly, t, S::set1(0.254829592f));
-  poly = S::mul(poly, t);
+  const F poly = erfc_factor<S>(z);
   const F gauss = exp<S>(S::sub(S::zero(), S::mul(z, z)));    // e^(-x^2 / 2)
   const F tail = S::mul(S::set1(0.5f), S::mul(poly, gauss));  // Phi(-|x|)
   const F cdf = S::select_negative(x, tail, S::sub(S::set1(1.0f), tail));

@@ -21,6 +21,10 @@
 //                     NaN if any lane is NaN
 //   get_exponent(x)   floor(log2 |x|) and get_mantissa(x) = |x| / 2^floor(log2 |x|) in [1, 2),
 //                     exact for finite nonzero x (subnormals included); other lanes unspecified
+//   U                 kWidth u32 lanes, arithmetic modulo 2^32 (the optimizers' random bits):
+//                     u_set1(k), u_iota() (lane j holds j), u_add u_mul u_xor u_and,
+//                     u_shr(x, n) logical shift right, u_to_float(x) exact for x < 2^24,
+//                     bits(v) and from_bits(x) reinterpret f32 lanes as u32 and back
 // clang-format on
 #include <cmath>
 #include <cstdint>
@@ -29,16 +33,38 @@
 #include "mixprec/core/dtype.h"
 
 namespace mixprec::kernels::simd {
+// Internal linkage, as the other levels (simd_avx512.h says why): ScalarLane is also the base
+// of the f64 path, which every level's units compile.
+namespace {
 
-struct Scalar {
-  using F = float;
+// The arithmetic of one lane of T, shared by Scalar (f32) and the f64 path's ScalarF64
+// (elementwise_impl.h), which add their loads, stores and the rest.
+template <typename T>
+struct ScalarLane {
+  using F = T;
   static constexpr int kWidth = 1;
 
-  static F zero() { return 0.0f; }
-  static F set1(float x) { return x; }
-  static F load(const float* p) { return *p; }
+  static F zero() { return T(0); }
+  static F set1(T x) { return x; }
+  static F load(const T* p) { return *p; }
+  static void store(T* p, F v) { *p = v; }
+  static F add(F a, F b) { return a + b; }
+  static F sub(F a, F b) { return a - b; }
+  static F mul(F a, F b) { return a * b; }
+  static F div(F a, F b) { return a / b; }
+  static F max(F a, F b) { return a > b ? a : b; }  // NaN in either: b, as x86 maxps
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
+  static F abs(F x) { return std::fabs(x); }
+  static F sqrt(F x) { return std::sqrt(x); }
+  static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
+  static F fill_tail(F v, int n, T fill) { return n >= 1 ? v : fill; }
+  static T reduce_add(F v) { return v; }
+  static T reduce_max(F v) { return v; }
+};
+
+struct Scalar : ScalarLane<float> {
   static void prefetch(const void*) {}
-  static void store(float* p, F v) { *p = v; }
   static F load_n(const void* p, DType t, int n) {
     if (n <= 0) return 0.0f;
     switch (t) {
@@ -79,25 +105,12 @@ struct Scalar {
         break;
     }
   }
-  static F add(F a, F b) { return a + b; }
-  static F sub(F a, F b) { return a - b; }
-  static F mul(F a, F b) { return a * b; }
-  static F div(F a, F b) { return a / b; }
-  static F max(F a, F b) { return a > b ? a : b; }
-  static F min(F a, F b) { return a < b ? a : b; }
-  static F fmadd(F a, F b, F c) { return std::fma(a, b, c); }
   static F select_negative(F x, F if_negative, F otherwise) {
     return x < 0.0f ? if_negative : otherwise;
   }
   static F round_int(F x) { return std::nearbyint(x); }
   static F trunc_int(F x) { return std::trunc(x); }
-  static F abs(F x) { return std::fabs(x); }
-  static F sqrt(F x) { return std::sqrt(x); }
   static F select_less(F a, F b, F if_less, F otherwise) { return a < b ? if_less : otherwise; }
-  static F select_nan(F x, F if_nan, F otherwise) { return std::isnan(x) ? if_nan : otherwise; }
-  static F fill_tail(F v, int n, float fill) { return n >= 1 ? v : fill; }
-  static float reduce_add(F v) { return v; }
-  static float reduce_max(F v) { return v; }
   static F get_exponent(F x) {
     return x == 0.0f || !std::isfinite(x) ? 0.0f : static_cast<float>(std::ilogb(x));
   }
@@ -110,6 +123,27 @@ struct Scalar {
     std::memcpy(&s, &bits, sizeof s);
     return x * s;
   }
+
+  using U = uint32_t;
+  static U u_set1(uint32_t k) { return k; }
+  static U u_iota() { return 0; }
+  static U u_add(U a, U b) { return a + b; }
+  static U u_mul(U a, U b) { return a * b; }
+  static U u_xor(U a, U b) { return a ^ b; }
+  static U u_and(U a, U b) { return a & b; }
+  static U u_shr(U x, int n) { return x >> n; }
+  static F u_to_float(U x) { return static_cast<float>(x); }
+  static U bits(F v) {
+    U u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  }
+  static F from_bits(U u) {
+    F v;
+    std::memcpy(&v, &u, sizeof v);
+    return v;
+  }
 };
 
+}  // namespace
 }  // namespace mixprec::kernels::simd

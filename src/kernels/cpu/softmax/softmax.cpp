@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "../elementwise/elementwise_frontend.h"
+#include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
 #include "softmax_kernels.h"
@@ -18,10 +19,9 @@ using softmax_detail::SoftmaxPlan;
 constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at least
 
 const SoftmaxKernels& kernels_for(bool f64) {
-  static constexpr IsaTable<const SoftmaxKernels&()> kTable{
-      {&softmax_detail::softmax_scalar, &softmax_detail::softmax_avx2,
-       &softmax_detail::softmax_avx512, nullptr}};
-  return f64 ? softmax_detail::softmax_f64() : kTable()();
+  using namespace softmax_detail;
+  return family_kernels<SoftmaxKernels, softmax_scalar, softmax_avx2, softmax_avx512, softmax_f64>(
+      f64);
 }
 
 void run_softmax(bool log, const char* op, const Tensor& x, int64_t dim, const Tensor& out) {
