@@ -234,3 +234,14 @@ def test_bad_input_raises_clear_errors(work, tmp_path):
         mp.stream.FrameFile(work / "quad.h5")[FRAMES]
     with pytest.raises(mp.Error, match="1 panel placements for 2 panels"):
         mp.stream.DetectorGeometry(2, 8, 8, [(0.0, 0.0)])
+
+
+def test_the_docs_example_runs():
+    import re
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with open(os.path.join(root, "docs", "PYTHON.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+    example = next(b for b in blocks if "mp.stream.PeakFinder" in b)
+    scope = {}
+    exec(compile(example, "docs/PYTHON.md stream example", "exec"), scope)
+    assert len(scope["peaks"]) > 20 and len(scope["lists"]) == 4
