@@ -87,4 +87,5 @@ def generate(model: GPT, prompt, max_new_tokens: int, temperature: float = 0.8, 
     return decode(out) if isinstance(prompt, str) else out
 
 
-__all__ = ["GPT", "GPTConfig", "GPTTrainSettings", "TextDataset", "Trainer", "decode", "encode", "generate", "load"]
+__all__ = ["GPT", "GPTConfig", "GPTTrainSettings", "TextDataset", "Trainer", "decode", "encode",
+           "generate", "load"]
