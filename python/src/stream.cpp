@@ -227,6 +227,7 @@ class FrameFinder {
     const bool zero_copy = elements_dtype(frames.elements) == work &&
                            reinterpret_cast<std::uintptr_t>(frames.data) % dtype_size(work) == 0;
     std::vector<std::vector<Peak>> peaks;
+    if (frames.count == 0) return peaks;
     const void* read_from = frames.data;
     if (is_net()) {
       Tensor batch;
