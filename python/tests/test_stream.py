@@ -137,6 +137,7 @@ def test_frames_are_read_in_place_or_converted_once():
     both = np.stack([f32[0], f32[0]])
     assert all(same_peaks(p, reference) for p in finder.find_batch(both))
     assert finder.last_input == (both.ctypes.data, None)
+    assert finder.find_batch(np.zeros((0, 352, 384), np.uint16)) == []
     wide = np.zeros((1, 352, 2 * 384), np.float32)
     wide[:, :, ::2] = f32
     assert same_peaks(finder(wide[:, :, ::2]), reference)
