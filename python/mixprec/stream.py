@@ -183,7 +183,7 @@ class PeakFinder:
         self.finder = finder
 
     def __call__(self, frame: Any) -> np.ndarray:
-        return _records(self._finder.find(_contiguous(frame)), PEAK_DTYPE)
+        return _records(self._finder.find(_contiguous(frame))[0], PEAK_DTYPE)
 
     def find_batch(self, frames: Any) -> list:
         if isinstance(frames, (list, tuple)):

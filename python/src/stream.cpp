@@ -360,7 +360,9 @@ class Synthetic {
  public:
   Synthetic(DetectorGeometry geometry, uint64_t seed) : detector_(std::move(geometry), {}, seed) {}
   const DetectorGeometry& geometry() const { return detector_.geometry(); }
-  NumpyArray bad_pixels() const { return mask_array(detector_.bad_pixel_mask(), detector_.geometry()); }
+  nb::object bad_pixels() const {
+    return mask_array(detector_.bad_pixel_mask(), detector_.geometry()).cast();
+  }
   // (uint16 ADU [P, H, W], true peaks) of frame `index`.
   std::pair<NumpyArray, nb::object> frame(int64_t index) const {
     MIXPREC_CHECK(index >= 0, "[SyntheticDetector] frame index must be >= 0, got ", index);

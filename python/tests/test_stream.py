@@ -30,12 +30,13 @@ def run_cli(*args):
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    """Synthetic frames of a four-panel detector and a small PeakNet, both from the command line."""
+    """Synthetic frames of a four-panel detector and a small PeakNet (40 steps: enough to find
+    peaks, about 200 on these frames), both from the command line."""
     d = tmp_path_factory.mktemp("stream")
     run_cli("stream", "produce", "--synthetic", "--output", d / "quad.h5", "--frames", FRAMES,
             "--detector", "quad", "--seed", 5)
     run_cli("stream", "train", "--out", d / "net", "--batch", 2, "--crop", 64, "--widths", "8,16",
-            "--depths", "1,1", "--stem", 4, "--eval-every", 0, "--eval-frames", 1, "--steps", 6)
+            "--depths", "1,1", "--stem", 4, "--eval-every", 0, "--eval-frames", 1, "--steps", 40)
     return d
 
 
