@@ -213,10 +213,6 @@ class FrameFinder {
     if (!is_net()) return std::nullopt;
     return std::string(models::net_precision_name(precision_));
   }
-  std::optional<models::PeakNetConfig> net_config() const {
-    if (!is_net()) return std::nullopt;
-    return net_->config();
-  }
 
   // One peak list per frame. Called without the GIL.
   std::vector<std::vector<Peak>> find(const Frames& frames) {
@@ -505,11 +501,6 @@ void bind_stream(nb::module_& m) {
       .def_prop_ro("geometry", &FrameFinder::geometry)
       .def_prop_ro("input_dtype", &FrameFinder::input_dtype)
       .def_prop_ro("precision", &FrameFinder::precision)
-      .def_prop_ro("network_widths",
-                   [](const FrameFinder& f) -> std::optional<std::vector<int64_t>> {
-                     if (auto c = f.net_config()) return c->widths;
-                     return std::nullopt;
-                   })
       .def_prop_ro("last_input", &FrameFinder::last_input);
   // The yardstick of the binding's overhead (bench/python_stream_finders.py): `reps` calls of
   // the same find on one frame from a C++ loop, seconds each.
