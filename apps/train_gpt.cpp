@@ -81,44 +81,42 @@ void print_lr_schedule(const models::GPTTrainer& trainer, int64_t warmup, int64_
 int train_gpt(Args args, const Communicator& world) {
   const std::string command = "train gpt";
   std::string corpus = source_path("data/shakespeare.txt");
-  std::string precision = "auto", out = "runs/gpt", prompt = "ROMEO:";
-  int64_t steps = 1000, batch = 8, context = 256, layers = 6, d_model = 384, heads = 6;
-  int64_t warmup = 50, seed = 0, eval_every = 200, eval_batches = 8, checkpoint_every = 200;
-  int64_t sample_tokens = 200, grad_accum = 1, fallback_after = 10;
-  double lr = 6e-4, weight_decay = 0.1, clip = 1.0, loss_scale = 65536.0;
-  bool resume = false, overwrite = false, override = false, checkpoint_activations = false;
-  std::string rounding = "nearest", log_losses;
+  models::GPTTrainSettings train;  // the trainer's flags, with their defaults
+  std::string out = "runs/gpt", prompt = "ROMEO:", log_losses;
+  int64_t context = 256, layers = 6, d_model = 384, heads = 6;
+  int64_t eval_every = 200, eval_batches = 8, checkpoint_every = 200, sample_tokens = 200;
+  bool resume = false, overwrite = false, override = false;
   double bucket_mb = 4.0;
   bool no_overlap = false;
   ArgParser p(command,
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
-  p.option("--precision", &precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
-  p.option("--steps", &steps, "optimizer steps in all (a resumed run continues to this)");
-  p.option("--batch", &batch, "sequences per micro-batch (per step without --grad-accum)");
-  p.option("--grad-accum", &grad_accum,
+  p.option("--precision", &train.precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
+  p.option("--steps", &train.steps, "optimizer steps in all (a resumed run continues to this)");
+  p.option("--batch", &train.batch, "sequences per micro-batch (per step without --grad-accum)");
+  p.option("--grad-accum", &train.grad_accum,
            "micro-batches per optimizer step: a step on N x --batch sequences in the memory "
            "of --batch");
-  p.flag("--checkpoint-activations", &checkpoint_activations,
+  p.flag("--checkpoint-activations", &train.checkpoint_activations,
          "keep only each transformer block's input and recompute the rest in backward (less "
          "memory, about a third more compute; the same losses)");
-  p.option("--rounding", &rounding,
+  p.option("--rounding", &train.rounding,
            "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
            "(bf16-params, fp16-params)");
-  p.option("--fallback-after", &fallback_after,
+  p.option("--fallback-after", &train.fallback_after,
            "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
            "overflow, or when the loss scale is at its floor (0: never)");
-  p.option("--loss-scale", &loss_scale, "initial loss scale of fp16 training (dynamic)");
+  p.option("--loss-scale", &train.loss_scale, "initial loss scale of fp16 training (dynamic)");
   p.option("--context", &context, "sequence length");
   p.option("--layers", &layers, "transformer blocks");
   p.option("--d-model", &d_model, "model width");
   p.option("--heads", &heads, "attention heads");
-  p.option("--lr", &lr, "peak learning rate");
-  p.option("--warmup", &warmup, "warm-up steps");
-  p.option("--weight-decay", &weight_decay, "AdamW weight decay");
-  p.option("--clip", &clip, "gradient-norm clipping threshold (0: off)");
-  p.option("--seed", &seed, "seed of the weights and the batch stream");
+  p.option("--lr", &train.lr, "peak learning rate");
+  p.option("--warmup", &train.warmup, "warm-up steps");
+  p.option("--weight-decay", &train.weight_decay, "AdamW weight decay");
+  p.option("--clip", &train.clip, "gradient-norm clipping threshold (0: off)");
+  p.option("--seed", &train.seed, "seed of the weights and the batch stream");
   p.option("--eval-every", &eval_every, "steps between validation losses (0: only at the end)");
   p.option("--eval-batches", &eval_batches, "validation batches per evaluation");
   p.option("--out", &out, "directory for checkpoint.safetensors");
@@ -145,33 +143,26 @@ int train_gpt(Args args, const Communicator& world) {
       "batch); gradients are averaged in f32, rank 0 prints and writes the checkpoint, which\n"
       "resumes on any number of ranks with the same global batch (docs/DISTRIBUTED.md).");
   if (!p.parse(args)) return 0;
-  if (steps < 1 || batch < 1 || warmup < 1 || checkpoint_every < 1 || eval_batches < 1 ||
-      eval_every < 0 || sample_tokens < 0)
+  if (checkpoint_every < 1 || eval_batches < 1 || eval_every < 0 || sample_tokens < 0)
     throw UsageError{
-        "train gpt: --steps, --batch, --warmup, --checkpoint-every and --eval-batches must be "
-        ">= 1, --eval-every and --sample-tokens >= 0"};
+        "train gpt: --checkpoint-every and --eval-batches must be >= 1, --eval-every and "
+        "--sample-tokens >= 0"};
   if ((resume && overwrite) || (override && !resume))
     throw UsageError{"train gpt: --resume excludes --overwrite; --override needs --resume"};
-  if (grad_accum < 1 || fallback_after < 0 || fallback_after >= LossMonitor::kMaxSkippedInARow ||
-      !(loss_scale > 0) || !std::isfinite(loss_scale))
-    throw UsageError{"train gpt: --grad-accum must be >= 1, --fallback-after in [0, " +
+  if (train.fallback_after >= LossMonitor::kMaxSkippedInARow)
+    throw UsageError{"train gpt: --fallback-after must be below " +
                      std::to_string(LossMonitor::kMaxSkippedInARow) +
-                     ") (that many skipped steps in a row is divergence), --loss-scale a "
-                     "positive finite number"};
-  if (rounding != "nearest" && rounding != "stochastic")
-    throw UsageError{"train gpt: --rounding must be nearest or stochastic, got '" + rounding + "'"};
+                     " (that many skipped steps in a row is divergence)"};
   if (!(bucket_mb > 0) || !std::isfinite(bucket_mb))
     throw UsageError{"train gpt: --bucket-mb must be a positive number"};
   if (sample_tokens > 0 && prompt.empty())
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
   // Everything that can be checked is checked before step 1, and before OUT is touched.
-  const amp::PrecisionConfig pc =
-      parse_usage(command, [&] { return amp::PrecisionConfig::parse(precision); });
-  if (rounding == "stochastic" && !pc.half_params())
-    throw UsageError{
-        "train gpt: --rounding stochastic rounds into 16-bit parameters, and --precision " +
-        precision + " keeps them in f32: use bf16-params or fp16-params"};
+  models::GPTTrainOptions options = parse_usage(command, [&] { return train.options(); });
+  options.world = &world;
+  options.data_parallel = {.bucket_mb = bucket_mb, .overlap = !no_overlap};
+  const amp::PrecisionConfig& pc = options.precision;
   const models::TextDataset data = models::TextDataset::from_file(corpus);
   for (const models::Split split : {models::Split::Train, models::Split::Validation})
     if (data.size(split) < context + 1)
@@ -182,44 +173,28 @@ int train_gpt(Args args, const Communicator& world) {
                        std::to_string(context + 1)};
   const models::GPTConfig config{
       .vocab = 256, .context = context, .layers = layers, .d_model = d_model, .heads = heads};
-  Generator init(static_cast<uint64_t>(seed));
+  Generator init(static_cast<uint64_t>(train.seed));
   models::GPT model(config, init);
   nn::broadcast_parameters(world, model.parameters());  // every rank starts from rank 0's weights
-  models::GPTTrainer trainer(model, data,
-                             {.precision = pc,
-                              .batch = batch,
-                              .lr = lr,
-                              .warmup = warmup,
-                              .total_steps = steps,
-                              .weight_decay = weight_decay,
-                              .clip = clip,
-                              .seed = static_cast<uint64_t>(seed),
-                              .grad_accum = grad_accum,
-                              .checkpoint_activations = checkpoint_activations,
-                              .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
-                                                                   : optim::Rounding::NearestEven,
-                              .loss_scale = loss_scale,
-                              .fallback_after = fallback_after,
-                              .world = &world,
-                              .data_parallel = {.bucket_mb = bucket_mb, .overlap = !no_overlap}});
+  models::GPTTrainer trainer(model, data, options);
   // Under mpirun --batch is each rank's share: a run is its global batch, whatever the ranks.
-  const int64_t global_batch = batch * world.size();
+  const int64_t global_batch = train.batch * world.size();
   // What a resumed run must share with its checkpoint to continue bit for bit.
   const RunSettings settings = {{"precision", pc.name()},
-                                {"seed", std::to_string(seed)},
+                                {"seed", std::to_string(train.seed)},
                                 {"batch", std::to_string(global_batch)},
                                 {"context", std::to_string(context)},
                                 {"layers", std::to_string(layers)},
                                 {"d-model", std::to_string(d_model)},
                                 {models::kGPTHeadsKey, std::to_string(heads)},  // for load_gpt
-                                {"lr", exact_text(lr)},
-                                {"warmup", std::to_string(warmup)},
-                                {"weight-decay", exact_text(weight_decay)},
-                                {"clip", exact_text(clip)},
+                                {"lr", exact_text(train.lr)},
+                                {"warmup", std::to_string(train.warmup)},
+                                {"weight-decay", exact_text(train.weight_decay)},
+                                {"clip", exact_text(train.clip)},
                                 {"corpus", corpus},
-                                {"grad-accum", std::to_string(grad_accum)},
-                                {"rounding", rounding},
-                                {"fallback-after", std::to_string(fallback_after)}};
+                                {"grad-accum", std::to_string(train.grad_accum)},
+                                {"rounding", train.rounding},
+                                {"fallback-after", std::to_string(train.fallback_after)}};
   // --checkpoint-activations is not among them: the recomputed activations are the same bits
   // (tested), so it may change between a run and its resume. --loss-scale neither: a resumed
   // run continues with the checkpoint's scale.
@@ -229,7 +204,7 @@ int train_gpt(Args args, const Communicator& world) {
                                      : out + "/checkpoint.safetensors";
   ResumePoint start;
   if (resume) {
-    start = check_resume(command, checkpoint, settings, override, steps);
+    start = check_resume(command, checkpoint, settings, override, train.steps);
     if (start.finished) return 0;
     resume_fallback(checkpoint, trainer);  // before loading: it may change parameter dtypes
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
@@ -245,19 +220,19 @@ int train_gpt(Args args, const Communicator& world) {
                static_cast<long long>(data.size(models::Split::Train)),
                static_cast<long long>(data.size(models::Split::Validation)),
                static_cast<long long>(global_batch), static_cast<long long>(context),
-               grad_accum > 1
-                   ? (" x " + std::to_string(grad_accum) + " micro-batches per step").c_str()
+               train.grad_accum > 1
+                   ? (" x " + std::to_string(train.grad_accum) + " micro-batches per step").c_str()
                    : "",
-               checkpoint_activations ? ", activation checkpointing" : "",
-               rounding == "stochastic" ? ", stochastic rounding" : "",
+               train.checkpoint_activations ? ", activation checkpointing" : "",
+               train.rounding == "stochastic" ? ", stochastic rounding" : "",
                world.distributed()
                    ? (", data parallel on " + std::to_string(world.size()) + " ranks of " +
-                      std::to_string(batch) + " sequences (" +
+                      std::to_string(train.batch) + " sequences (" +
                       std::to_string(trainer.data_parallel()->num_buckets()) +
                       " all-reduce buckets" + (no_overlap ? ", after backward)" : ")"))
                          .c_str()
                    : "");
-  print_lr_schedule(trainer, warmup, steps);
+  print_lr_schedule(trainer, train.warmup, train.steps);
 
   LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
@@ -274,8 +249,8 @@ int train_gpt(Args args, const Communicator& world) {
   };
 
   const StopOnSignal stop;
-  ProgressBar bar(command, steps);
-  const double tokens_per_step = static_cast<double>(global_batch * grad_accum * context);
+  ProgressBar bar(command, train.steps);
+  const double tokens_per_step = static_cast<double>(global_batch * train.grad_accum * context);
   double validation = 0, step_seconds = 0;
   std::ofstream loss_log;
   if (!log_losses.empty() && world.is_root()) {
@@ -283,7 +258,7 @@ int train_gpt(Args args, const Communicator& world) {
     if (!loss_log) throw Error(command + ": cannot write --log-losses " + log_losses);
   }
   const auto start_time = std::chrono::steady_clock::now();
-  for (int64_t step = start.step; step < steps; ++step) {
+  for (int64_t step = start.step; step < train.steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
     const double loss = trainer.step(step);
     step_seconds +=
@@ -305,7 +280,7 @@ int train_gpt(Args args, const Communicator& world) {
                std::to_string(kCleanStepsBeforeSaving) + " steps)");
       monitor.precision_changed(kCleanStepsBeforeSaving);
     }
-    const bool last = step + 1 == steps;
+    const bool last = step + 1 == train.steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
     if (monitor.save_now((step + 1) % checkpoint_every == 0, last || stop_requested))
@@ -331,7 +306,7 @@ int train_gpt(Args args, const Communicator& world) {
   std::printf("final train loss %.4f, validation loss %.4f; checkpoint %s\n", monitor.smoothed(),
               validation, checkpoint.c_str());
   if (sample_tokens > 0 && world.is_root()) {
-    Generator gen(static_cast<uint64_t>(seed) + 1);
+    Generator gen(static_cast<uint64_t>(train.seed) + 1);
     const std::vector<int64_t> text =
         models::generate(model, models::ByteTokenizer::encode(prompt), sample_tokens, 0.8, 40, gen);
     std::printf("--- sample (temperature 0.8, top-k 40) ---\n%s\n",

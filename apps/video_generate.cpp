@@ -113,19 +113,19 @@ int run_video_generate(Args args) {
                      "held-out one"};
 
   const InferencePrecision prec = parse_inference_precision(precision);
-  models::VideoModelInfo info;
-  auto model = models::load_video_model(checkpoint, &info);
-  apply_precision(*model, prec);
-  const data::MovingShapes videos = training_dataset(info, checkpoint);
+  models::ModelStream opened = models::open_model_stream(
+      checkpoint, video,
+      {.steps = steps, .seed = seed, .context_noise = context_noise, .still_threshold = still_threshold},
+      prec.weights);
+  const models::VideoModelInfo& info = opened.info;
+  const models::UNetVideo& model = *opened.model;
+  const data::MovingShapes& videos = opened.videos;
+  const models::StreamOptions& options = opened.options;
+  models::VideoStream& stream = *opened.stream;
   const int64_t size = videos.config().height;
-  const int64_t first_video = video >= 0 ? video : videos.config().held_out(0);
-  const int64_t k = model->config().context_frames;
-  const models::StreamOptions options = stream_options(
-      info, checkpoint,
-      {.steps = steps, .seed = seed, .context_noise = context_noise, .still_threshold = still_threshold});
+  const int64_t first_video = opened.video;
+  const int64_t k = model.config().context_frames;
   steps = options.steps;
-  models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
-                             videos.clip(first_video, 0, k), options);
 
   std::vector<Tensor> strip_frames;
   std::optional<io::GifWriter> gif;
@@ -134,7 +134,7 @@ int run_video_generate(Args args) {
   if (!json)
     std::fprintf(stderr, "video generate: %s (%s, %lld parameters), %lld frames, %s, %s\n",
                  checkpoint.c_str(), info.config.name.c_str(),
-                 static_cast<long long>(model->parameter_count()), static_cast<long long>(frames),
+                 static_cast<long long>(model.parameter_count()), static_cast<long long>(frames),
                  sampler_text(options).c_str(), prec.name.c_str());
 
   // The true continuation of the start video, frame by frame: what the report compares with.

@@ -69,6 +69,7 @@ from ._modes import autocast, enable_grad, inference_mode, no_grad
 from . import nn  # noqa: E402  (mixprec.nn, after the names it uses)
 from . import video  # noqa: E402  (mixprec.video)
 from . import gpt  # noqa: E402  (mixprec.gpt)
+from . import stream  # noqa: E402  (mixprec.stream)
 
 f64 = float64 = DType.f64
 f32 = float32 = DType.f32

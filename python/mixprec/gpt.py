@@ -16,9 +16,12 @@ A model written by `mixprec train gpt --out DIR` loads with mp.gpt.load("DIR/che
 """
 from __future__ import annotations
 
-from ._mixprec import GPT, GPTConfig, Tensor, TextDataset, _GPTTrainer
+from ._mixprec import GPT, GPTConfig, GPTTrainSettings, Tensor, TextDataset, _GPTTrainer
 from ._mixprec import _generate, load_gpt
 from ._tensor import tensor
+
+_DEFAULTS = GPTTrainSettings()  # `mixprec train gpt`'s defaults, from the C++ side
+_SETTINGS = [name for name in dir(GPTTrainSettings) if not name.startswith("_")]
 
 
 def load(checkpoint: str, heads: int = 0) -> GPT:
@@ -40,15 +43,19 @@ class Trainer(_GPTTrainer):
     parameter dtype here (build it in f32). Returns the step's loss (f32, unscaled).
     """
 
-    def __init__(self, model: GPT, data: TextDataset, precision: str = "auto", batch: int = 8,
-                 lr: float = 6e-4, warmup: int = 50, steps: int = 1000,
-                 weight_decay: float = 0.1, clip: float = 1.0, seed: int = 0,
-                 grad_accum: int = 1, checkpoint_activations: bool = False,
-                 rounding: str = "nearest", loss_scale: float = 65536.0,
-                 fallback_after: int = 10):
-        super().__init__(model, data, precision, batch, lr, warmup, steps, weight_decay, clip,
-                         seed, grad_accum, checkpoint_activations, rounding, loss_scale,
-                         fallback_after)
+    def __init__(self, model: GPT, data: TextDataset, precision: str = _DEFAULTS.precision,
+                 batch: int = _DEFAULTS.batch, lr: float = _DEFAULTS.lr,
+                 warmup: int = _DEFAULTS.warmup, steps: int = _DEFAULTS.steps,
+                 weight_decay: float = _DEFAULTS.weight_decay, clip: float = _DEFAULTS.clip,
+                 seed: int = _DEFAULTS.seed, grad_accum: int = _DEFAULTS.grad_accum,
+                 checkpoint_activations: bool = _DEFAULTS.checkpoint_activations,
+                 rounding: str = _DEFAULTS.rounding, loss_scale: float = _DEFAULTS.loss_scale,
+                 fallback_after: int = _DEFAULTS.fallback_after):
+        given = locals()
+        settings = GPTTrainSettings()
+        for name in _SETTINGS:
+            setattr(settings, name, given[name])
+        super().__init__(model, data, settings)
 
 
 def encode(text: str) -> list[int]:
@@ -80,4 +87,5 @@ def generate(model: GPT, prompt, max_new_tokens: int, temperature: float = 0.8, 
     return decode(out) if isinstance(prompt, str) else out
 
 
-__all__ = ["GPT", "GPTConfig", "TextDataset", "Trainer", "decode", "encode", "generate", "load"]
+__all__ = ["GPT", "GPTConfig", "GPTTrainSettings", "TextDataset", "Trainer", "decode", "encode",
+           "generate", "load"]

@@ -43,5 +43,6 @@ void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_video(nb::module_& m);
 void bind_gpt(nb::module_& m);
+void bind_stream(nb::module_& m);
 
 }  // namespace mixprec::python

@@ -141,35 +141,35 @@ void bind_gpt(nb::module_& m) {
           nb::arg("split") = "train",
           "(inputs, targets) [B, T] i64 of batch `index` of the seeded stream (the trainer's).");
 
+  using Settings = models::GPTTrainSettings;
+  nb::class_<Settings>(m, "GPTTrainSettings",
+                       "The trainer's settings with `mixprec train gpt`'s defaults "
+                       "(models/gpt_train.h); mixprec.gpt.Trainer takes them as keywords.")
+      .def(nb::init<>())
+      .def_rw("precision", &Settings::precision)
+      .def_rw("batch", &Settings::batch)
+      .def_rw("lr", &Settings::lr)
+      .def_rw("warmup", &Settings::warmup)
+      .def_rw("steps", &Settings::steps)
+      .def_rw("weight_decay", &Settings::weight_decay)
+      .def_rw("clip", &Settings::clip)
+      .def_rw("seed", &Settings::seed)
+      .def_rw("grad_accum", &Settings::grad_accum)
+      .def_rw("checkpoint_activations", &Settings::checkpoint_activations)
+      .def_rw("rounding", &Settings::rounding)
+      .def_rw("loss_scale", &Settings::loss_scale)
+      .def_rw("fallback_after", &Settings::fallback_after);
+
   nb::class_<Trainer>(m, "_GPTTrainer")
       .def(
           "__init__",
-          [](Trainer* self, GPT& model, const TextDataset& data, const std::string& precision,
-             int64_t batch, double lr, int64_t warmup, int64_t steps, double weight_decay,
-             double clip, uint64_t seed, int64_t grad_accum, bool checkpoint_activations,
-             const std::string& rounding, double loss_scale, int64_t fallback_after) {
-            const models::GPTTrainOptions options{
-                .precision = amp::PrecisionConfig::parse(precision),
-                .batch = batch,
-                .lr = lr,
-                .warmup = warmup,
-                .total_steps = steps,
-                .weight_decay = weight_decay,
-                .clip = clip,
-                .seed = seed,
-                .grad_accum = grad_accum,
-                .checkpoint_activations = checkpoint_activations,
-                .rounding = rounding_arg(rounding),
-                .loss_scale = loss_scale,
-                .fallback_after = fallback_after};
+          [](Trainer* self, GPT& model, const TextDataset& data, const Settings& settings) {
+            const models::GPTTrainOptions options = settings.options();
             nb::gil_scoped_release release;
             new (self) Trainer(model, data, options);
           },
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::arg("model"), nb::arg("data"),
-          nb::arg("precision"), nb::arg("batch"), nb::arg("lr"), nb::arg("warmup"),
-          nb::arg("steps"), nb::arg("weight_decay"), nb::arg("clip"), nb::arg("seed"),
-          nb::arg("grad_accum"), nb::arg("checkpoint_activations"), nb::arg("rounding"),
-          nb::arg("loss_scale"), nb::arg("fallback_after"))
+          nb::arg("settings"))
       .def("step", &Trainer::step, nb::arg("index"), Release())
       .def("evaluate", &Trainer::evaluate, nb::arg("batches"), nb::arg("seed") = 1, Release())
       .def("learning_rate", &Trainer::learning_rate, nb::arg("index"))

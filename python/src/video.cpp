@@ -21,39 +21,29 @@ namespace {
 
 using Release = nb::call_guard<nb::gil_scoped_release>;
 
-// A model file's stream as `mixprec video generate` makes it: started on the first frames of a
-// video of the dataset the model was trained on (a held-out one for video < 0), with the
-// model file's recommended stream settings unless given. The network runs in `dtype` (true
-// half precision for bf16/f16: weights converted, norms f32).
+// A model file's stream as `mixprec video generate` makes it (models::open_model_stream). The
+// network runs in `dtype` (true half precision for bf16/f16: weights converted, norms f32).
 class ModelStream {
  public:
   ModelStream(const std::string& checkpoint, DType dtype, int64_t video, int64_t seed,
               int64_t steps, double context_noise)
-      : model_(models::load_video_model(checkpoint, &info_)) {
-    MIXPREC_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-                  "[VideoStream] dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
-    MIXPREC_CHECK(steps >= 1, "[VideoStream] steps must be >= 1, got ", steps);
-    if (dtype != DType::F32) model_->to(dtype);
-    const data::MovingShapes videos = models::training_dataset(info_, checkpoint);
-    video_ = video < 0 ? videos.config().held_out(0) : video;
-    const models::StreamOptions options = models::stream_options(
-        info_, checkpoint, {.steps = steps, .seed = seed, .context_noise = context_noise});
-    stream_ = std::make_unique<models::VideoStream>(
-        *model_, models::NoiseSchedule::cosine(info_.schedule_steps),
-        videos.clip(video_, 0, model_->config().context_frames), options);
-  }
+      : opened_(open(checkpoint, dtype, video, seed, steps, context_noise)) {}
 
   // [3, H, W] f32 in [-1, 1], on 8-bit levels.
-  Tensor next() { return stream_->next().squeeze(0); }
-  int64_t frames_generated() const { return stream_->frames_generated(); }
-  int64_t video() const { return video_; }
-  std::string prediction() const { return models::prediction_name(info_.prediction); }
+  Tensor next() { return opened_.stream->next().squeeze(0); }
+  int64_t frames_generated() const { return opened_.stream->frames_generated(); }
+  int64_t video() const { return opened_.video; }
+  std::string prediction() const { return models::prediction_name(opened_.info.prediction); }
 
  private:
-  models::VideoModelInfo info_;
-  std::unique_ptr<models::UNetVideo> model_;
-  std::unique_ptr<models::VideoStream> stream_;
-  int64_t video_ = 0;
+  static models::ModelStream open(const std::string& checkpoint, DType dtype, int64_t video,
+                                  int64_t seed, int64_t steps, double context_noise) {
+    MIXPREC_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+                  "[VideoStream] dtype must be f32, bf16 or f16, got ", dtype_name(dtype));
+    return models::open_model_stream(
+        checkpoint, video, {.steps = steps, .seed = seed, .context_noise = context_noise}, dtype);
+  }
+  models::ModelStream opened_;
 };
 
 Tensor unet_forward(models::UNetVideo& model, const Tensor& x_t, const Tensor& context,

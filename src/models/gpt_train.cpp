@@ -1,6 +1,7 @@
 #include "mixprec/models/gpt_train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "mixprec/autograd/node.h"
@@ -41,6 +42,39 @@ amp::PrecisionConfig bf16_fallback_of(const amp::PrecisionConfig& p) {
   if (b.params == DType::F16) b.params = DType::BF16;
   b.loss_scaling = amp::LossScaling::None;
   return b;
+}
+
+GPTTrainOptions GPTTrainSettings::options() const {
+  MIXPREC_CHECK(batch >= 1 && warmup >= 1 && steps >= 1 && grad_accum >= 1 && seed >= 0 &&
+                    fallback_after >= 0,
+                "[gpt trainer] batch, warmup, steps and grad_accum must be >= 1, seed and "
+                "fallback_after >= 0");
+  MIXPREC_CHECK(loss_scale > 0 && std::isfinite(loss_scale) && std::isfinite(lr) &&
+                    std::isfinite(weight_decay) && std::isfinite(clip),
+                "[gpt trainer] the loss scale must be a positive finite number, lr, weight decay "
+                "and clip finite");
+  MIXPREC_CHECK(rounding == "nearest" || rounding == "stochastic",
+                "[gpt trainer] rounding must be nearest or stochastic, got '", rounding, "'");
+  const amp::PrecisionConfig pc = amp::PrecisionConfig::parse(precision);
+  MIXPREC_CHECK(rounding == "nearest" || pc.half_params(),
+                "[gpt trainer] stochastic rounding rounds into 16-bit parameters, and precision ",
+                precision, " keeps them in f32: use bf16-params or fp16-params");
+  return {.precision = pc,
+          .batch = batch,
+          .lr = lr,
+          .warmup = warmup,
+          .total_steps = steps,
+          .weight_decay = weight_decay,
+          .clip = clip,
+          .seed = static_cast<uint64_t>(seed),
+          .grad_accum = grad_accum,
+          .checkpoint_activations = checkpoint_activations,
+          .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
+                                               : optim::Rounding::NearestEven,
+          .loss_scale = loss_scale,
+          .fallback_after = fallback_after,
+          .world = nullptr,
+          .data_parallel = {}};
 }
 
 GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions options)

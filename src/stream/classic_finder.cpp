@@ -55,6 +55,12 @@ ClassicPeakFinder::ClassicPeakFinder(const DetectorGeometry& geometry, std::vect
                     options_.min_bin_pixels >= 1,
                 "[peakfinder] expected 1 <= min_pixels <= max_pixels, background margin >= 1, "
                 "clipping iterations >= 1 and min_bin_pixels >= 1");
+  MIXPREC_CHECK(options_.min_pixel_snr > 0 && options_.min_peak_snr >= 0 &&
+                    std::isfinite(options_.min_pixel_snr) && std::isfinite(options_.min_peak_snr) &&
+                    std::isfinite(options_.adc_threshold),
+                "[peakfinder] expected min_pixel_snr > 0, min_peak_snr >= 0 (both finite) and a "
+                "finite adc_threshold, got ", options_.min_pixel_snr, ", ", options_.min_peak_snr,
+                " and ", options_.adc_threshold);
   MIXPREC_CHECK(geometry_.pixels_per_panel() <= std::numeric_limits<int32_t>::max(),
                 "[peakfinder] panel too large");
   const std::vector<float> radius = geometry_.radius_map();

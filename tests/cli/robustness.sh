@@ -376,11 +376,11 @@ precision_fallback)
     --rounding stochastic --out params --resume --checkpoint-activations
   # Usage mistakes, before anything runs.
   run 2 "${tiny_gpt[@]}" --steps 2 --rounding stochastic --precision bf16 --out bad
-  expect_err "--rounding stochastic rounds into 16-bit parameters"
+  expect_err "stochastic rounding rounds into 16-bit parameters"
   run 2 "${tiny_gpt[@]}" --steps 2 --fallback-after 25 --out bad
-  expect_err "--fallback-after in \[0, 25\)"
+  expect_err "--fallback-after must be below 25"
   run 2 "${tiny_gpt[@]}" --steps 2 --grad-accum 0 --out bad
-  expect_err "--grad-accum must be >= 1"
+  expect_err "grad_accum must be >= 1"
   [[ ! -e bad ]] || fail "a refused run created its --out"
   ;;
 

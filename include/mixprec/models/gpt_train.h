@@ -63,6 +63,26 @@ struct GPTTrainOptions {
   nn::DataParallelOptions data_parallel;
 };
 
+// The trainer's settings as a user writes them, with their defaults: `mixprec train gpt` parses
+// its flags into one and mixprec.gpt.Trainer its keywords (its defaults are these). options()
+// checks them (an Error naming the setting) and makes the trainer's options, alone (no world).
+struct GPTTrainSettings {
+  std::string precision = "auto";  // amp::PrecisionConfig::parse's names
+  int64_t batch = 8;
+  double lr = 6e-4;
+  int64_t warmup = 50;
+  int64_t steps = 1000;
+  double weight_decay = 0.1;
+  double clip = 1.0;
+  int64_t seed = 0;
+  int64_t grad_accum = 1;
+  bool checkpoint_activations = false;
+  std::string rounding = "nearest";  // | "stochastic"
+  double loss_scale = 65536.0;
+  int64_t fallback_after = 10;
+  GPTTrainOptions options() const;
+};
+
 // bf16 in place of f16 with the same parameter storage class: fp16 -> bf16 (autocast, f32
 // parameters), fp16-params -> bf16-params; neither scales the loss (bf16 has f32's range).
 amp::PrecisionConfig bf16_fallback_of(const amp::PrecisionConfig& p);

@@ -59,4 +59,18 @@ struct StreamRequest {
 StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
                              const StreamRequest& request);
 
+// A model file's stream as `mixprec video generate` and mixprec.video.VideoStream start it: the
+// network (its weights converted to `weights`, f32 norms staying f32), started on the first
+// frames of dataset video `video` (-1: the first held-out one) with stream_options(request).
+struct ModelStream {
+  VideoModelInfo info;
+  std::unique_ptr<UNetVideo> model;
+  data::MovingShapes videos;  // the dataset the model was trained on
+  int64_t video = 0;          // the dataset video the stream started on
+  StreamOptions options;      // as resolved from the request and the file
+  std::unique_ptr<VideoStream> stream;
+};
+ModelStream open_model_stream(const std::string& path, int64_t video, const StreamRequest& request,
+                              DType weights = DType::F32);
+
 }  // namespace mixprec::models
