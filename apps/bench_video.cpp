@@ -1,9 +1,13 @@
 // `mixprec bench video`: the benchmark matrix of seed document 000 — precisions x presets x
-// DDIM steps — for frame-by-frame video generation. Every configuration runs in its own child
+// DDIM steps — for frame-by-frame video generation; with --load N, the latency of one stream at
+// 1 thread and at all threads, on a quiet machine and beside N busy processes it starts itself. Every configuration runs in its own child
 // process (this binary with --run-one), so its peak RSS is its own and one configuration's
 // caches and threads cannot flatter the next. The parent gathers the results, compares each
 // with fp32 (speedup, memory, PSNR of the same stream), saves or compares a baseline, and writes
 // a Markdown report and an SVG chart.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -254,13 +258,104 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw Error("[bench video] could not write " + path);
 }
 
+
+// ---- --load: latency beside busy competitors ----
+
+// N processes that each keep one core busy until this object dies (or this process does:
+// PR_SET_PDEATHSIG), as a training or a build beside the stream would.
+class BusyLoad {
+ public:
+  explicit BusyLoad(int64_t count) {
+    const pid_t parent = getpid();
+    for (int64_t i = 0; i < count; ++i) {
+      const pid_t pid = fork();
+      if (pid < 0) throw Error("[bench video] could not start a busy process");
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(0);
+        for (volatile uint64_t spin = 0;; spin = spin + 1) {
+        }
+      }
+      pids_.push_back(pid);
+    }
+  }
+  ~BusyLoad() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  BusyLoad(const BusyLoad&) = delete;
+  BusyLoad& operator=(const BusyLoad&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five, fifteen;
+  f >> one >> five >> fifteen;
+  return f ? one + " " + five + " " + fifteen : std::string("unknown");
+}
+
+// One stream (the first preset, precision and steps) at 1 thread and at all threads, quiet and
+// beside `load` busy processes, each configuration in its own child as in the matrix.
+int run_latency(const RunOne& o, int64_t load, bool json) {
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  const int all = num_threads();
+  std::vector<int> thread_counts{1};
+  if (all > 1) thread_counts.push_back(all);
+  std::vector<int64_t> loads{0};
+  if (load > 0) loads.push_back(load);
+  struct Row {
+    int64_t load;
+    int threads;
+    Result r;
+  };
+  std::vector<Row> rows;
+  const std::string before = load_average();
+  for (int64_t l : loads) {
+    const BusyLoad busy(l);
+    for (int t : thread_counts) {
+      std::ostringstream cmd;
+      cmd << "MIXPREC_NUM_THREADS=" << t << " '" << self << "' bench video --run-one --presets "
+          << o.preset << " --precisions " << o.precision << " --steps " << o.steps
+          << " --frames " << o.frames << " --warmup " << o.warmup << " --quality-frame 1 --seed "
+          << o.seed << " --checkpoint '" << o.checkpoint << "'";
+      std::fprintf(stderr, "bench video: %s %s, %lld steps, %d thread(s), %lld busy ...\n",
+                   o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps), t,
+                   static_cast<long long>(l));
+      rows.push_back({l, t, parse_result(run_and_capture(cmd.str(), "bench video"))});
+    }
+  }
+  if (json) {
+    std::printf("{\"load_average_before\": \"%s\", \"rows\": [", before.c_str());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"busy\": %lld, \"threads\": %d, \"ms_p50\": %.4f, \"ms_p99\": %.4f, "
+                  "\"fps\": %.3f}",
+                  i ? ", " : "", static_cast<long long>(rows[i].load), rows[i].threads,
+                  rows[i].r.p50, rows[i].r.p99, 1000.0 / rows[i].r.p50);
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("%s %s, %lld steps, %lld timed frames per row; load average before: %s\n\n",
+              o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps),
+              static_cast<long long>(o.frames), before.c_str());
+  std::printf("| busy processes | threads | ms/frame p50 | p99 | p99/p50 | FPS |\n"
+              "|---|---|---|---|---|---|\n");
+  for (const Row& row : rows)
+    std::printf("| %lld | %d | %.2f | %.2f | %.2f | %.1f |\n", static_cast<long long>(row.load),
+                row.threads, row.r.p50, row.r.p99, row.r.p99 / row.r.p50, 1000.0 / row.r.p50);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench_video(Args args) {
-  std::string presets = "lightweight", precisions = "fp32,fp16,bf16,autocast-bf16,auto";
+  constexpr const char* kMatrixPrecisions = "fp32,fp16,bf16,autocast-bf16,auto";
+  std::string presets = "lightweight", precisions = kMatrixPrecisions;
   std::string steps_list = "1,4", checkpoint = default_video_model_path(), save, compare;
   std::string report = "bench_video.md", chart = "bench_video.svg";
-  int64_t frames = 20, warmup = 3, quality_frame = 20, seed = 0;
+  int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1;
   bool json = false, quick = false;
   bool run_one_mode = false;
   ArgParser p("bench video",
@@ -269,7 +364,7 @@ int run_bench_video(Args args) {
   p.option("--presets", &presets, "comma-separated: lightweight,medium,heavy,xl");
   p.option("--precisions", &precisions, "comma-separated: fp32,fp16,bf16,autocast-bf16,auto");
   p.option("--steps", &steps_list, "comma-separated DDIM steps per frame");
-  p.option("--frames", &frames, "timed frames per configuration");
+  p.option("--frames", &frames, "timed frames per configuration (0: 20, or 200 with --load)");
   p.option("--warmup", &warmup, "untimed frames first");
   p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32");
   p.option("--checkpoint", &checkpoint, "trained model used where its preset matches");
@@ -279,9 +374,13 @@ int run_bench_video(Args args) {
   p.option("--report", &report, "Markdown report to write ('' for none)");
   p.option("--chart", &chart, "SVG chart to write ('' for none)");
   p.flag("--json", &json, "print the results as JSON on stdout");
+  p.option("--load", &load,
+           "latency mode: one stream (first preset, precision [auto], steps) at 1 and all threads, quiet and beside this many busy processes it\n"
+           "starts (0: quiet only)");
   p.flag("--quick", &quick, "lightweight only, fp32 and bf16, 4 steps, 8 frames");
   p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
   if (!p.parse(args)) return 0;
+  if (frames == 0) frames = load >= 0 ? 200 : 20;
   if (run_one_mode) {
     return run_one({.preset = split_list(presets).at(0),
                     .precision = split_list(precisions).at(0),
@@ -292,6 +391,26 @@ int run_bench_video(Args args) {
                     .warmup = warmup,
                     .quality_frame = quality_frame,
                     .seed = seed});
+  }
+  if (load >= 0) {
+    if (frames < 3 || warmup < 0)
+      throw UsageError{"bench video: --frames must be >= 3, --warmup >= 0"};
+    // The stream's own defaults (video generate) unless asked otherwise: auto precision and
+    // enough frames for a p99 that is not the maximum.
+    const std::string precision =
+        precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
+    parse_inference_precision(precision);
+    const std::string preset = split_list(presets).at(0);
+    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
+    return run_latency({.preset = preset,
+                        .precision = precision,
+                        .checkpoint = checkpoint,
+                        .steps = integer_option("bench video", "--steps",
+                                                split_list(steps_list).at(0)),
+                        .frames = frames,
+                        .warmup = warmup,
+                        .seed = seed},
+                       load, json);
   }
   if (quick) {
     presets = "lightweight";
