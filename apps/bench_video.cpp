@@ -273,8 +273,8 @@ class BusyLoad {
       if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(0);
-        for (volatile uint64_t spin = 0;; spin = spin + 1) {
-        }
+        volatile uint64_t spin = 0;
+        for (;;) spin = spin + 1;
       }
       pids_.push_back(pid);
     }
@@ -395,8 +395,7 @@ int run_bench_video(Args args) {
   if (load >= 0) {
     if (frames < 3 || warmup < 0)
       throw UsageError{"bench video: --frames must be >= 3, --warmup >= 0"};
-    // The stream's own defaults (video generate) unless asked otherwise: auto precision and
-    // enough frames for a p99 that is not the maximum.
+    // The stream's own precision (video generate's default) unless asked otherwise.
     const std::string precision =
         precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
     parse_inference_precision(precision);
@@ -405,6 +404,7 @@ int run_bench_video(Args args) {
     return run_latency({.preset = preset,
                         .precision = precision,
                         .checkpoint = checkpoint,
+                        .frames_out = "",
                         .steps = integer_option("bench video", "--steps",
                                                 split_list(steps_list).at(0)),
                         .frames = frames,

@@ -101,10 +101,13 @@ bool spin_until(const Ready& ready) {
 }
 
 struct Job {
+  Job(void (*run_chunk)(void*, int64_t), void* run_context, int64_t chunk_count)
+      : run(run_chunk), context(run_context), chunks(chunk_count) {}
+
   void (*run)(void*, int64_t);
   void* context;
   int64_t chunks;
-  int helpers;  // workers 1..helpers may take part
+  int helpers = 0;  // workers 1..helpers may take part
   std::atomic<int64_t> next{0}, done{0};
   std::atomic<uint32_t> finished{0}, caller_asleep{0};
   std::atomic<bool> failed{false};
@@ -206,7 +209,7 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
     RegionGuard() { tl_in_region = true; }
     ~RegionGuard() { tl_in_region = false; }
   } region;
-  Job job{.run = run, .context = context, .chunks = chunks, .helpers = 0};
+  Job job(run, context, chunks);
   if (!pool().run(job, threads)) job.work();  // another caller holds the pool: run it here
   if (job.failed.load()) std::rethrow_exception(job.error);
 }
