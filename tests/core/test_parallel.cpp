@@ -62,7 +62,9 @@ TEST(ParallelFor, EveryIndexOnceInChunksOfAtLeastAGrain) {
         for (std::size_t i = 0; i < c.visits.size(); ++i)
           ASSERT_EQ(c.visits[i], 1) << "threads " << threads << " n " << n << " grain " << grain
                                     << " index " << i;
-        if (n > 0) EXPECT_GE(c.shortest, std::min<int64_t>(n, std::max<int64_t>(grain, 1)));
+        if (n > 0) {
+          EXPECT_GE(c.shortest, std::min<int64_t>(n, std::max<int64_t>(grain, 1)));
+        }
       }
   }
 }
