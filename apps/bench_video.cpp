@@ -5,9 +5,6 @@
 // caches and threads cannot flatter the next. The parent gathers the results, compares each
 // with fp32 (speedup, memory, PSNR of the same stream), saves or compares a baseline, and writes
 // a Markdown report and an SVG chart.
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +33,7 @@
 #include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
+#include "busy_load.h"
 #include "run_guard.h"
 #include "video_common.h"
 
@@ -261,35 +259,6 @@ void write_file(const std::string& path, const std::string& text) {
 
 // ---- --load: latency beside busy competitors ----
 
-// N processes that each keep one core busy until this object dies (or this process does:
-// PR_SET_PDEATHSIG), as a training or a build beside the stream would.
-class BusyLoad {
- public:
-  explicit BusyLoad(int64_t count) {
-    const pid_t parent = getpid();
-    for (int64_t i = 0; i < count; ++i) {
-      const pid_t pid = fork();
-      if (pid < 0) throw Error("[bench video] could not start a busy process");
-      if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(0);
-        volatile uint64_t spin = 0;
-        for (;;) spin = spin + 1;
-      }
-      pids_.push_back(pid);
-    }
-  }
-  ~BusyLoad() {
-    for (pid_t pid : pids_) kill(pid, SIGKILL);
-    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
-  }
-  BusyLoad(const BusyLoad&) = delete;
-  BusyLoad& operator=(const BusyLoad&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 std::string load_average() {
   std::ifstream f("/proc/loadavg");
   std::string one, five, fifteen;
@@ -314,7 +283,7 @@ int run_latency(const RunOne& o, int64_t load, bool json) {
   std::vector<Row> rows;
   const std::string before = load_average();
   for (int64_t l : loads) {
-    const BusyLoad busy(l);
+    const BusyLoad busy(l, "bench video");
     for (int t : thread_counts) {
       std::ostringstream cmd;
       cmd << "MIXPREC_NUM_THREADS=" << t << " '" << self << "' bench video --run-one --presets "
