@@ -76,6 +76,12 @@ std::atomic<Clock::rep> contended_until{0};
 constexpr auto kDescheduledGap = std::chrono::microseconds(200);  // far above a spin step
 constexpr auto kContendedFor = std::chrono::milliseconds(200);
 
+// A caller that waited this much longer than a chunk of its own takes for a worker's chunk
+// runs its next calls alone (no workers) until kSoloFor has passed.
+std::atomic<Clock::rep> solo_until{0};
+constexpr auto kHeldUp = std::chrono::milliseconds(1);
+constexpr auto kSoloFor = std::chrono::milliseconds(100);
+
 // Spins until ready() or the budget runs out; true when ready() held.
 template <typename Ready>
 bool spin_until(const Ready& ready) {
@@ -114,10 +120,11 @@ struct Job {
   std::exception_ptr error;  // written once, by the thread that set `failed`
 
   // Claims and runs chunks until none is left; tells a sleeping caller about the last one.
-  void work() {
-    for (;;) {
+  // Returns how many chunks this thread ran.
+  int64_t work() {
+    for (int64_t mine = 0;; ++mine) {
       const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) return;
+      if (c >= chunks) return mine;
       if (!failed.load(std::memory_order_relaxed)) {
         try {
           run(context, c);
@@ -152,8 +159,15 @@ class Pool {
     current_.store(&job, std::memory_order_seq_cst);
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
-    job.work();
+    const Clock::time_point start = Clock::now();
+    const int64_t mine = job.work();
+    const Clock::time_point worked = Clock::now();
     job.wait_finished();
+    // Held up by a chunk far longer than the caller's own take: a worker was descheduled
+    // while it held one. Run alone for a while, as one thread would, then try again.
+    const Clock::time_point end = Clock::now();
+    if (mine > 0 && end - worked > (worked - start) / mine + kHeldUp)
+      solo_until.store((end + kSoloFor).time_since_epoch().count(), std::memory_order_relaxed);
     current_.store(nullptr, std::memory_order_seq_cst);
     while (inside_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
     return true;
@@ -210,7 +224,10 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
     ~RegionGuard() { tl_in_region = false; }
   } region;
   Job job(run, context, chunks);
-  if (!pool().run(job, threads)) job.work();  // another caller holds the pool: run it here
+  // Alone when another caller holds the pool, or while workers are being descheduled.
+  const bool solo =
+      Clock::now().time_since_epoch().count() < solo_until.load(std::memory_order_relaxed);
+  if (solo || !pool().run(job, threads)) job.work();
   if (job.failed.load()) std::rethrow_exception(job.error);
 }
 
