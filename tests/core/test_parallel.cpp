@@ -1,5 +1,6 @@
 // parallel_for and its pool: every index once, chunks of at least a grain, nesting, several
-// callers at once, errors, and a late (preempted) worker that must not hold up the caller.
+// callers at once, errors, a late (preempted) worker that must not hold up the caller, and
+// the caller running alone after a worker held it up.
 #include "mixprec/core/parallel.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +123,28 @@ TEST(ParallelFor, ALateWorkerDoesNotHoldUpTheCaller) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 250.0) << "50 calls waited for the late worker";
+}
+
+// A worker that holds a chunk 30 ms (descheduled with it) makes the caller wait; its next calls
+// then run alone, every chunk on the caller's thread.
+TEST(ParallelFor, AfterWaitingForAHeldChunkTheCallerRunsAlone) {
+  const ThreadsScope scope(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> held{false};
+  for (int attempt = 0; attempt < 20 && !held; ++attempt)
+    parallel_for(0, 16, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // time for a worker to join
+      else if (!held.exchange(true))
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    });
+  ASSERT_TRUE(held) << "no worker took a chunk in 20 calls";
+  std::atomic<int> elsewhere{0};
+  parallel_for(0, 16, 1, [&](int64_t, int64_t) {  // 16 ms: long enough for a worker to join
+    if (std::this_thread::get_id() != caller) ++elsewhere;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  EXPECT_EQ(elsewhere.load(), 0);
 }
 
 // Many short calls of random sizes on more threads than cores, nested and from two callers,
