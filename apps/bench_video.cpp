@@ -1,5 +1,6 @@
 // `mixprec bench video`: the benchmark matrix of seed document 000 — precisions x presets x
-// DDIM steps — for frame-by-frame video generation. Every configuration runs in its own child
+// DDIM steps — for frame-by-frame video generation; with --load N, the latency of one stream at
+// 1 thread and at all threads, on a quiet machine and beside N busy processes it starts itself. Every configuration runs in its own child
 // process (this binary with --run-one), so its peak RSS is its own and one configuration's
 // caches and threads cannot flatter the next. The parent gathers the results, compares each
 // with fp32 (speedup, memory, PSNR of the same stream), saves or compares a baseline, and writes
@@ -32,6 +33,7 @@
 #include "mixprec/models/video_streams.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_quality.h"
+#include "busy_load.h"
 #include "run_guard.h"
 #include "video_common.h"
 
@@ -248,13 +250,75 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw Error("[bench video] could not write " + path);
 }
 
+
+// ---- --load: latency beside busy competitors ----
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one, five, fifteen;
+  f >> one >> five >> fifteen;
+  return f ? one + " " + five + " " + fifteen : std::string("unknown");
+}
+
+// One stream (the first preset, precision and steps) at 1 thread and at all threads, quiet and
+// beside `load` busy processes, each configuration in its own child as in the matrix.
+int run_latency(const RunOne& o, int64_t load, bool json) {
+  const std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  const int all = num_threads();
+  std::vector<int> thread_counts{1};
+  if (all > 1) thread_counts.push_back(all);
+  std::vector<int64_t> loads{0};
+  if (load > 0) loads.push_back(load);
+  struct Row {
+    int64_t load;
+    int threads;
+    Result r;
+  };
+  std::vector<Row> rows;
+  const std::string before = load_average();
+  for (int64_t l : loads) {
+    const BusyLoad busy(l, "bench video");
+    for (int t : thread_counts) {
+      std::ostringstream cmd;
+      cmd << "MIXPREC_NUM_THREADS=" << t << " '" << self << "' bench video --run-one --presets "
+          << o.preset << " --precisions " << o.precision << " --steps " << o.steps
+          << " --frames " << o.frames << " --warmup " << o.warmup << " --quality-frame 1 --seed "
+          << o.seed << " --checkpoint '" << o.checkpoint << "'";
+      std::fprintf(stderr, "bench video: %s %s, %lld steps, %d thread(s), %lld busy ...\n",
+                   o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps), t,
+                   static_cast<long long>(l));
+      rows.push_back({l, t, parse_result(run_and_capture(cmd.str(), "bench video"))});
+    }
+  }
+  if (json) {
+    std::printf("{\"load_average_before\": \"%s\", \"rows\": [", before.c_str());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"busy\": %lld, \"threads\": %d, \"ms_p50\": %.4f, \"ms_p99\": %.4f, "
+                  "\"fps\": %.3f}",
+                  i ? ", " : "", static_cast<long long>(rows[i].load), rows[i].threads,
+                  rows[i].r.p50, rows[i].r.p99, 1000.0 / rows[i].r.p50);
+    std::printf("]}\n");
+    return 0;
+  }
+  std::printf("%s %s, %lld steps, %lld timed frames per row; load average before: %s\n\n",
+              o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps),
+              static_cast<long long>(o.frames), before.c_str());
+  std::printf("| busy processes | threads | ms/frame p50 | p99 | p99/p50 | FPS |\n"
+              "|---|---|---|---|---|---|\n");
+  for (const Row& row : rows)
+    std::printf("| %lld | %d | %.2f | %.2f | %.2f | %.1f |\n", static_cast<long long>(row.load),
+                row.threads, row.r.p50, row.r.p99, row.r.p99 / row.r.p50, 1000.0 / row.r.p50);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench_video(Args args) {
-  std::string presets = "lightweight", precisions = "fp32,fp16,bf16,autocast-bf16,auto";
+  constexpr const char* kMatrixPrecisions = "fp32,fp16,bf16,autocast-bf16,auto";
+  std::string presets = "lightweight", precisions = kMatrixPrecisions;
   std::string steps_list = "1,4", checkpoint = default_video_model_path(), save, compare;
   std::string report = "bench_video.md", chart = "bench_video.svg";
-  int64_t frames = 20, warmup = 3, quality_frame = 20, seed = 0;
+  int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1;
   bool json = false, quick = false;
   bool run_one_mode = false;
   ArgParser p("bench video",
@@ -263,7 +327,8 @@ int run_bench_video(Args args) {
   p.option("--presets", &presets, "comma-separated: lightweight,medium,heavy,xl");
   p.option("--precisions", &precisions, "comma-separated: fp32,fp16,bf16,autocast-bf16,auto");
   p.option("--steps", &steps_list, "comma-separated DDIM steps per frame");
-  p.option("--frames", &frames, "timed frames per configuration", {.min = 3});
+  p.option("--frames", &frames, "timed frames per configuration (0: 20, or 200 with --load)",
+           {.min = 0});
   p.option("--warmup", &warmup, "untimed frames first", {.min = 0});
   p.option("--quality-frame", &quality_frame, "frame index for the long-stream PSNR vs fp32",
            {.min = 1});
@@ -274,9 +339,14 @@ int run_bench_video(Args args) {
   p.option("--report", &report, "Markdown report to write ('' for none)");
   p.option("--chart", &chart, "SVG chart to write ('' for none)");
   p.flag("--json", &json, "print the results as JSON on stdout");
+  p.option("--load", &load,
+           "latency mode: one stream (first preset, precision [auto], steps) at 1 and all threads, quiet and beside this many busy processes it\n"
+           "starts (0: quiet only)");
   p.flag("--quick", &quick, "lightweight only, fp32 and bf16, 4 steps, 8 frames");
   p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
   if (!p.parse(args)) return 0;
+  if (frames == 0) frames = load >= 0 ? 200 : 20;
+  if (frames < 3) throw UsageError{"bench video: --frames must be >= 3 (0: the default)"};
   if (run_one_mode) {
     return run_one({.preset = split_list(presets).at(0),
                     .precision = split_list(precisions).at(0),
@@ -287,6 +357,24 @@ int run_bench_video(Args args) {
                     .warmup = warmup,
                     .quality_frame = quality_frame,
                     .seed = seed});
+  }
+  if (load >= 0) {
+    // The stream's own precision (video generate's default) unless asked otherwise.
+    const std::string precision =
+        precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
+    parse_inference_precision(precision);
+    const std::string preset = split_list(presets).at(0);
+    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
+    return run_latency({.preset = preset,
+                        .precision = precision,
+                        .checkpoint = checkpoint,
+                        .frames_out = "",
+                        .steps = integer_option("bench video", "--steps",
+                                                split_list(steps_list).at(0)),
+                        .frames = frames,
+                        .warmup = warmup,
+                        .seed = seed},
+                       load, json);
   }
   if (quick) {
     presets = "lightweight";

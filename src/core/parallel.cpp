@@ -1,28 +1,208 @@
+// The thread pool behind parallel_for (see parallel.h for the contract).
+//
+// One job at a time: the caller publishes it, wakes the workers, and claims chunks itself.
+// Workers claim chunks from the same atomic counter; whoever finishes the last chunk tells the
+// caller. A worker that wakes late finds no chunk left (or no job) and goes back to waiting:
+// nothing waits for it. The one place the caller waits on workers as such is the retirement
+// of the job (`inside`): a worker between "I look at the job" and "I am done with it" holds a
+// reference, which takes a few instructions when it has no chunk to run.
+//
+// Waiting: spin (pause) for a short budget, then sleep on a futex (C++20 atomic wait). Spinning
+// saves a wake-up (tens of microseconds) between the many small regions of a network's step;
+// on a busy machine it would burn the time slice a competitor (or a sibling thread) needs, so
+// a spinner that finds it was descheduled mid-spin (a gap in its own clock) stops spinning for
+// a while and sleeps at once. A sleeping thread also wakes with priority over a busy process,
+// which a spinning one does not.
 #include "mixprec/core/parallel.h"
 
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "mixprec/core/error.h"
 
 namespace mixprec {
 namespace {
 
+int env_positive(const char* name, int fallback, int cap) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  MIXPREC_CHECK(*end == '\0' && value >= 0, name, "='", env, "' is not a non-negative integer");
+  return static_cast<int>(value < cap ? value : cap);
+}
+
 std::atomic<int>& thread_slot() {
   static std::atomic<int> slot{[] {
-    const int available = omp_get_max_threads();
-    const char* env = std::getenv("MIXPREC_NUM_THREADS");
-    if (env == nullptr || *env == '\0') return available;
-    char* end = nullptr;
-    const long requested = std::strtol(env, &end, 10);
-    MIXPREC_CHECK(*end == '\0' && requested >= 1, "MIXPREC_NUM_THREADS='", env,
+    const int available = omp_get_max_threads();  // honours the CPU affinity mask
+    const int requested = env_positive("MIXPREC_NUM_THREADS", available, available);
+    MIXPREC_CHECK(requested >= 1, "MIXPREC_NUM_THREADS='", std::getenv("MIXPREC_NUM_THREADS"),
                   "' is not a positive integer");
-    return static_cast<int>(requested < available ? requested : available);
+    return requested;
   }()};
   return slot;
+}
+
+thread_local bool tl_in_region = false;
+
+using Clock = std::chrono::steady_clock;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// How long a waiting thread spins before it sleeps. MIXPREC_SPIN_US sets it (0: sleep at once).
+Clock::duration spin_budget() {
+  static const Clock::duration budget =
+      std::chrono::microseconds(env_positive("MIXPREC_SPIN_US", 100, 100000));
+  return budget;
+}
+
+std::atomic<std::chrono::microseconds::rep> worker_delay_us{0};
+
+// Set when a spinner was descheduled: until then, waits sleep without spinning.
+std::atomic<Clock::rep> contended_until{0};
+constexpr auto kDescheduledGap = std::chrono::microseconds(200);  // far above a spin step
+constexpr auto kContendedFor = std::chrono::milliseconds(200);
+
+// A caller that waited this much longer than a chunk of its own takes for a worker's chunk
+// runs its next calls alone (no workers) until kSoloFor has passed.
+std::atomic<Clock::rep> solo_until{0};
+constexpr auto kHeldUp = std::chrono::milliseconds(1);
+constexpr auto kSoloFor = std::chrono::milliseconds(100);
+
+// Spins until ready() or the budget runs out; true when ready() held.
+template <typename Ready>
+bool spin_until(const Ready& ready) {
+  if (ready()) return true;
+  Clock::time_point last = Clock::now();
+  if (last.time_since_epoch().count() < contended_until.load(std::memory_order_relaxed))
+    return false;
+  const Clock::time_point deadline = last + spin_budget();
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    const Clock::time_point now = Clock::now();
+    if (now - last > kDescheduledGap) {  // someone else ran on this core: stop spinning
+      contended_until.store((now + kContendedFor).time_since_epoch().count(),
+                            std::memory_order_relaxed);
+      return ready();
+    }
+    if (now > deadline) return ready();
+    last = now;
+  }
+}
+
+struct Job {
+  Job(void (*run_chunk)(void*, int64_t), void* run_context, int64_t chunk_count)
+      : run(run_chunk), context(run_context), chunks(chunk_count) {}
+
+  void (*run)(void*, int64_t);
+  void* context;
+  int64_t chunks;
+  int helpers = 0;  // workers 1..helpers may take part
+  std::atomic<int64_t> next{0}, done{0};
+  std::atomic<uint32_t> finished{0}, caller_asleep{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // written once, by the thread that set `failed`
+
+  // Claims and runs chunks until none is left; tells a sleeping caller about the last one.
+  // Returns how many chunks this thread ran.
+  int64_t work() {
+    for (int64_t mine = 0;; ++mine) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= chunks) return mine;
+      if (!failed.load(std::memory_order_relaxed)) {
+        try {
+          run(context, c);
+        } catch (...) {
+          if (!failed.exchange(true)) error = std::current_exception();
+        }
+      }
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+        finished.store(1, std::memory_order_seq_cst);
+        if (caller_asleep.load(std::memory_order_seq_cst)) finished.notify_one();
+      }
+    }
+  }
+
+  void wait_finished() {
+    if (spin_until([&] { return finished.load(std::memory_order_acquire) != 0; })) return;
+    caller_asleep.store(1, std::memory_order_seq_cst);
+    while (finished.load(std::memory_order_seq_cst) == 0) finished.wait(0);
+  }
+};
+
+class Pool {
+ public:
+  // Runs the job with up to `threads` threads; false when the pool is busy with another
+  // caller's job (the caller then runs it alone).
+  bool run(Job& job, int threads) {
+    std::unique_lock lock(busy_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    job.helpers = threads - 1;
+    for (; workers_ < job.helpers; ++workers_)
+      std::thread([this, index = workers_ + 1] { worker(index); }).detach();
+    current_.store(&job, std::memory_order_seq_cst);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
+    const Clock::time_point start = Clock::now();
+    const int64_t mine = job.work();
+    const Clock::time_point worked = Clock::now();
+    job.wait_finished();
+    // Held up by a chunk far longer than the caller's own take: a worker was descheduled
+    // while it held one. Run alone for a while, as one thread would, then try again.
+    const Clock::time_point end = Clock::now();
+    if (mine > 0 && end - worked > (worked - start) / mine + kHeldUp)
+      solo_until.store((end + kSoloFor).time_since_epoch().count(), std::memory_order_relaxed);
+    current_.store(nullptr, std::memory_order_seq_cst);
+    while (inside_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    return true;
+  }
+
+ private:
+  [[noreturn]] void worker(int index) {
+    tl_in_region = true;  // a parallel_for inside a body runs inline
+    uint32_t seen = epoch_.load(std::memory_order_acquire);
+    for (;;) {
+      if (!spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen; })) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        while (epoch_.load(std::memory_order_seq_cst) == seen) epoch_.wait(seen);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      seen = epoch_.load(std::memory_order_acquire);
+      if (const auto delay = worker_delay_us.load(std::memory_order_relaxed); delay > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      inside_.fetch_add(1, std::memory_order_seq_cst);
+      Job* job = current_.load(std::memory_order_seq_cst);
+      if (job != nullptr && index <= job->helpers) job->work();
+      inside_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+
+  std::mutex busy_;
+  int workers_ = 0;  // started so far, detached: the pool lives as long as the process
+  std::atomic<Job*> current_{nullptr};
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<int> sleepers_{0}, inside_{0};
+};
+
+Pool& pool() {
+  static Pool* instance = new Pool;  // never destroyed: workers may outlive static destructors
+  return *instance;
 }
 
 }  // namespace
@@ -34,4 +214,26 @@ void set_num_threads(int count) {
   thread_slot().store(count, std::memory_order_relaxed);
 }
 
+bool in_parallel_region() { return tl_in_region; }
+
+namespace detail {
+
+void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* context) {
+  struct RegionGuard {
+    RegionGuard() { tl_in_region = true; }
+    ~RegionGuard() { tl_in_region = false; }
+  } region;
+  Job job(run, context, chunks);
+  // Alone when another caller holds the pool, or while workers are being descheduled.
+  const bool solo =
+      Clock::now().time_since_epoch().count() < solo_until.load(std::memory_order_relaxed);
+  if (solo || !pool().run(job, threads)) job.work();
+  if (job.failed.load()) std::rethrow_exception(job.error);
+}
+
+void set_worker_delay(std::chrono::microseconds delay) {
+  worker_delay_us.store(delay.count(), std::memory_order_relaxed);
+}
+
+}  // namespace detail
 }  // namespace mixprec

@@ -12,8 +12,6 @@
 // K is never split, so the f32 sums live in registers until the single rounding on store.
 #include "mixprec/kernels/gemm.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -314,17 +312,16 @@ void run_parallel(const Problem& p, int threads) {
     const int64_t n1 = std::min(n, n_panels * (ni + 1) / tn * p.uk->nr);
     if (m0 < m1 && n0 < n1) run_block(p, m0, m1, n0, n1);
   };
-  if (threads == 1) {
-    block(0);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t) block(t);
+  // Blocks are claimed, not assigned: a thread that starts late (preempted) finds its block
+  // taken by one that is already running.
+  parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) block(static_cast<int>(t));
+  });
 }
 
 // Threads worth using: about 2 MFLOP of work per thread or it is not worth waking them.
 int threads_for(int64_t m, int64_t n, int64_t k) {
-  if (omp_in_parallel()) return 1;  // called from a parallel region (attention, conv tiles)
+  if (in_parallel_region()) return 1;  // called from a parallel region (attention, conv tiles)
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int by_work = static_cast<int>(std::max(1.0, flops / 2e6));

@@ -19,6 +19,7 @@ using loss_detail::CrossEntropyPlan;
 using loss_detail::LossKernels;
 
 constexpr int64_t kGrainElements = int64_t{1} << 15;  // per thread chunk, at least
+constexpr int64_t kMaxSumChunks = 256;                  // partial sums of one reduction, at most
 
 const LossKernels& kernels_for(bool f64) {
   using namespace loss_detail;
@@ -148,8 +149,9 @@ void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out, Reduction red
     staged.finish();
     return;
   }
-  // One pairwise sum per chunk, the chunks added in f64.
-  const int64_t chunks = std::clamp<int64_t>(n / kGrainElements, 1, num_threads());
+  // One pairwise sum per chunk, the chunks added in f64. The split depends on n only (the
+  // result must not change with the thread count).
+  const int64_t chunks = std::clamp<int64_t>(n / kGrainElements, 1, kMaxSumChunks);
   std::vector<double> partial(static_cast<std::size_t>(chunks));
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {

@@ -25,6 +25,7 @@ using norm_detail::LayerNormPlan;
 using norm_detail::NormKernels;
 
 constexpr int64_t kGrainElements = int64_t{1} << 14;  // per thread chunk, at least
+constexpr int64_t kStatUnits = 16;  // channels_last group-norm statistics: units of work
 
 const NormKernels& kernels_for(bool f64) {
   using namespace norm_detail;
@@ -144,7 +145,11 @@ void group_norm_channels_last(const NormKernels& kern, const GroupNormPlan& plan
                               const Tensor& w, const Tensor& b, std::vector<double>& mean,
                               std::vector<double>& rstd) {
   const int64_t n = plan.n, c = plan.c, g = plan.groups, hw = plan.hw, per_group = c / g;
-  const int64_t chunks = std::clamp<int64_t>(2 * num_threads() / n, 1, hw);
+  // Row chunks per sample: about kStatUnits units in all (enough for the threads to share them
+  // out), at least kGrainElements each; never a function of the thread count, which would
+  // change how the partial sums add up.
+  const int64_t chunks =
+      std::clamp<int64_t>(std::min((kStatUnits + n - 1) / n, hw * c / kGrainElements), 1, hw);
   const auto count = static_cast<double>(per_group * hw);
   std::vector<double> partial(static_cast<std::size_t>(n * chunks * c));  // [N, chunks, C]
   auto for_units = [&](const auto& body) {

@@ -29,6 +29,7 @@ using reduce_detail::ReducePlan;
 
 constexpr int64_t kGrainElements = int64_t{1} << 15;  // per thread chunk, at least
 constexpr int64_t kSplitLength = int64_t{1} << 16;    // a lone line this long is split
+constexpr int64_t kMaxLineChunks = 256;  // into len / kGrainElements chunks, at most this many
 
 const ReduceKernels& kernels_for(bool f64) {
   using namespace reduce_detail;
@@ -51,9 +52,10 @@ std::vector<bool> reduced_dims(const Shape& shape, const std::vector<int64_t>& d
   return reduced;
 }
 
-// The combined result of one long line split into one chunk per thread.
+// The combined result of one long line split into chunks. Their number depends on the length
+// only, never on the threads, so the f64 partial sums add up the same way on any machine.
 double split_line(const ReduceKernels& k, const ReducePlan& p) {
-  const int chunks = num_threads();
+  const int64_t chunks = std::clamp<int64_t>(p.len / kGrainElements, 1, kMaxLineChunks);
   std::vector<double> partial(static_cast<std::size_t>(chunks));
   const char* x = static_cast<const char*>(p.x);
   const auto elem = static_cast<int64_t>(dtype_size(p.x_dtype));
@@ -149,7 +151,7 @@ void reduce(ReduceKind kind, const char* op, const Tensor& x, const std::vector<
       kind,        xc.data_ptr(), xc.dtype(), outer, len, inner, staged.work().data_ptr(),
       out.dtype(), correction};
   const ReduceKernels& k = kernels_for(frontend::any_f64({&x, &out}));
-  if (outer == 1 && inner == 1 && len >= kSplitLength && num_threads() > 1) {
+  if (outer == 1 && inner == 1 && len >= kSplitLength) {
     staged.work().fill_(split_line(k, plan));
   } else {
     const int64_t units =
