@@ -77,9 +77,11 @@ constexpr auto kDescheduledGap = std::chrono::microseconds(200);  // far above a
 constexpr auto kContendedFor = std::chrono::milliseconds(200);
 
 // A caller that waited this much longer than a chunk of its own takes for a worker's chunk
-// runs its next calls alone (no workers) until kSoloFor has passed.
+// runs its next calls alone (no workers) until kSoloFor has passed. 4 ms is a scheduler time
+// slice, what a descheduled worker costs; at 1 ms the wake-up and imbalance jitter of a quiet
+// machine tripped it, and a quiet stream's p99 went up by half (bench video, session 9).
 std::atomic<Clock::rep> solo_until{0};
-constexpr auto kHeldUp = std::chrono::milliseconds(1);
+constexpr auto kHeldUp = std::chrono::milliseconds(4);
 constexpr auto kSoloFor = std::chrono::milliseconds(100);
 
 // Spins until ready() or the budget runs out; true when ready() held.
