@@ -82,10 +82,10 @@ int train_gpt(Args args, const Communicator& world) {
   const std::string command = "train gpt";
   std::string corpus = source_path("data/shakespeare.txt");
   models::GPTTrainSettings train;  // the trainer's flags, with their defaults
-  std::string out = "runs/gpt", prompt = "ROMEO:", log_losses;
+  RunDirOptions run{.out = "runs/gpt", .checkpoint_every = 200};
+  std::string prompt = "ROMEO:", log_losses;
   int64_t context = 256, layers = 6, d_model = 384, heads = 6;
-  int64_t eval_every = 200, eval_batches = 8, checkpoint_every = 200, sample_tokens = 200;
-  bool resume = false, overwrite = false, override = false;
+  int64_t eval_every = 200, eval_batches = 8, sample_tokens = 200;
   double bucket_mb = 4.0;
   bool no_overlap = false;
   ArgParser p(command,
@@ -119,13 +119,7 @@ int train_gpt(Args args, const Communicator& world) {
   p.option("--seed", &train.seed, "seed of the weights and the batch stream");
   p.option("--eval-every", &eval_every, "steps between validation losses (0: only at the end)");
   p.option("--eval-batches", &eval_batches, "validation batches per evaluation");
-  p.option("--out", &out, "directory for checkpoint.safetensors");
-  p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
-  p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
-  p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
-  p.flag("--override", &override,
-         "with --resume: accept settings that differ from the checkpoint's (no longer "
-         "bit-identical)");
+  add_run_dir_options(p, run, "directory for checkpoint.safetensors");
   p.option("--prompt", &prompt, "prompt of the sample printed at the end");
   p.option("--sample-tokens", &sample_tokens, "tokens to sample at the end (0: none)");
   p.option("--log-losses", &log_losses,
@@ -143,12 +137,9 @@ int train_gpt(Args args, const Communicator& world) {
       "batch); gradients are averaged in f32, rank 0 prints and writes the checkpoint, which\n"
       "resumes on any number of ranks with the same global batch (docs/DISTRIBUTED.md).");
   if (!p.parse(args)) return 0;
-  if (checkpoint_every < 1 || eval_batches < 1 || eval_every < 0 || sample_tokens < 0)
-    throw UsageError{
-        "train gpt: --checkpoint-every and --eval-batches must be >= 1, --eval-every and "
-        "--sample-tokens >= 0"};
-  if ((resume && overwrite) || (override && !resume))
-    throw UsageError{"train gpt: --resume excludes --overwrite; --override needs --resume"};
+  if (eval_batches < 1 || eval_every < 0 || sample_tokens < 0)
+    throw UsageError{"train gpt: --eval-batches must be >= 1, --eval-every and --sample-tokens >= 0"};
+  check_run_dir_options("train gpt", run);
   if (train.fallback_after >= LossMonitor::kMaxSkippedInARow)
     throw UsageError{"train gpt: --fallback-after must be below " +
                      std::to_string(LossMonitor::kMaxSkippedInARow) +
@@ -200,11 +191,11 @@ int train_gpt(Args args, const Communicator& world) {
   // run continues with the checkpoint's scale.
   // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
   const std::string checkpoint = world.is_root()
-                                     ? prepare_run_directory(command, out, resume, overwrite)
-                                     : out + "/checkpoint.safetensors";
+                                     ? prepare_run_directory(command, run.out, run.resume, run.overwrite)
+                                     : run.out + "/checkpoint.safetensors";
   ResumePoint start;
-  if (resume) {
-    start = check_resume(command, checkpoint, settings, override, train.steps);
+  if (run.resume) {
+    start = check_resume(command, checkpoint, settings, run.override, train.steps);
     if (start.finished) return 0;
     resume_fallback(checkpoint, trainer);  // before loading: it may change parameter dtypes
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
@@ -283,7 +274,7 @@ int train_gpt(Args args, const Communicator& world) {
     const bool last = step + 1 == train.steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
       validation = trainer.evaluate(eval_batches);
-    if (monitor.save_now((step + 1) % checkpoint_every == 0, last || stop_requested))
+    if (monitor.save_now((step + 1) % run.checkpoint_every == 0, last || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1); });
     if (monitor.diverged()) break;
     const double seconds =

@@ -108,17 +108,17 @@ void load_critic(const std::string& path, int64_t step, Adversary& a) {
 }
 
 int video_train(Args args, const Communicator& world) {
-  std::string preset = "lightweight", precision = "bf16", out = "runs/video", prediction = "v",
+  std::string preset = "lightweight", precision = "bf16", prediction = "v",
               loss_name = "mse";
-  int64_t steps = 2000, batch = 16, seed = 0, checkpoint_every = 250, warmup = 100, size = 64;
+  RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
+  int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
-  bool resume = false, noise_level = false, residual = false, overwrite = false, override = false,
-       anchor = false, motion = false;
+  bool noise_level = false, residual = false, anchor = false, motion = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -192,29 +192,23 @@ int video_train(Args args, const Communicator& world) {
          "tell the model the context's noise std (noise-level conditioning)");
   p.option("--size", &size, "frame height and width");
   p.option("--seed", &seed, "seed of the initial weights, the data and the noise");
-  p.option("--out", &out, "directory for checkpoint.safetensors and model.safetensors");
-  p.option("--checkpoint-every", &checkpoint_every, "steps between checkpoints");
-  p.flag("--resume", &resume, "continue from OUT/checkpoint.safetensors (bit-identical)");
-  p.flag("--overwrite", &overwrite, "start a new run in an OUT that already holds one");
-  p.flag("--override", &override,
-         "with --resume: accept settings that differ from the checkpoint's");
+  add_run_dir_options(p, run, "directory for checkpoint.safetensors and model.safetensors");
   p.option("--init", &init_from,
            "start from this model file's weights (fine-tuning; a fresh optimizer); a resumed "
            "fine-tuning run names the same file, and the checkpoint's weights are loaded");
   if (!p.parse(args)) return 0;
-  if (steps < 1 || batch < 1 || checkpoint_every < 1 || warmup < 1 || context_frames < 1 ||
-      self_context_steps < 1 || unroll < 1)
+  if (steps < 1 || batch < 1 || warmup < 1 || context_frames < 1 || self_context_steps < 1 ||
+      unroll < 1)
     throw UsageError{
-        "video train: --steps, --batch, --warmup, --checkpoint-every, --context-frames, "
-        "--self-context-steps and --unroll must be >= 1"};
+        "video train: --steps, --batch, --warmup, --context-frames, --self-context-steps and "
+        "--unroll must be >= 1"};
   if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1) ||
       !(stream_context_noise >= 0 && stream_context_noise <= 1) ||
       !(stream_still_threshold >= 0 && stream_still_threshold <= 1))
     throw UsageError{
         "video train: --context-noise and --context-blur must be >= 0, --self-context and "
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
-  if ((resume && overwrite) || (override && !resume))
-    throw UsageError{"video train: --resume excludes --overwrite; --override needs --resume"};
+  check_run_dir_options("video train", run);
 
   const amp::PrecisionConfig pc =
       parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
@@ -259,7 +253,7 @@ int video_train(Args args, const Communicator& world) {
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
-  if (!init_from.empty() && !resume) {
+  if (!init_from.empty() && !run.resume) {
     models::VideoModelInfo from;
     const auto source = models::load_video_model(init_from, &from);
     if (from.config.name != preset || from.config.context_frames != context_frames ||
@@ -326,13 +320,13 @@ int video_train(Args args, const Communicator& world) {
                                 {"clip", exact_text(clip)},
                                 {"init", init_from}};
   const std::string checkpoint = world.is_root()
-                                     ? prepare_run_directory("video train", out, resume, overwrite)
-                                     : out + "/checkpoint.safetensors";
-  const std::string critic_path = out + "/critic.safetensors";
+                                     ? prepare_run_directory("video train", run.out, run.resume, run.overwrite)
+                                     : run.out + "/checkpoint.safetensors";
+  const std::string critic_path = run.out + "/critic.safetensors";
   ResumePoint resumed;
   int64_t start = 0;
-  if (resume) {
-    resumed = check_resume("video train", checkpoint, settings, override, steps);
+  if (run.resume) {
+    resumed = check_resume("video train", checkpoint, settings, run.override, steps);
     if (resumed.finished) return 0;
     start = resumed.step;
     io::load_checkpoint(checkpoint, model, opt, &scaler);
@@ -353,7 +347,7 @@ int video_train(Args args, const Communicator& world) {
                                             {"batch", std::to_string(batch)},
                                             {"prediction", prediction},
                                             {"size", std::to_string(size)}};
-  const std::string model_path = out + "/model.safetensors";
+  const std::string model_path = run.out + "/model.safetensors";
   // The checkpoint (for --resume) and the model file (for generate) after every interval, so
   // an interrupted run leaves a usable model.
   auto save = [&](int64_t step, double loss) {
@@ -508,7 +502,7 @@ int video_train(Args args, const Communicator& world) {
     std::snprintf(metrics, sizeof metrics, "loss %.4f%s | lr %.2e%s", smoothed, extra_terms.c_str(),
                   opt.lr(), scaler.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
-    if (monitor.save_now((step + 1) % checkpoint_every == 0,
+    if (monitor.save_now((step + 1) % run.checkpoint_every == 0,
                          step + 1 == steps || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || stop_requested) break;
