@@ -7,6 +7,7 @@
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/dispatch.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
 #include "mixprec/core/random.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
@@ -420,6 +421,14 @@ TEST(Conv2dPacking, NotKeptWhenGradientsAreNeeded) {
 }
 
 TEST(Conv2dPacking, HoldsOnePackingWhateverTheCalls) {
+  // On one thread: a worker allocates its thread-local scratch the first time it runs a
+  // chunk, and chunks are claimed at run time, so with more threads a later round may be a
+  // worker's first. Alone, every byte that stays is the packing's.
+  struct OneThread {
+    int before = num_threads();
+    OneThread() { set_num_threads(1); }
+    ~OneThread() { set_num_threads(before); }
+  } one_thread;
   Generator gen(14);
   Conv2d conv(64, 64, 3, {.padding = 1}, true, gen);
   const Tensor x = Tensor::randn({1, 64, 8, 8}, gen);
