@@ -428,22 +428,16 @@ int video_train(Args args, const Communicator& world) {
                                           adversary || distribution > 0 ? &shown : nullptr);
         total = loss;
         if (distribution > 0) {
-          // Each predicted frame (the last `unroll` of the clip) with its change from the frame
-          // before, against the true frame and change: patches that span two frames also see
-          // the motion, so a frozen shape pays as an eroded one does. The change is amplified:
-          // a shape moving 0.4 to 1.3 pixels a frame changes its rim by a fraction of its
-          // contrast, which random directions over frame and change would barely notice.
-          constexpr double kChangeGain = 4;
-          auto with_change = [&](const Tensor& previous, const Tensor& current) {
-            return cat({current, mul(sub(current, previous), kChangeGain)}, 1);
-          };
+          // Each predicted frame (the last `unroll` of the clip) with the frame before it,
+          // against the true pair: patches that span two frames also see the motion. (Stacking
+          // the frame with its change amplified 4x instead made shapes flicker: session 9.)
           const std::size_t first_true = window.size() - shown.size();
           auto real = [&](std::size_t k) { return models::quantize_8bit(window[first_true + k]); };
           Tensor term;
           for (int64_t i = 0; i < unroll; ++i) {
             const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
             const Tensor pair_term = models::sliced_wasserstein_loss(
-                with_change(shown[k - 1], shown[k]), with_change(real(k - 1), real(k)), gen);
+                cat({shown[k - 1], shown[k]}, 1), cat({real(k - 1), real(k)}, 1), gen);
             term = term.defined() ? add(term, pair_term) : pair_term;
           }
           term = div(term, static_cast<double>(unroll));
