@@ -138,7 +138,8 @@ int train_gpt(Args args, const Communicator& world) {
       "resumes on any number of ranks with the same global batch (docs/DISTRIBUTED.md).");
   if (!p.parse(args)) return 0;
   if (eval_batches < 1 || eval_every < 0 || sample_tokens < 0)
-    throw UsageError{"train gpt: --eval-batches must be >= 1, --eval-every and --sample-tokens >= 0"};
+    throw UsageError{
+        "train gpt: --eval-batches must be >= 1, --eval-every and --sample-tokens >= 0"};
   check_run_dir_options("train gpt", run);
   if (train.fallback_after >= LossMonitor::kMaxSkippedInARow)
     throw UsageError{"train gpt: --fallback-after must be below " +
@@ -191,7 +192,8 @@ int train_gpt(Args args, const Communicator& world) {
   // run continues with the checkpoint's scale.
   // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
   const std::string checkpoint = world.is_root()
-                                     ? prepare_run_directory(command, run.out, run.resume, run.overwrite)
+                                     ? prepare_run_directory(command, run.out, run.resume,
+                                                             run.overwrite)
                                      : run.out + "/checkpoint.safetensors";
   ResumePoint start;
   if (run.resume) {

@@ -320,7 +320,8 @@ int video_train(Args args, const Communicator& world) {
                                 {"clip", exact_text(clip)},
                                 {"init", init_from}};
   const std::string checkpoint = world.is_root()
-                                     ? prepare_run_directory("video train", run.out, run.resume, run.overwrite)
+                                     ? prepare_run_directory("video train", run.out, run.resume,
+                                                             run.overwrite)
                                      : run.out + "/checkpoint.safetensors";
   const std::string critic_path = run.out + "/critic.safetensors";
   ResumePoint resumed;
@@ -427,17 +428,19 @@ int video_train(Args args, const Communicator& world) {
                                           anchor_frames,
                                           adversary || distribution > 0 ? &shown : nullptr);
         total = loss;
+        // The true frames of the shown clip, 8-bit as a viewer sees them.
+        std::vector<Tensor> real(window.end() - static_cast<std::ptrdiff_t>(shown.size()),
+                                 window.end());
+        for (Tensor& frame : real) frame = models::quantize_8bit(frame);
         if (distribution > 0) {
           // Each predicted frame (the last `unroll` of the clip) with the frame before it,
           // against the true pair: patches that span two frames also see the motion. (Stacking
           // the frame with its change amplified 4x instead made shapes flicker: session 9.)
-          const std::size_t first_true = window.size() - shown.size();
-          auto real = [&](std::size_t k) { return models::quantize_8bit(window[first_true + k]); };
           Tensor term;
           for (int64_t i = 0; i < unroll; ++i) {
             const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
             const Tensor pair_term = models::sliced_wasserstein_loss(
-                cat({shown[k - 1], shown[k]}, 1), cat({real(k - 1), real(k)}, 1), gen);
+                cat({shown[k - 1], shown[k]}, 1), cat({real[k - 1], real[k]}, 1), gen);
             term = term.defined() ? add(term, pair_term) : pair_term;
           }
           term = div(term, static_cast<double>(unroll));
@@ -447,17 +450,15 @@ int video_train(Args args, const Communicator& world) {
         if (adversary) {
           // The critic's step on this batch first (fake clips detached), then the predictor's
           // adversarial term against the updated critic.
-          const auto first_true = window.end() - static_cast<std::ptrdiff_t>(shown.size());
-          std::vector<Tensor> real(first_true, window.end());
-          for (Tensor& frame : real) frame = models::quantize_8bit(frame);
           std::vector<Tensor> fake;
           for (const Tensor& frame : shown) fake.push_back(frame.detach());
           critic_loss = train_critic(*adversary, models::context_of(real),
                                      models::context_of(fake));
           if (step >= adversarial_from) {
-            const Tensor term = models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
+            const Tensor term =
+                models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
             adversarial_loss = term.item<double>();
-            total = add(loss, mul(term, adversarial));
+            total = add(total, mul(term, adversarial));  // on top of the distribution term
           }
         }
       } else {

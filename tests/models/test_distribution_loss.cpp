@@ -53,7 +53,8 @@ TEST(SlicedWasserstein, PaysForErodedBlurredAndVanishedShapesMoreThanForAMovedOn
   for (const Tensor* bad : {&eroded, &blurred, &vanished}) EXPECT_GT(swd(*bad, truth), 1e-3);
   // Per pixel the eroded square is closer to the truth than the moved one: the reason a
   // per-pixel loss prefers erosion under positional uncertainty.
-  EXPECT_LT(mse_loss(eroded, truth).item<double>(), mse_loss(square(12, 14, 8), truth).item<double>());
+  EXPECT_LT(mse_loss(eroded, truth).item<double>(),
+            mse_loss(square(12, 14, 8), truth).item<double>());
 }
 
 TEST(SlicedWasserstein, OnFramePairsPaysForAFrozenShapeButNotForOneMovingElsewhere) {
@@ -109,7 +110,8 @@ TEST(SlicedWasserstein, AStepDownItsGradientRegrowsAnErodedShape) {
     const Tensor g = x.grad().contiguous();
     Tensor next = x.detach().clone();
     // The loss is a mean over ~13k projections, so a pixel's gradient is small: a long step.
-    for (int64_t i = 0; i < next.numel(); ++i) next.data<float>()[i] -= 1000.0F * g.data<float>()[i];
+    for (int64_t i = 0; i < next.numel(); ++i)
+      next.data<float>()[i] -= 1000.0F * g.data<float>()[i];
     x = next;
   }
   EXPECT_LT(swd(x, truth, 999), 0.3 * before);

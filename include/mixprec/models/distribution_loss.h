@@ -35,11 +35,12 @@ struct SlicedWassersteinOptions {
   std::vector<int64_t> dilations = {1, 2};
 };
 
-// generated and real [B, C, H, W] (any float dtype; real is taken without a gradient, H and W
-// at least the widest patch; C may stack several frames, so patches span time) -> f32 scalar: mean over samples, directions and patches of the squared distance of
-// each generated projection to the real projection of the same rank. Directions are drawn from
-// `gen` (fresh ones each call, so the expectation covers every direction). Runs in f32 whatever
-// autocast says: ranks of rounded values would tie.
+// generated and real [B, C, H, W] (any float dtype; real is taken without a gradient; H and W
+// at least the widest patch; C may stack several frames, so patches span time) -> f32 scalar:
+// mean over samples, directions and patches of the squared distance of each generated
+// projection to the real projection of the same rank. Directions are drawn from `gen` (fresh
+// ones each call, so the expectation covers every direction). Runs in f32 whatever autocast
+// says: ranks of rounded values would tie.
 Tensor sliced_wasserstein_loss(const Tensor& generated, const Tensor& real, Generator& gen,
                                const SlicedWassersteinOptions& options = {});
 
