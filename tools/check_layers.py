@@ -30,7 +30,7 @@ LAYERS = [
     "io",        # safetensors, module files, checkpoints, images, JSON
     "data",      # procedural datasets (use core only today)
     "stream",    # detector frames, HDF5/CXI files, the classic peak finder
-    "graph",     # capture and replay (not written yet)
+    "graph",     # capture and replay, memory planning
     "models",    # unet_video, gpt
     "pipeline",  # streaming inference, live view
     "apps",      # the `mixprec` command line

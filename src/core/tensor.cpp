@@ -2,6 +2,7 @@
 // conversion in tensor_copy.cpp, factories in tensor_factory.cpp, printing in tensor_print.cpp.
 #include "mixprec/core/tensor.h"
 
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/convert.h"
 
 namespace mixprec {
@@ -43,6 +44,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format) {
   const int64_t n = shape_numel(shape, "empty");
   Strides strides = strides_for(shape, format, "empty");
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype));
+  capture::note_allocated(*storage);
   return Tensor(std::move(storage), shape, std::move(strides), 0, dtype);
 }
 
@@ -58,6 +60,7 @@ Tensor Tensor::empty_like(const Tensor& like, DType dtype, MemoryFormat format) 
   // Dense in some dim order: the same strides address exactly numel slots from offset 0.
   const int64_t n = like.numel();
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * dtype_size(dtype));
+  capture::note_allocated(*storage);
   return Tensor(std::move(storage), like.shape(), like.strides(), 0, dtype);
 }
 
@@ -134,6 +137,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Strides& strides,
 
 int64_t Tensor::element_offset(std::span<const int64_t> index, const char* op) const {
   check_defined(op);
+  capture::note_host_access(this, op);
   MIXPREC_CHECK(static_cast<int64_t>(index.size()) == dim(), "[", op, "] expected ", dim(),
                 " indices for a tensor of shape ", shape_to_string(shape_), ", got ",
                 shape_to_string({index.begin(), index.end()}));
@@ -150,6 +154,7 @@ int64_t Tensor::element_offset(std::span<const int64_t> index, const char* op) c
 }
 
 void Tensor::read_element(int64_t offset, DType to, void* out) const {
+  capture::note_host_access(this, "item");
   const auto* p =
       static_cast<const char*>(data_ptr()) + offset * static_cast<int64_t>(element_size());
   kernels::convert(p, dtype_, out, to, 1);

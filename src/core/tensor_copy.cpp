@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "mixprec/core/capture.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/convert.h"
@@ -249,8 +250,11 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
     source = src.clone(MemoryFormat::Contiguous);  // read everything before writing anything
   }
   source = source.expand(shape_);
-  strided_convert(shape_, data_ptr(), dtype_, strides_, source.data_ptr(), source.dtype_,
-                  source.strides_);
+  capture::launch("copy", {&source}, {this}, [](const capture::KernelArgs& a) {
+    const Tensor &src = a.in(0), &dst = a.out(0);
+    strided_convert(dst.shape(), dst.data_ptr(), dst.dtype(), dst.strides(), src.data_ptr(),
+                    src.dtype(), src.strides());
+  });
   return *this;
 }
 
@@ -265,7 +269,10 @@ const Tensor& Tensor::zero_() const {
   // starts at data_ptr() (strides are never negative).
   if (is_non_overlapping_and_dense()) {
     storage_->bump_version();
-    if (numel() > 0) std::memset(data_ptr(), 0, nbytes());
+    if (numel() > 0)
+      capture::launch("zero", {}, {this}, [](const capture::KernelArgs& a) {
+        std::memset(a.out(0).data_ptr(), 0, a.out(0).nbytes());
+      });
     return *this;
   }
   return fill_(0.0);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "mixprec/core/capture.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
@@ -28,6 +29,7 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, MemoryFormat 
 Tensor Tensor::scalar(double value, DType dtype) {
   Tensor t = empty({}, dtype);
   kernels::convert(&value, DType::F64, t.data_ptr(), dtype, 1);
+  capture::note_host_constant(*t.storage());
   return t;
 }
 
@@ -46,6 +48,7 @@ Tensor Tensor::arange(double start, double end, double step, DType dtype) {
   Tensor values = empty({n}, DType::F64);
   auto* v = values.data<double>();  // (n)
   for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
+  capture::note_host_constant(*values.storage());
   return values.to(dtype);
 }
 
@@ -55,6 +58,7 @@ Tensor Tensor::from_buffer(const void* data, const Shape& shape, DType dtype) {
     MIXPREC_CHECK(data != nullptr, "[from_buffer] null data for shape ", shape_to_string(shape));
     std::memcpy(t.data_ptr(), data, t.nbytes());
   }
+  capture::note_host_constant(*t.storage());
   return t;
 }
 
@@ -74,6 +78,7 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, const Strides& strides,
                 shape_to_string(shape));
   const std::size_t nbytes = n == 0 ? 0 : static_cast<std::size_t>(last + 1) * dtype_size(dtype);
   auto storage = std::make_shared<Storage>(data, nbytes, std::move(owner));
+  capture::note_host_constant(*storage);  // memory the caller owns and vouches for
   return Tensor(std::move(storage), shape, strides, 0, dtype);
 }
 
@@ -91,6 +96,8 @@ void check_floating(DType dtype, const char* op) {
 // the result is the same for any thread count.
 template <typename T, typename Make>
 Tensor fill_blocks(const Shape& shape, DType dtype, Generator& gen, int64_t per_block, Make make) {
+  // A replay would repeat the capture's draws, not draw new ones.
+  capture::note_host_access(nullptr, "a random tensor (Tensor::rand, randn, uniform, normal)");
   Tensor out = Tensor::empty(shape, dtype);
   const int64_t n = out.numel();
   const int64_t blocks = (n + per_block - 1) / per_block;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ostream>
 
+#include "mixprec/core/capture.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/convert.h"
 
@@ -159,6 +160,7 @@ class Printer {
 }  // namespace
 
 std::string Tensor::to_string() const {
+  if (defined()) capture::note_host_access(this, "to_string");
   if (!defined()) return "tensor(undefined)";
   const int64_t n = numel();
   const bool summarise = n > kSummariseAbove;

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/activation.h"
@@ -346,16 +347,20 @@ Tensor timestep_embedding(const Tensor& timesteps, int64_t dim, DType dtype) {
                 shape_to_string(timesteps.shape()), " and ", dim);
   const int64_t b = timesteps.size(0), half = dim / 2;
   Tensor out = Tensor::empty({b, dim}, DType::F32);
-  float* o = out.data<float>();
-  for (int64_t i = 0; i < b; ++i) {
-    const double t = timesteps.value({i});
-    for (int64_t k = 0; k < half; ++k) {
-      const double freq =
-          std::exp(-std::log(10000.0) * static_cast<double>(k) / static_cast<double>(half));
-      o[i * dim + k] = static_cast<float>(std::sin(t * freq));
-      o[i * dim + half + k] = static_cast<float>(std::cos(t * freq));
+  // One kernel (a graph replay reruns it on the timesteps it is given).
+  capture::launch("timestep_embedding", {&timesteps}, {&out}, [b, dim, half](
+                                                                  const capture::KernelArgs& a) {
+    float* o = a.out(0).data<float>();
+    for (int64_t i = 0; i < b; ++i) {
+      const double t = a.in(0).value({i});
+      for (int64_t k = 0; k < half; ++k) {
+        const double freq =
+            std::exp(-std::log(10000.0) * static_cast<double>(k) / static_cast<double>(half));
+        o[i * dim + k] = static_cast<float>(std::sin(t * freq));
+        o[i * dim + half + k] = static_cast<float>(std::cos(t * freq));
+      }
     }
-  }
+  });
   return out.to(dtype);
 }
 

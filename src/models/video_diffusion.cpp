@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mixprec/mode/grad_mode.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/image.h"
 #include "mixprec/ops/arith.h"
@@ -27,10 +28,14 @@ Tensor context_of(const std::vector<Tensor>& frames) {
 }
 
 Tensor quantize_8bit(const Tensor& frames) {
-  Tensor out = frames.to(DType::F32).contiguous().clone();
-  float* v = out.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i)
-    v[i] = static_cast<float>(io::float_to_byte(v[i])) / 127.5f - 1.0f;
+  const Tensor in = frames.to(DType::F32).contiguous();
+  Tensor out = Tensor::empty(in.shape(), DType::F32);
+  capture::launch("quantize_8bit", {&in}, {&out}, [](const capture::KernelArgs& k) {
+    const float* x = k.in(0).data<float>();
+    float* v = k.out(0).data<float>();
+    for (int64_t i = 0; i < k.out(0).numel(); ++i)
+      v[i] = static_cast<float>(io::float_to_byte(x[i])) / 127.5f - 1.0f;
+  });
   return out;
 }
 

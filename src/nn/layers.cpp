@@ -43,7 +43,7 @@ Tensor Linear::forward(const Tensor& x) {
         detail::operands_as_op_sees(amp::AutocastOp::Linear, w, x.dtype());
     return pack_linear_weight(weight, x_dtype);
   });
-  return linear(x, *packed, b);
+  return linear(x, packed, b);
 }
 
 std::size_t Linear::packed_bytes() const { return packed_->bytes(); }
@@ -107,7 +107,7 @@ Tensor Conv2d::forward(const Tensor& x, const Tensor& residual) {
         detail::operands_as_op_sees(amp::AutocastOp::Conv2d, w, x.dtype());
     return kernels::pack_conv_weights(weight, x_dtype, params_.groups);
   });
-  return conv2d(x, *packed, b, params_, residual);
+  return conv2d(x, packed, b, params_, residual);
 }
 
 std::size_t Conv2d::packed_bytes() const { return packed_->bytes(); }

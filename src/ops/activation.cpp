@@ -4,6 +4,7 @@
 #include "mixprec/ops/activation.h"
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
@@ -33,7 +34,8 @@ Tensor activation(amp::AutocastOp policy, UnaryOp op, const Tensor& x_in) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    kernels::unary(op, x, out);
+    capture::launch(kernels::unary_op_name(op), {&x}, {&out},
+                    [op](const capture::KernelArgs& k) { kernels::unary(op, k.in(0), k.out(0)); });
   }
   if (autograd::needs_grad({&x}))
     autograd::record(std::make_shared<ActivationBackward>(op, x.detach()), {&x}, {&out});

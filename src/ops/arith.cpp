@@ -2,6 +2,7 @@
 #include "mixprec/ops/arith.h"
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
@@ -27,14 +28,18 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
                               : b.shape() == shape ? b.suggest_memory_format()
                                                    : MemoryFormat::Contiguous;
   Tensor out = Tensor::empty(shape, promote(a.dtype(), b.dtype()), format);
-  kernels::binary(op, a, b, out);
+  capture::launch(name, {&a, &b}, {&out}, [op](const capture::KernelArgs& k) {
+    kernels::binary(op, k.in(0), k.in(1), k.out(0));
+  });
   return out;
 }
 
 Tensor run_unary(UnaryOp op, const Tensor& x) {
   ops_detail::check_float(kernels::unary_op_name(op).data(), x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  kernels::unary(op, x, out);
+  capture::launch(kernels::unary_op_name(op), {&x}, {&out}, [op](const capture::KernelArgs& k) {
+    kernels::unary(op, k.in(0), k.out(0));
+  });
   return out;
 }
 
@@ -199,7 +204,12 @@ Tensor scalar_op(BinaryOp op, const Tensor& a_in, double s, bool scalar_first) {
   {
     NoGrad no_grad;
     const Tensor scalar = opmath_scalar(s, a.dtype());
-    scalar_first ? kernels::binary(op, scalar, a, out) : kernels::binary(op, a, scalar, out);
+    const Tensor& lhs = scalar_first ? scalar : a;
+    const Tensor& rhs = scalar_first ? a : scalar;
+    capture::launch(kernels::binary_op_name(op), {&lhs, &rhs}, {&out},
+                    [op](const capture::KernelArgs& k) {
+                      kernels::binary(op, k.in(0), k.in(1), k.out(0));
+                    });
   }
   ops_detail::record_backward<ScalarBackward>({&a}, {&out}, [&](ScalarBackward& node) {
     node.op = op;
@@ -279,7 +289,10 @@ Tensor pow(const Tensor& x_in, double exponent) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    kernels::binary(BinaryOp::Pow, x, opmath_scalar(exponent, x.dtype()), out);
+    const Tensor p = opmath_scalar(exponent, x.dtype());
+    capture::launch("pow", {&x, &p}, {&out}, [](const capture::KernelArgs& k) {
+      kernels::binary(BinaryOp::Pow, k.in(0), k.in(1), k.out(0));
+    });
   }
   ops_detail::record_backward<PowBackward>({&x}, {&out}, [&](PowBackward& node) {
     node.x = x.detach();
@@ -294,7 +307,9 @@ Tensor clamp(const Tensor& x_in, double lo, double hi) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    kernels::clamp(x, lo, hi, out);
+    capture::launch("clamp", {&x}, {&out}, [lo, hi](const capture::KernelArgs& k) {
+      kernels::clamp(k.in(0), lo, hi, k.out(0));
+    });
   }
   ops_detail::record_backward<ClampBackward>({&x}, {&out}, [&](ClampBackward& node) {
     node.x = x.detach();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/attention.h"
 #include "mixprec/mode/grad_mode.h"
 #include "op_util.h"
@@ -90,8 +91,16 @@ void run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       params.mask.defined() ? params.mask.detach().expand({B, H, sq, k.size(2)}) : Tensor();
   {
     NoGrad no_grad;
-    kernels::scaled_dot_product_attention(q, k, v, out, options(params.causal, scale, mask),
-                                          lse.defined() ? &lse : nullptr);
+    const bool causal = params.causal;
+    capture::launch("attention", {&q, &k, &v, mask.defined() ? &mask : nullptr},
+                    {&out, lse.defined() ? &lse : nullptr},
+                    [causal, scale](const capture::KernelArgs& a) {
+                      static const Tensor no_mask;
+                      const Tensor& m = a.optional(3) != nullptr ? *a.optional(3) : no_mask;
+                      kernels::scaled_dot_product_attention(a.in(0), a.in(1), a.in(2), a.out(0),
+                                                            options(causal, scale, m),
+                                                            a.outputs[1]);
+                    });
   }
   if (node != nullptr) {
     node->q = q.detach();

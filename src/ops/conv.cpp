@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "op_util.h"
@@ -19,6 +20,13 @@ kernels::Conv2dOptions kernel_options(const Conv2dParams& p) {
   o.pad_h = o.pad_w = p.padding;
   o.dilation_h = o.dilation_w = p.dilation;
   o.groups = p.groups;
+  return o;
+}
+
+const Tensor* optional(const Tensor& t) { return t.defined() ? &t : nullptr; }
+
+kernels::Conv2dOptions with_residual(kernels::Conv2dOptions o, const Tensor* residual) {
+  o.residual = residual;
   return o;
 }
 
@@ -108,8 +116,11 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
   {
     NoGrad no_grad;
-    if (residual.defined()) ko.residual = &residual;
-    kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, ko);
+    capture::launch("conv2d", {&x, &weight, optional(bias), optional(residual)}, {&out},
+                    [ko](const capture::KernelArgs& k) {
+                      kernels::conv2d(k.in(0), k.in(1), k.optional(2), k.out(0),
+                                      with_residual(ko, k.optional(3)));
+                    });
   }
   if (autograd::needs_grad({&x, &weight, &bias, &residual})) {
     auto node = std::make_shared<Conv2dBackward>();
@@ -127,8 +138,10 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   return out;
 }
 
-Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, const Tensor& bias_in,
-              const Conv2dParams& p, const Tensor& residual) {
+Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeights> packed,
+              const Tensor& bias_in, const Conv2dParams& p, const Tensor& residual) {
+  MIXPREC_CHECK(packed != nullptr, "[conv2d] no packed weights");
+  const kernels::PackedConvWeights& weight = *packed;
   const auto [x, bias] = amp::autocast_args(amp::AutocastOp::Conv2d, x_in, bias_in);
   MIXPREC_CHECK(!autograd::needs_grad({&x, &bias, &residual}),
                 "[conv2d] packed weights are for inference: x, bias and residual must not need a "
@@ -141,11 +154,13 @@ Tensor conv2d(const Tensor& x_in, const kernels::PackedConvWeights& weight, cons
   const int64_t ow =
       kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
   const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
-  if (auto routed = residual_elsewhere(x, weight, bias, p, residual, out_shape)) return *routed;
+  if (auto routed = residual_elsewhere(x, packed, bias, p, residual, out_shape)) return *routed;
   Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
-  kernels::Conv2dOptions ko = kernel_options(p);
-  if (residual.defined()) ko.residual = &residual;
-  kernels::conv2d(x, weight, bias.defined() ? &bias : nullptr, out, ko);
+  capture::launch("conv2d_packed", {&x, optional(bias), optional(residual)}, {&out},
+                  [packed, ko = kernel_options(p)](const capture::KernelArgs& k) {
+                    kernels::conv2d(k.in(0), *packed, k.optional(1), k.out(0),
+                                    with_residual(ko, k.optional(2)));
+                  });
   return out;
 }
 

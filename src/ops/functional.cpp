@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/kernels/embedding.h"
 #include "mixprec/kernels/reduce.h"
@@ -61,10 +62,11 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
   {
     NoGrad no_grad;
-    if (log)
-      kernels::log_softmax(x, dim, out);
-    else
-      kernels::softmax(x, dim, out);
+    capture::launch(log ? "log_softmax" : "softmax", {&x}, {&out},
+                    [log, dim](const capture::KernelArgs& k) {
+                      log ? kernels::log_softmax(k.in(0), dim, k.out(0))
+                          : kernels::softmax(k.in(0), dim, k.out(0));
+                    });
   }
   ops_detail::record_backward<SoftmaxBackward>({&x}, {&out}, [&](SoftmaxBackward& node) {
     node.y = out.detach();
@@ -178,7 +180,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, Reduction r
                              acc_dtype(logits));
   {
     NoGrad no_grad;
-    kernels::cross_entropy(logits, targets, out, o);
+    capture::launch("cross_entropy", {&logits, &targets}, {&out},
+                    [o](const capture::KernelArgs& k) {
+                      kernels::cross_entropy(k.in(0), k.in(1), k.out(0), o);
+                    });
   }
   ops_detail::record_backward<CrossEntropyBackward>({&logits, &targets}, {&out},
                                                     [&](CrossEntropyBackward& node) {
@@ -198,7 +203,9 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
   Tensor out = Tensor::empty(reduction == Reduction::None ? a.shape() : Shape{}, out_dtype);
   {
     NoGrad no_grad;
-    kernels::mse_loss(a, b, out, reduction);
+    capture::launch("mse_loss", {&a, &b}, {&out}, [reduction](const capture::KernelArgs& k) {
+      kernels::mse_loss(k.in(0), k.in(1), k.out(0), reduction);
+    });
   }
   ops_detail::record_backward<MseBackward>({&a, &b}, {&out}, [&](MseBackward& node) {
     node.a = a.detach();
@@ -218,7 +225,9 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
   Tensor out = Tensor::empty(shape, weight.dtype());
   {
     NoGrad no_grad;
-    kernels::embedding(weight, indices, out);
+    capture::launch("embedding", {&weight, &indices}, {&out}, [](const capture::KernelArgs& k) {
+      kernels::embedding(k.in(0), k.in(1), k.out(0));
+    });
   }
   ops_detail::record_backward<EmbeddingBackward>({&weight, &indices}, {&out},
                                                  [&](EmbeddingBackward& node) {

@@ -1,6 +1,7 @@
 #include "mixprec/ops/linalg.h"
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/gemm.h"
 #include "mixprec/kernels/transpose.h"
 #include "mixprec/mode/grad_mode.h"
@@ -17,12 +18,26 @@ MatrixView view_of(const Tensor& t) {  // a 2-D tensor, any strides
   return {t.data_ptr(), t.dtype(), t.size(0), t.size(1), t.stride(0), t.stride(1)};
 }
 
-// out [M, N] = a [M, K] * b [K, N] (+ epilogue); out must be row-contiguous.
-void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& out,
-             const kernels::GemmEpilogue& ep = {}) {
-  kernels::gemm(
-      view_of(a), view_of(b),
-      MutableMatrixView{out.data_ptr(), out.dtype(), out.size(0), out.size(1), out.stride(0)}, ep);
+MutableMatrixView mutable_view_of(const Tensor& t) {  // a 2-D tensor, row-contiguous
+  return {t.data_ptr(), t.dtype(), t.size(0), t.size(1), t.stride(0)};
+}
+
+// The GEMM epilogue adding `bias` (a contiguous [N], or nullptr for none).
+kernels::GemmEpilogue bias_epilogue(const Tensor* bias) {
+  kernels::GemmEpilogue ep;
+  if (bias != nullptr) {
+    ep.bias = bias->data_ptr();
+    ep.bias_dtype = bias->dtype();
+  }
+  return ep;
+}
+
+// out [M, N] = a [M, K] * b [K, N] (+ bias); out must be row-contiguous.
+void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& out, const Tensor* bias = nullptr) {
+  capture::launch("gemm", {&a, &b, bias}, {&out}, [](const capture::KernelArgs& k) {
+    kernels::gemm(view_of(k.in(0)), view_of(k.in(1)), mutable_view_of(k.out(0)),
+                  bias_epilogue(k.optional(2)));
+  });
 }
 
 Tensor matmul_forward(const Tensor& a, const Tensor& b) {
@@ -50,10 +65,13 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     return out;
   }
   const Tensor ac = a.contiguous(), bc = b.contiguous();
-  kernels::gemm_batched(batch, MatrixView::row_major(ac.data_ptr(), ac.dtype(), m, k, k),
-                        MatrixView::row_major(bc.data_ptr(), bc.dtype(), k, n, n),
-                        MutableMatrixView::row_major(out.data_ptr(), out.dtype(), m, n, n),
-                        {m * k, k * n, m * n, 0});
+  capture::launch("gemm_batched", {&ac, &bc}, {&out}, [batch, m, k, n](const capture::KernelArgs& a) {
+    const Tensor &x = a.in(0), &y = a.in(1), &o = a.out(0);
+    kernels::gemm_batched(batch, MatrixView::row_major(x.data_ptr(), x.dtype(), m, k, k),
+                          MatrixView::row_major(y.data_ptr(), y.dtype(), k, n, n),
+                          MutableMatrixView::row_major(o.data_ptr(), o.dtype(), m, n, n),
+                          {m * k, k * n, m * n, 0});
+  });
   return out;
 }
 
@@ -148,13 +166,9 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     NoGrad no_grad;
     x2d = x.reshape({-1, x.size(-1)});
     out = Tensor::empty(out_shape, x.dtype());
-    kernels::GemmEpilogue ep;
-    const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();  // alive through the GEMM
-    if (bias_c.defined()) {
-      ep.bias = bias_c.data_ptr();
-      ep.bias_dtype = bias_c.dtype();
-    }
-    gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}), ep);
+    const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+    gemm_2d(x2d, weight.t(), out.view({x2d.size(0), weight.size(0)}),
+            bias_c.defined() ? &bias_c : nullptr);
   }
   ops_detail::record_backward<LinearBackward>({&x, &weight, &bias}, {&out},
                                               [&](LinearBackward& node) {
@@ -173,7 +187,10 @@ kernels::PackedMatrix pack_linear_weight(const Tensor& weight, DType x_dtype) {
   return kernels::pack_b(view_of(weight.t()), x_dtype);
 }
 
-Tensor linear(const Tensor& x_in, const kernels::PackedMatrix& weight, const Tensor& bias_in) {
+Tensor linear(const Tensor& x_in, std::shared_ptr<const kernels::PackedMatrix> packed,
+              const Tensor& bias_in) {
+  MIXPREC_CHECK(packed != nullptr, "[linear] no packed weight");
+  const kernels::PackedMatrix& weight = *packed;
   const auto [x, bias] = amp::autocast_args(amp::AutocastOp::Linear, x_in, bias_in);
   MIXPREC_CHECK(!autograd::needs_grad({&x, &bias}),
                 "[linear] packed weights are for inference: x and bias must not need a gradient");
@@ -189,16 +206,13 @@ Tensor linear(const Tensor& x_in, const kernels::PackedMatrix& weight, const Ten
   out_shape.back() = weight.cols();
   const Tensor x2d = x.reshape({-1, x.size(-1)});
   Tensor out = Tensor::empty(out_shape, x.dtype());
-  kernels::GemmEpilogue ep;
-  const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();  // alive through the GEMM
-  if (bias_c.defined()) {
-    ep.bias = bias_c.data_ptr();
-    ep.bias_dtype = bias_c.dtype();
-  }
-  kernels::gemm_prepacked(view_of(x2d), weight,
-                          MutableMatrixView::row_major(out.data_ptr(), out.dtype(), x2d.size(0),
-                                                       weight.cols(), weight.cols()),
-                          ep);
+  const Tensor out2d = out.view({x2d.size(0), weight.cols()});
+  const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  capture::launch("linear_packed", {&x2d, bias_c.defined() ? &bias_c : nullptr}, {&out2d},
+                  [packed](const capture::KernelArgs& k) {
+                    kernels::gemm_prepacked(view_of(k.in(0)), *packed, mutable_view_of(k.out(0)),
+                                            bias_epilogue(k.optional(1)));
+                  });
   return out;
 }
 

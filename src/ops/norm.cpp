@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/norm_backward.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/functional.h"
@@ -64,6 +65,31 @@ bool norm_needs_grad(const Tensor& x, const Tensor& w, const Tensor& b) {
   return autograd::needs_grad({&x, &w, &b});
 }
 
+// The norm kernels' optional operands: a missing one is an undefined tensor.
+const Tensor& or_none(const Tensor* t) {
+  static const Tensor none;
+  return t != nullptr ? *t : none;
+}
+const Tensor* optional(const Tensor& t) { return t.defined() ? &t : nullptr; }
+
+// A norm kernel's launch: inputs x, weight, bias; outputs out and, for a backward, the stats.
+template <class Run>
+void launch_norm(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 const Tensor& out, const kernels::NormStats& stats, Run run) {
+  capture::launch(op, {&x, optional(weight), optional(bias)},
+                  {&out, optional(stats.mean), optional(stats.rstd)},
+                  [run](const capture::KernelArgs& k) {
+                    const Tensor &x = k.in(0), &w = or_none(k.optional(1)),
+                                 &b = or_none(k.optional(2));
+                    if (k.outputs[1] == nullptr) {  // inference: no stats (and no copies)
+                      static const kernels::NormStats none;
+                      run(x, w, b, k.out(0), none);
+                    } else {
+                      run(x, w, b, k.out(0), kernels::NormStats{*k.outputs[1], *k.outputs[2]});
+                    }
+                  });
+}
+
 Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor& x, const Tensor& w,
                    const Tensor& b) {
   if (norm_needs_grad(x, w, b)) {
@@ -89,7 +115,11 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     node->stats = make_stats(x, Shape(x.shape().begin(), x.shape().end() - nd), true);
   {
     NoGrad no_grad;
-    kernels::layer_norm(x, normalized_shape, weight, bias, eps, out, node->stats);
+    launch_norm("layer_norm", x, weight, bias, out, node->stats,
+                [normalized_shape, eps](const Tensor& x, const Tensor& w, const Tensor& b,
+                                        const Tensor& o, const kernels::NormStats& s) {
+                  kernels::layer_norm(x, normalized_shape, w, b, eps, o, s);
+                });
   }
   node->kind = NormKind::Layer;
   node->normalized_shape = normalized_shape;
@@ -107,7 +137,11 @@ Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor&
     node->stats = make_stats(x, Shape(x.shape().begin(), x.shape().end() - nd), false);
   {
     NoGrad no_grad;
-    kernels::rms_norm(x, normalized_shape, weight, eps, out, node->stats);
+    launch_norm("rms_norm", x, weight, Tensor(), out, node->stats,
+                [normalized_shape, eps](const Tensor& x, const Tensor& w, const Tensor&,
+                                        const Tensor& o, const kernels::NormStats& s) {
+                  kernels::rms_norm(x, normalized_shape, w, eps, o, s);
+                });
   }
   node->kind = NormKind::Rms;
   node->normalized_shape = normalized_shape;
@@ -127,7 +161,12 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in,
     node->stats = make_stats(x, {x.size(0), groups}, true);
   {
     NoGrad no_grad;
-    kernels::group_norm(x, groups, weight, bias, eps, out, activation, node->stats);
+    launch_norm(activation == Activation::SiLU ? "group_norm_silu" : "group_norm", x, weight,
+                bias, out, node->stats,
+                [groups, eps, activation](const Tensor& x, const Tensor& w, const Tensor& b,
+                                          const Tensor& o, const kernels::NormStats& s) {
+                  kernels::group_norm(x, groups, w, b, eps, o, activation, s);
+                });
   }
   node->kind = NormKind::Group;
   node->groups = groups;

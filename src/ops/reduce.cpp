@@ -1,6 +1,7 @@
 #include "mixprec/ops/reduce.h"
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
@@ -40,10 +41,10 @@ Tensor reduce(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim
   {
     NoGrad no_grad;
     out = Tensor::empty(kernels::reduced_shape(x.shape(), dims, keepdim, op), x.dtype());
-    if (average)
-      kernels::mean(x, dims, keepdim, out);
-    else
-      kernels::sum(x, dims, keepdim, out);
+    capture::launch(op, {&x}, {&out}, [average, dims, keepdim](const capture::KernelArgs& k) {
+      average ? kernels::mean(k.in(0), dims, keepdim, k.out(0))
+              : kernels::sum(k.in(0), dims, keepdim, k.out(0));
+    });
     count = x.numel() / std::max<int64_t>(1, out.numel());
   }
   ops_detail::record_backward<SumBackward>({&x}, {&out}, [&](SumBackward& node) {

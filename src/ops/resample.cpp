@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/conv.h"
@@ -117,7 +118,9 @@ Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
                              x.dtype(), format_of(x));
   {
     NoGrad no_grad;
-    kernels::upsample2d(x, out, mode);
+    capture::launch("upsample", {&x}, {&out}, [mode](const capture::KernelArgs& k) {
+      kernels::upsample2d(k.in(0), k.out(0), mode);
+    });
   }
   return finish(out, x, mode == UpsampleMode::Nearest ? Resample::Nearest : Resample::Bilinear,
                 scale);
@@ -142,7 +145,9 @@ Tensor avg_pool2d(const Tensor& x_in, int64_t kernel) {
   Tensor out = Tensor::empty(shape, x.dtype(), format_of(x));
   {
     NoGrad no_grad;
-    kernels::avg_pool2d(x, out, o);
+    capture::launch("avg_pool2d", {&x}, {&out}, [o](const capture::KernelArgs& k) {
+      kernels::avg_pool2d(k.in(0), k.out(0), o);
+    });
   }
   return finish(out, x, Resample::AvgPool, kernel);
 }
@@ -155,7 +160,9 @@ Tensor max_pool2d(const Tensor& x_in, int64_t kernel) {
   Tensor indices = Tensor::empty(shape, DType::I64);
   {
     NoGrad no_grad;
-    kernels::max_pool2d(x, out, o, &indices);
+    capture::launch("max_pool2d", {&x}, {&out, &indices}, [o](const capture::KernelArgs& k) {
+      kernels::max_pool2d(k.in(0), k.out(0), o, k.outputs[1]);
+    });
   }
   return finish(out, x, Resample::MaxPool, kernel, indices);
 }
@@ -194,7 +201,9 @@ Tensor warp(const Tensor& x_in, const Tensor& flow_in) {
   Tensor sampled = Tensor::empty(x.shape(), acc, format_of(x));
   {
     NoGrad no_grad;
-    kernels::warp2d(x, flow_acc, sampled);
+    capture::launch("warp", {&x, &flow_acc}, {&sampled}, [](const capture::KernelArgs& k) {
+      kernels::warp2d(k.in(0), k.in(1), k.out(0));
+    });
   }
   Tensor out = sampled;
   if (x.dtype() != acc) {

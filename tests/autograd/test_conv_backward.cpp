@@ -129,7 +129,7 @@ TEST(ConvResidual, FusedRoundsOnceAndPassesTheGradient) {
       fused = conv2d(x, w, b0, p, r);
       exact = add(conv2d(x.to(DType::F64), w.to(DType::F64), b0.to(DType::F64), p),
                   r.to(DType::F64));
-      const Tensor packed_fused = conv2d(x, kernels::pack_conv_weights(w, dt), b0, p, r);
+      const Tensor packed_fused = conv2d(x, std::make_shared<const kernels::PackedConvWeights>(kernels::pack_conv_weights(w, dt)), b0, p, r);
       EXPECT_EQ(values(packed_fused), values(fused)) << "packed weights: the same bits";
     }
     EXPECT_EQ(fused.dtype(), dt);

@@ -1,6 +1,8 @@
 #pragma once
 // Differentiable convolution, pooling and upsampling front-ends over the kernels of the same
 // names. The output keeps x's memory format (channels_last in, channels_last out).
+#include <memory>
+
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/conv.h"
 #include "mixprec/kernels/resample.h"
@@ -24,7 +26,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // Inference with weights packed once (kernels::pack_conv_weights, for x's dtype as autocast
 // leaves it): the same result as conv2d with the weights they were packed from, bit for bit,
 // without packing them per call. Records no gradient: throws if x, bias or residual needs one.
-Tensor conv2d(const Tensor& x, const kernels::PackedConvWeights& weight,
+// The packing is shared so that a graph capture can keep it for its replays.
+Tensor conv2d(const Tensor& x, std::shared_ptr<const kernels::PackedConvWeights> weight,
               const Tensor& bias = Tensor(), const Conv2dParams& p = {},
               const Tensor& residual = Tensor());
 

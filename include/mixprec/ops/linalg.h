@@ -1,5 +1,7 @@
 #pragma once
 // Differentiable matrix products on the GEMM kernel (f32 accumulation, one rounding).
+#include <memory>
+
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/gemm.h"
 
@@ -19,7 +21,8 @@ kernels::PackedMatrix pack_linear_weight(const Tensor& weight, DType x_dtype);
 
 // Inference with the weight packed once: the same result as linear with the weight it was
 // packed from, bit for bit, without packing it per call. Records no gradient: throws if x or
-// bias needs one.
-Tensor linear(const Tensor& x, const kernels::PackedMatrix& weight, const Tensor& bias = Tensor());
+// bias needs one. The packing is shared so that a graph capture can keep it for its replays.
+Tensor linear(const Tensor& x, std::shared_ptr<const kernels::PackedMatrix> weight,
+              const Tensor& bias = Tensor());
 
 }  // namespace mixprec

@@ -1,0 +1,108 @@
+#pragma once
+// Graph capture's hook into core and the op front-ends. The graph layer (graph/graph.h)
+// implements the Recorder; everything below it only reports to it.
+//
+// Every kernel an op runs goes through launch(): the kernel runs now and, while a capture is
+// active on this thread, the recorder also gets it as a function of the tensors it reads and
+// writes, so a replay can run the same call on other memory (the graph's arena) without
+// walking the op front-end again. Core reports the rest of what a replay must know: which
+// storages were made during the capture, which of them hold host values given to the call
+// (Tensor::scalar, from_buffer: constants of the graph), and host code reading tensor elements
+// or drawing random numbers (data-dependent work a replay cannot repeat).
+#include <cstddef>
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <utility>
+
+namespace mixprec {
+
+class Storage;
+class Tensor;
+
+namespace capture {
+
+// The tensors one kernel call reads and writes, in the order the op named them. An absent
+// optional input (no bias, say) is nullptr.
+struct KernelArgs {
+  std::span<const Tensor* const> inputs;
+  std::span<const Tensor* const> outputs;
+  const Tensor& in(std::size_t i) const { return *inputs[i]; }
+  const Tensor* optional(std::size_t i) const { return inputs[i]; }
+  const Tensor& out(std::size_t i) const { return *outputs[i]; }
+};
+
+// A kernel call as a replay runs it: everything but the tensors is captured by value.
+using Kernel = std::function<void(const KernelArgs&)>;
+
+class Recorder {
+ public:
+  virtual ~Recorder() = default;
+  // One kernel call, after it ran: `op` names it in dumps.
+  virtual void record(std::string_view op, std::span<const Tensor* const> inputs,
+                      std::span<const Tensor* const> outputs, Kernel kernel) = 0;
+  // A storage made while the capture is active (Tensor::empty and friends).
+  virtual void allocated(const Storage& storage) = 0;
+  // A storage filled with host values the caller passed in (Tensor::scalar, from_buffer,
+  // arange): a constant of the graph, the same at every replay.
+  virtual void host_constant(const Storage& storage) = 0;
+  // Host code read or wrote the elements of `tensor` (value(), item(), set(), printing), or,
+  // with tensor == nullptr, drew random numbers: `what` names it.
+  virtual void host_access(const Tensor* tensor, std::string_view what) = 0;
+};
+
+namespace detail {
+inline thread_local Recorder* active_recorder = nullptr;
+}
+
+// This thread's recorder while a capture is active, else nullptr.
+inline Recorder* active() { return detail::active_recorder; }
+
+// Installs a recorder (or nullptr: none) on this thread for its lifetime.
+class ScopedRecorder {
+ public:
+  explicit ScopedRecorder(Recorder* recorder) : previous_(detail::active_recorder) {
+    detail::active_recorder = recorder;
+  }
+  ~ScopedRecorder() { detail::active_recorder = previous_; }
+  ScopedRecorder(const ScopedRecorder&) = delete;
+  ScopedRecorder& operator=(const ScopedRecorder&) = delete;
+
+ private:
+  Recorder* previous_;
+};
+
+// Runs `kernel` on the tensors now and, while a capture is active, records it as `op`. The
+// kernel must capture everything but its tensors by value: a replay calls it later on other
+// memory. Host reads inside the kernel are its own business, not the caller's, so the recorder
+// is paused while it runs.
+template <class F>
+void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
+            std::initializer_list<const Tensor*> outputs, F&& kernel) {
+  const KernelArgs args{{inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}};
+  Recorder* recorder = active();
+  if (recorder == nullptr) {
+    kernel(args);
+    return;
+  }
+  {
+    ScopedRecorder pause(nullptr);
+    kernel(args);
+  }
+  recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)));
+}
+
+// Core's reports (no-ops without a capture).
+inline void note_allocated(const Storage& storage) {
+  if (Recorder* r = active()) r->allocated(storage);
+}
+inline void note_host_constant(const Storage& storage) {
+  if (Recorder* r = active()) r->host_constant(storage);
+}
+inline void note_host_access(const Tensor* tensor, std::string_view what) {
+  if (Recorder* r = active()) r->host_access(tensor, what);
+}
+
+}  // namespace capture
+}  // namespace mixprec

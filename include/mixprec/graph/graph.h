@@ -1,0 +1,123 @@
+#pragma once
+// Graph capture and replay of a static-shape function (CUDA graphs' and torch.compile's idea on
+// the CPU): run the function once under capture, keep the kernel calls it made, plan every
+// intermediate into one arena, then replay the kernels alone.
+//
+//   graph::Graph g = graph::capture(
+//       [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{model(in[0])}; }, {x});
+//   const Tensor& y = g.run({x2})[0];  // x2: x's shape and dtype; y lives in the graph's arena
+//
+// What a capture records is what the op front-ends launch (core/capture.h): each kernel with its
+// resolved dtypes, layouts and autocast casts, and the tensors it reads and writes as views of
+// buffers. A buffer is a graph input (its values are copied in at every run), a constant
+// (parameters and packed weights are referenced, not copied: an in-place update of a parameter
+// is seen by the next run), or an intermediate (planned into the arena). A replay walks no op
+// front-end, allocates nothing (the allocator's statistics show it) and, as it calls the same
+// kernels on the same shapes, gives bit-identical results to the eager function.
+//
+// What cannot be replayed is refused at capture with an error naming it: host code reading
+// values computed in the graph (value(), item(): data-dependent control flow or host math),
+// random draws (pass the noise as an input), and tensors made during the capture but written by
+// code the capture does not see (a kernel called directly instead of through capture::launch).
+// Python-style control flow on shapes is fine: shapes are part of the capture.
+//
+// The function runs three times during a capture: once eagerly (it warms the caches, such as the
+// packed weights, and measures the eager activation peak), once recorded, and once replayed to
+// check the replay against the recorded run bit for bit.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/capture.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::graph {
+
+// The captured function: inputs -> outputs. An input may be undefined (an optional argument):
+// it stays undefined at every run.
+using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+
+struct CaptureOptions {
+  // Drop kernels whose results nothing uses (they write no output, input or constant).
+  bool eliminate_dead_code = true;
+  // Share arena space between intermediates whose lifetimes do not overlap (greedy best fit,
+  // largest first). Off: every intermediate gets its own space (for checking the planner).
+  bool reuse_memory = true;
+  // Replay once at capture and compare with the recorded run bit for bit (throws on a
+  // difference).
+  bool validate = true;
+};
+
+// Memory of a graph, in bytes.
+struct MemoryPlan {
+  std::size_t arena_bytes = 0;         // the one block every input copy and intermediate lives in
+  std::size_t input_bytes = 0;         // of which the copies of the inputs
+  std::size_t intermediate_bytes = 0;  // every intermediate's size added up (no reuse)
+  std::size_t eager_peak_bytes = 0;    // the eager run's peak of allocated tensor memory
+  std::size_t constant_bytes = 0;      // parameters and other constants the graph references
+};
+
+class Graph {
+ public:
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  ~Graph();
+
+  // Copies `inputs` (the captured shapes and dtypes, any layout) into the graph's input buffers
+  // and runs the recorded kernels. The outputs are views of the graph's arena, valid until the
+  // next run (clone() what must outlive it). Throws a clear error for another count, shape or
+  // dtype of inputs, or when the kernel level changed since the capture.
+  const std::vector<Tensor>& run(const std::vector<Tensor>& inputs);
+  // Runs on what inputs() hold: write the inputs into them, then run(), with no copy at all.
+  const std::vector<Tensor>& run();
+  const std::vector<Tensor>& inputs() const;
+
+  std::size_t size() const;               // kernels replayed
+  std::vector<std::string> ops() const;   // their names, in replay order
+  const MemoryPlan& memory() const;
+  std::size_t eliminated() const;         // kernels dropped as dead code
+
+  // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
+  // or a constant), then the memory summary.
+  std::string to_string() const;
+  // The same as a Graphviz digraph: kernels as boxes, buffers as ellipses.
+  std::string to_dot() const;
+
+  struct Impl;
+
+ private:
+  friend Graph capture(const Function&, const std::vector<Tensor>&, const CaptureOptions&);
+  explicit Graph(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Captures `fn` on `example_inputs` (see the top of this file). Runs with autograd off.
+Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
+              const CaptureOptions& options = {});
+
+// A function captured once per input signature (each input's shape, dtype and layout, and the
+// kernel level), as MLX's compile and torch.compile do: a call with a new signature captures
+// again, one with a known signature replays. The outputs follow Graph::run's rule (valid until
+// the next call with the same signature).
+class CompiledFunction {
+ public:
+  explicit CompiledFunction(Function fn, CaptureOptions options = {});
+  const std::vector<Tensor>& operator()(const std::vector<Tensor>& inputs);
+  std::size_t captures() const { return graphs_.size(); }
+  // The graph the last call ran (nullptr before the first call).
+  const Graph* last() const { return last_; }
+  void clear();  // forget every capture (after changing what fn does, say)
+
+ private:
+  Function fn_;
+  CaptureOptions options_;
+  std::map<std::string, Graph> graphs_;
+  Graph* last_ = nullptr;
+};
+
+}  // namespace mixprec::graph

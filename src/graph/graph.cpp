@@ -1,0 +1,356 @@
+// Capture (the recorder), replay, dead-code elimination and binding.
+#include "mixprec/graph/graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph_impl.h"
+#include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
+
+namespace mixprec::graph {
+namespace {
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + shape_to_string(t.shape());
+}
+
+// Receives what core and the op front-ends report during the recorded run.
+class GraphRecorder final : public capture::Recorder {
+ public:
+  GraphRecorder(Graph::Impl& graph, const std::vector<Tensor>& inputs) : g_(graph) {
+    g_.input_buffers.assign(inputs.size(), -1);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) continue;
+      const int b = add_buffer(inputs[i], BufferKind::Input);
+      g_.buffers[static_cast<std::size_t>(b)].input = static_cast<int>(i);
+      g_.input_buffers[i] = b;
+    }
+  }
+
+  void record(std::string_view op, std::span<const Tensor* const> inputs,
+              std::span<const Tensor* const> outputs, capture::Kernel kernel) override {
+    Node node;
+    node.op = op;
+    for (const Tensor* t : inputs) node.inputs.push_back(t ? view_of(*t, op, false) : -1);
+    for (const Tensor* t : outputs) node.outputs.push_back(t ? view_of(*t, op, true) : -1);
+    node.kernel = std::move(kernel);
+    g_.nodes.push_back(std::move(node));
+  }
+
+  void allocated(const Storage& storage) override { made_.insert(&storage); }
+  void host_constant(const Storage& storage) override { host_.insert(&storage); }
+
+  void host_access(const Tensor* t, std::string_view what) override {
+    MIXPREC_CHECK(t != nullptr, "[graph::capture] ", what,
+                  " during the capture: a replay would repeat the same draws; pass random "
+                  "tensors in as inputs");
+    const Storage* s = t->storage().get();
+    const auto it = index_.find(s);
+    const bool computed = it != index_.end()
+                              ? g_.buffers[static_cast<std::size_t>(it->second)].kind !=
+                                    BufferKind::Constant
+                              : made_.contains(s) && !host_.contains(s);
+    MIXPREC_CHECK(!computed, "[graph::capture] host code used the values of a ", describe(*t),
+                  " tensor the graph computes (", what,
+                  "): data-dependent control flow or host arithmetic cannot be replayed; compute "
+                  "it with tensor ops, or outside the captured function");
+  }
+
+  // The outputs: views that live to the end of the graph.
+  void finish(const std::vector<Tensor>& outputs) {
+    for (const Tensor& t : outputs) {
+      const int v = t.defined() ? view_of(t, "output", false) : -1;
+      g_.output_views.push_back(v);
+      if (v >= 0) g_.buffers[static_cast<std::size_t>(g_.views[v].buffer)].output = true;
+    }
+  }
+
+ private:
+  int add_buffer(const Tensor& t, BufferKind kind) {
+    Buffer b;
+    b.kind = kind;
+    b.handle = t;
+    b.bytes = t.storage()->nbytes();
+    b.dtype = t.dtype();
+    g_.buffers.push_back(std::move(b));
+    const int index = static_cast<int>(g_.buffers.size()) - 1;
+    index_.emplace(t.storage().get(), index);
+    return index;
+  }
+
+  int buffer_of(const Tensor& t, std::string_view op, bool written) {
+    const Storage* s = t.storage().get();
+    int index;
+    if (const auto it = index_.find(s); it != index_.end()) {
+      index = it->second;
+    } else if (made_.contains(s) && !host_.contains(s)) {
+      MIXPREC_CHECK(written, "[graph::capture] '", op, "' reads a ", describe(t),
+                    " tensor made during the capture that no recorded kernel wrote: code the "
+                    "capture cannot see filled it (a kernel called directly, or host code "
+                    "writing data_ptr()); run it through capture::launch");
+      index = add_buffer(t, BufferKind::Intermediate);
+    } else {
+      index = add_buffer(t, BufferKind::Constant);  // a parameter, or host values given to a call
+    }
+    const Buffer& b = g_.buffers[static_cast<std::size_t>(index)];
+    MIXPREC_CHECK(b.dtype == t.dtype(), "[graph::capture] '", op, "' sees a ",
+                  dtype_name(b.dtype), " buffer as ", dtype_name(t.dtype()));
+    if (written) {
+      MIXPREC_CHECK(b.kind != BufferKind::Input, "[graph::capture] '", op,
+                    "' writes into an input of the captured function; a replay writes into its "
+                    "own copy of the input, so the caller would not see it: clone it first");
+      MIXPREC_CHECK(!host_.contains(s), "[graph::capture] '", op,
+                    "' writes into a tensor holding host values given during the capture "
+                    "(Tensor::scalar, from_buffer): the next replay would start from the "
+                    "changed values");
+    }
+    return index;
+  }
+
+  int view_of(const Tensor& t, std::string_view op, bool written) {
+    View v;
+    v.buffer = buffer_of(t, op, written);
+    v.shape = t.shape();
+    v.strides = t.strides();
+    v.offset = t.storage_offset();
+    v.dtype = t.dtype();
+    g_.views.push_back(std::move(v));
+    return static_cast<int>(g_.views.size()) - 1;
+  }
+
+  Graph::Impl& g_;
+  std::unordered_map<const Storage*, int> index_;
+  std::unordered_set<const Storage*> made_, host_;
+};
+
+bool same_dispatch(const DispatchConfig& a, const DispatchConfig& b) {
+  return a.level == b.level && a.bf16_conv == b.bf16_conv &&
+         a.pack_inference_weights == b.pack_inference_weights;
+}
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+}  // namespace
+
+void Graph::Impl::prune(bool eliminate_dead_code) {
+  const std::size_t n = nodes.size();
+  std::vector<bool> live(n, !eliminate_dead_code);
+  if (eliminate_dead_code) {
+    // Backwards: a kernel lives if it writes a buffer something live reads, an output, or a
+    // constant (an in-place update is a side effect).
+    std::vector<bool> needed(buffers.size(), false);
+    for (const Buffer& b : buffers)
+      if (b.output) needed[static_cast<std::size_t>(&b - buffers.data())] = true;
+    for (std::size_t i = n; i-- > 0;) {
+      for (int v : nodes[i].outputs) {
+        if (v < 0) continue;
+        const auto b = static_cast<std::size_t>(views[static_cast<std::size_t>(v)].buffer);
+        live[i] = live[i] || needed[b] || buffers[b].kind == BufferKind::Constant;
+      }
+      if (!live[i]) continue;
+      for (int v : nodes[i].inputs)
+        if (v >= 0) needed[static_cast<std::size_t>(views[static_cast<std::size_t>(v)].buffer)] = true;
+    }
+  }
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < n; ++i)
+    if (live[i]) kept.push_back(std::move(nodes[i]));
+  eliminated = n - kept.size();
+  nodes = std::move(kept);
+
+  const int end = static_cast<int>(nodes.size());
+  for (Buffer& b : buffers) {
+    b.first = b.kind == BufferKind::Input ? -1 : end;
+    b.last = b.kind == BufferKind::Input || b.output ? end : -1;
+  }
+  for (int i = 0; i < end; ++i) {
+    for (const auto* list : {&nodes[static_cast<std::size_t>(i)].inputs,
+                             &nodes[static_cast<std::size_t>(i)].outputs}) {
+      for (int v : *list) {
+        if (v < 0) continue;
+        Buffer& b = buffers[static_cast<std::size_t>(views[static_cast<std::size_t>(v)].buffer)];
+        b.first = std::min(b.first, i);
+        b.last = std::max(b.last, i);
+      }
+    }
+  }
+}
+
+void Graph::Impl::bind() {
+  arena = std::make_shared<Allocation>(memory.arena_bytes);
+  auto* base = static_cast<char*>(arena->data());
+  for (Buffer& b : buffers) {
+    memory.constant_bytes += b.kind == BufferKind::Constant ? b.bytes : 0;
+    if (b.kind == BufferKind::Constant) continue;  // keeps its own tensor
+    // The recorded storage goes (its memory returns to the allocator); the arena takes over.
+    const auto elements = static_cast<int64_t>(b.bytes / dtype_size(b.dtype));
+    if (b.first > b.last) {
+      b.handle = Tensor();  // only dead kernels touched it
+    } else {
+      b.handle = elements == 0
+                     ? Tensor::empty({0}, b.dtype)
+                     : Tensor::from_blob(base + b.offset, {elements}, {1}, b.dtype, arena);
+    }
+  }
+  auto tensor_of = [&](int v) {
+    if (v < 0) return Tensor();
+    const View& view = views[static_cast<std::size_t>(v)];
+    return buffers[static_cast<std::size_t>(view.buffer)].handle.as_strided(
+        view.shape, view.strides, view.offset);
+  };
+  for (Node& node : nodes) {
+    node.tensors.clear();
+    node.tensors.reserve(node.inputs.size() + node.outputs.size());  // no reallocation below
+    for (int v : node.inputs) node.tensors.push_back(tensor_of(v));
+    for (int v : node.outputs) node.tensors.push_back(tensor_of(v));
+    auto ptr = [&](std::size_t i) {
+      return node.tensors[i].defined() ? &node.tensors[i] : nullptr;
+    };
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) node.input_ptrs.push_back(ptr(i));
+    for (std::size_t i = 0; i < node.outputs.size(); ++i)
+      node.output_ptrs.push_back(ptr(node.inputs.size() + i));
+  }
+  staged.clear();
+  for (int b : input_buffers) {
+    if (b < 0) {
+      staged.emplace_back();
+      continue;
+    }
+    staged.push_back(buffers[static_cast<std::size_t>(b)].handle);  // capture() shapes it
+  }
+  outputs.clear();
+  for (int v : output_views) outputs.push_back(tensor_of(v));
+}
+
+void Graph::Impl::execute() const {
+  for (const Node& node : nodes) node.kernel({node.input_ptrs, node.output_ptrs});
+}
+
+Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
+              const CaptureOptions& options) {
+  MIXPREC_CHECK(capture::active() == nullptr,
+                "[graph::capture] another capture is active on this thread");
+  InferenceMode inference;
+  auto impl = std::make_unique<Graph::Impl>();
+  impl->config = dispatch_config();
+  // Dense private copies of the arguments: every recorded view of an input is then relative to
+  // a buffer whose layout the graph knows and owns.
+  std::vector<Tensor> inputs;
+  for (const Tensor& x : example_inputs) inputs.push_back(x.defined() ? x.clone() : Tensor());
+
+  // Eager, twice: the first run fills the caches (packed weights), the second measures the peak.
+  CachingAllocator& allocator = CachingAllocator::global();
+  fn(inputs);
+  {
+    const std::size_t before = allocator.stats().allocated_bytes;
+    allocator.reset_peak();
+    fn(inputs);
+    impl->memory.eager_peak_bytes = allocator.stats().peak_allocated_bytes - before;
+  }
+
+  std::vector<Tensor> recorded;
+  {
+    GraphRecorder recorder(*impl, inputs);
+    capture::ScopedRecorder scope(&recorder);
+    recorded = fn(inputs);
+    recorder.finish(recorded);
+  }
+  impl->prune(options.eliminate_dead_code);
+  impl->plan(options.reuse_memory);
+  impl->bind();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined())
+      impl->staged[i] =
+          impl->staged[i].as_strided(inputs[i].shape(), inputs[i].strides(), 0);
+
+  Graph graph(std::move(impl));
+  if (options.validate) {
+    const std::vector<Tensor>& replayed = graph.run(inputs);
+    for (std::size_t i = 0; i < recorded.size(); ++i)
+      MIXPREC_CHECK(bit_equal(recorded[i], replayed[i]), "[graph::capture] output ", i,
+                    " of the replay differs from the recorded run: the function does work the "
+                    "capture cannot see");
+  }
+  return graph;
+}
+
+Graph::Graph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+Graph::~Graph() = default;
+
+const std::vector<Tensor>& Graph::run(const std::vector<Tensor>& inputs) {
+  const Impl& g = *impl_;
+  MIXPREC_CHECK(inputs.size() == g.staged.size(), "[Graph::run] captured with ", g.staged.size(),
+                " inputs, got ", inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& want = g.staged[i];
+    const Tensor& got = inputs[i];
+    MIXPREC_CHECK(want.defined() == got.defined() &&
+                      (!want.defined() ||
+                       (want.shape() == got.shape() && want.dtype() == got.dtype())),
+                  "[Graph::run] input ", i, " is ", got.defined() ? describe(got) : "undefined",
+                  " but was captured as ", want.defined() ? describe(want) : "undefined",
+                  "; capture again for other shapes (graph::CompiledFunction does)");
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined() && !inputs[i].shares_storage(g.staged[i])) g.staged[i].copy_(inputs[i]);
+  return run();
+}
+
+const std::vector<Tensor>& Graph::run() {
+  MIXPREC_CHECK(same_dispatch(dispatch_config(), impl_->config),
+                "[Graph::run] the kernel dispatch (level, bf16 convolution, packing) changed "
+                "since the capture; capture again");
+  impl_->execute();
+  return impl_->outputs;
+}
+
+const std::vector<Tensor>& Graph::inputs() const { return impl_->staged; }
+std::size_t Graph::size() const { return impl_->nodes.size(); }
+std::size_t Graph::eliminated() const { return impl_->eliminated; }
+const MemoryPlan& Graph::memory() const { return impl_->memory; }
+
+std::vector<std::string> Graph::ops() const {
+  std::vector<std::string> out;
+  for (const Node& n : impl_->nodes) out.push_back(n.op);
+  return out;
+}
+
+// ---- CompiledFunction ----
+
+CompiledFunction::CompiledFunction(Function fn, CaptureOptions options)
+    : fn_(std::move(fn)), options_(options) {}
+
+const std::vector<Tensor>& CompiledFunction::operator()(const std::vector<Tensor>& inputs) {
+  const DispatchConfig config = dispatch_config();
+  std::ostringstream key;
+  key << isa_name(config.level) << '/' << bf16_conv_compute_name(config.bf16_conv) << '/'
+      << config.pack_inference_weights;
+  for (const Tensor& t : inputs) {
+    key << ';';
+    if (t.defined())
+      key << dtype_name(t.dtype()) << shape_to_string(t.shape()) << shape_to_string(t.strides());
+  }
+  auto it = graphs_.find(key.str());
+  if (it == graphs_.end()) it = graphs_.emplace(key.str(), capture(fn_, inputs, options_)).first;
+  last_ = &it->second;
+  return last_->run(inputs);
+}
+
+void CompiledFunction::clear() {
+  graphs_.clear();
+  last_ = nullptr;
+}
+
+}  // namespace mixprec::graph

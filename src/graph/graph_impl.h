@@ -1,0 +1,76 @@
+#pragma once
+// The graph's data, shared by capture (graph.cpp), the memory plan (plan.cpp) and the dumps
+// (dump.cpp).
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/capture.h"
+#include "mixprec/core/dispatch.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/graph/graph.h"
+
+namespace mixprec::graph {
+
+enum class BufferKind { Input, Constant, Intermediate };
+
+// One storage the recorded kernels touch.
+struct Buffer {
+  BufferKind kind = BufferKind::Intermediate;
+  // A tensor on the buffer. During the capture: the first tensor seen on the recorded storage
+  // (which it keeps alive, so no later storage can take its address). After binding: a constant's
+  // own tensor, or a 1-D tensor spanning the buffer's place in the arena.
+  Tensor handle;
+  std::size_t bytes = 0;
+  DType dtype = DType::F32;
+  int input = -1;    // Input: which argument
+  bool output = false;
+  int first = -1;    // first and last kernel touching it (after dead code is dropped)
+  int last = -1;
+  std::size_t offset = 0;  // Input, Intermediate: where it lives in the arena
+};
+
+// A tensor a kernel reads or writes: a view of a buffer.
+struct View {
+  int buffer = -1;
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // elements from the buffer's start
+  DType dtype = DType::F32;
+};
+
+struct Node {
+  std::string op;
+  std::vector<int> inputs, outputs;  // views; -1: an absent optional tensor
+  capture::Kernel kernel;
+  // Bound at the end of the capture: the views as tensors (inputs, then outputs) and the
+  // pointers the kernel gets (nullptr for an absent one).
+  std::vector<Tensor> tensors;
+  std::vector<const Tensor*> input_ptrs, output_ptrs;
+};
+
+struct Graph::Impl {
+  std::vector<Buffer> buffers;
+  std::vector<View> views;
+  std::vector<Node> nodes;
+  std::vector<int> output_views;   // -1: an undefined output
+  std::vector<int> input_buffers;  // per argument; -1: undefined
+  DispatchConfig config;
+  std::size_t eliminated = 0;
+  MemoryPlan memory;
+
+  std::shared_ptr<Allocation> arena;
+  std::vector<Tensor> staged;   // the input buffers as the arguments' tensors
+  std::vector<Tensor> outputs;  // the output views as tensors
+
+  // Drops dead kernels (when asked) and sets every buffer's lifetime.
+  void prune(bool eliminate_dead_code);
+  // Places inputs and intermediates in the arena (plan.cpp).
+  void plan(bool reuse_memory);
+  // Makes the arena and the tensors every kernel runs on.
+  void bind();
+  void execute() const;
+};
+
+}  // namespace mixprec::graph

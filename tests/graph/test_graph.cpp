@@ -1,0 +1,245 @@
+// Graph capture and replay: bit-identical to eager, no allocation per replay, a memory plan that
+// shares space, dead code dropped, and every kind of work a replay cannot repeat refused.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "mixprec/core/random.h"
+#include "mixprec/graph/graph.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/ops/activation.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/functional.h"
+#include "mixprec/ops/linalg.h"
+#include "mixprec/ops/reduce.h"
+#include "support/error_of.h"
+
+namespace mixprec::graph {
+namespace {
+
+using test_support::error_of;
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+// A small network of the ops a model uses: linear layers (packed for inference), a fused
+// residual, an activation, a softmax, a reduction, a cast.
+struct Mlp {
+  Generator gen{7};
+  nn::Linear fc1{64, 128, true, gen}, fc2{128, 64, true, gen};
+  std::vector<Tensor> operator()(const std::vector<Tensor>& in) {
+    const Tensor h = gelu(fc1.forward(in[0]));
+    const Tensor y = add(fc2.forward(h), in[0]);
+    return {softmax(y, -1), mean(y, {1}).to(DType::F32)};
+  }
+};
+
+TEST(Graph, ReplayIsBitIdenticalToEagerInEveryDtype) {
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    Mlp mlp;
+    mlp.fc1.to(dtype);
+    mlp.fc2.to(dtype);
+    Generator gen(3);
+    const Tensor x = Tensor::randn({8, 64}, gen, dtype);
+    Graph g = capture(std::ref(mlp), {x});
+    for (int round = 0; round < 3; ++round) {
+      const Tensor x2 = Tensor::randn({8, 64}, gen, dtype);
+      std::vector<Tensor> eager;
+      {
+        InferenceMode inference;
+        eager = mlp({x2});
+      }
+      const std::vector<Tensor>& replayed = g.run({x2});
+      ASSERT_EQ(replayed.size(), 2u);
+      for (std::size_t i = 0; i < 2; ++i)
+        EXPECT_TRUE(bit_equal(eager[i], replayed[i])) << dtype_name(dtype) << " output " << i;
+    }
+  }
+}
+
+TEST(Graph, ReplayAllocatesNothing) {
+  Mlp mlp;
+  Generator gen(4);
+  const Tensor x = Tensor::randn({8, 64}, gen);
+  Graph g = capture(std::ref(mlp), {x});
+  g.run({x});  // the first run may still warm a thread's scratch
+  const MemoryStats before = CachingAllocator::global().stats();
+  for (int i = 0; i < 5; ++i) g.run({x});
+  const MemoryStats after = CachingAllocator::global().stats();
+  EXPECT_EQ(after.num_allocs, before.num_allocs);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+}
+
+TEST(Graph, WritingTheInputsInPlaceNeedsNoCopy) {
+  Mlp mlp;
+  Generator gen(5);
+  Graph g = capture(std::ref(mlp), {Tensor::randn({8, 64}, gen)});
+  const Tensor x = Tensor::randn({8, 64}, gen);
+  g.inputs()[0].copy_(x);
+  const Tensor first = g.run()[0].clone();
+  EXPECT_TRUE(bit_equal(first, g.run({x})[0]));
+}
+
+// A chain of elementwise ops on 1 MiB tensors: at most two are alive at a time (a kernel's input
+// and output), so a plan with reuse needs about two buffers where one without needs them all.
+TEST(Graph, MemoryPlanSharesSpaceBetweenLifetimes) {
+  auto chain = [](const std::vector<Tensor>& in) {
+    Tensor t = in[0];
+    for (int i = 0; i < 10; ++i) t = mul(add(t, 1.0), 0.5);
+    return std::vector<Tensor>{t};
+  };
+  const Tensor x = Tensor::ones({512, 512});  // 1 MiB of f32
+  Graph planned = capture(chain, {x});
+  CaptureOptions separate;
+  separate.reuse_memory = false;
+  Graph unplanned = capture(chain, {x}, separate);
+  const std::size_t mib = std::size_t{1} << 20;
+  // Input copy + two intermediates (the last one is the output).
+  EXPECT_LE(planned.memory().arena_bytes, 3 * mib);
+  EXPECT_EQ(unplanned.memory().arena_bytes, 21 * mib);  // the input and 20 intermediates
+  EXPECT_GE(planned.memory().eager_peak_bytes, 2 * mib);
+  EXPECT_TRUE(bit_equal(planned.run({x})[0], unplanned.run({x})[0]));
+}
+
+TEST(Graph, DeadCodeIsDropped) {
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor unused = exp(in[0]);
+    (void)unused;
+    return std::vector<Tensor>{relu(in[0])};
+  };
+  const Tensor x = Tensor::randn({4, 4});
+  Graph g = capture(fn, {x});
+  EXPECT_EQ(g.eliminated(), 1u);
+  EXPECT_EQ(g.ops(), std::vector<std::string>{"relu"});
+  CaptureOptions keep;
+  keep.eliminate_dead_code = false;
+  EXPECT_EQ(capture(fn, {x}, keep).size(), 2u);
+}
+
+TEST(Graph, ParametersAreReferencedNotCopied) {
+  Generator gen(6);
+  const Tensor w = Tensor::randn({16, 16}, gen);
+  auto fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{matmul(in[0], w)}; };
+  const Tensor x = Tensor::randn({4, 16}, gen);
+  Graph g = capture(fn, {x});
+  w.fill_(0.25);  // an optimizer step, say
+  EXPECT_TRUE(bit_equal(g.run({x})[0], matmul(x, w)));
+}
+
+TEST(Graph, AnotherShapeIsAClearErrorAndCompiledFunctionCapturesAgain) {
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{silu(in[0])}; };
+  Graph g = capture(fn, {Tensor::randn({4, 8})});
+  const std::string message = error_of([&] { g.run({Tensor::randn({4, 9})}); });
+  EXPECT_NE(message.find("captured as f32[4, 8]"), std::string::npos) << message;
+  EXPECT_NE(error_of([&] { g.run({Tensor::randn({4, 8}, DType::BF16)}); }).find("bf16"),
+            std::string::npos);
+
+  CompiledFunction compiled(fn);
+  const Tensor a = Tensor::randn({4, 8}), b = Tensor::randn({2, 3});
+  EXPECT_TRUE(bit_equal(compiled({a})[0], silu(a)));
+  EXPECT_TRUE(bit_equal(compiled({b})[0], silu(b)));
+  EXPECT_TRUE(bit_equal(compiled({a})[0], silu(a)));
+  EXPECT_EQ(compiled.captures(), 2u);
+  // The layout is part of the signature too.
+  compiled({a.t().contiguous().t()});
+  EXPECT_EQ(compiled.captures(), 3u);
+}
+
+TEST(Graph, HostReadsOfComputedValuesAreRefused) {
+  auto branches = [](const std::vector<Tensor>& in) {
+    const Tensor s = sum(in[0]);
+    return std::vector<Tensor>{s.item<float>() > 0 ? exp(in[0]) : neg(in[0])};
+  };
+  const std::string message = error_of([&] { capture(branches, {Tensor::randn({4})}); });
+  EXPECT_NE(message.find("host code used the values"), std::string::npos) << message;
+  // Reading an input on the host is the same mistake.
+  auto reads_input = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{mul(in[0], in[0].value({0}))};
+  };
+  EXPECT_NE(error_of([&] { capture(reads_input, {Tensor::randn({4})}); }).find("host code"),
+            std::string::npos);
+}
+
+TEST(Graph, RandomDrawsAreRefused) {
+  auto noisy = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{add(in[0], Tensor::randn({4}))};
+  };
+  const std::string message = error_of([&] { capture(noisy, {Tensor::randn({4})}); });
+  EXPECT_NE(message.find("random"), std::string::npos) << message;
+}
+
+TEST(Graph, TensorsFilledBehindTheCapturesBackAreRefused) {
+  auto by_hand = [](const std::vector<Tensor>& in) {
+    Tensor t = Tensor::empty({4});
+    for (int i = 0; i < 4; ++i) t.data<float>()[i] = static_cast<float>(i);
+    return std::vector<Tensor>{add(in[0], t)};
+  };
+  const std::string message = error_of([&] { capture(by_hand, {Tensor::randn({4})}); });
+  EXPECT_NE(message.find("no recorded kernel wrote"), std::string::npos) << message;
+  // Host values handed to a factory are constants, and fine.
+  auto constant = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{add(in[0], Tensor::from_vector<float>({1, 2, 3, 4}))};
+  };
+  const Tensor x = Tensor::randn({4});
+  EXPECT_TRUE(bit_equal(capture(constant, {x}).run({x})[0],
+                        add(x, Tensor::from_vector<float>({1, 2, 3, 4}))));
+}
+
+TEST(Graph, WritingIntoAnInputIsRefused) {
+  auto writes = [](const std::vector<Tensor>& in) {
+    in[0].copy_(exp(in[0]));
+    return std::vector<Tensor>{in[0]};
+  };
+  const std::string message = error_of([&] { capture(writes, {Tensor::randn({4})}); });
+  EXPECT_NE(message.find("writes into an input"), std::string::npos) << message;
+}
+
+TEST(Graph, OptionalInputsStayUndefined) {
+  auto fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[1].defined() ? add(in[0], in[1]) : neg(in[0])};
+  };
+  const Tensor x = Tensor::randn({3});
+  Graph g = capture(fn, {x, Tensor()});
+  EXPECT_TRUE(bit_equal(g.run({x, Tensor()})[0], neg(x)));
+  EXPECT_FALSE(error_of([&] { g.run({x, x}); }).empty());
+}
+
+TEST(Graph, OutputsOutliveTheGraph) {
+  Tensor kept;
+  {
+    auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0])}; };
+    Graph g = capture(fn, {Tensor::zeros({16})});
+    kept = g.run({Tensor::zeros({16})})[0];
+  }
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(kept.value({i}), 1.0);  // the arena is still alive
+}
+
+TEST(Graph, DumpsNameEveryKernelAndWhereItsMemoryLives) {
+  Mlp mlp;
+  Graph g = capture(std::ref(mlp), {Tensor::randn({8, 64})});
+  const std::string text = g.to_string();
+  EXPECT_NE(text.find("linear_packed"), std::string::npos) << text;
+  EXPECT_NE(text.find("@arena+"), std::string::npos) << text;
+  EXPECT_NE(text.find("@input 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("eager peak"), std::string::npos) << text;
+  const std::string dot = g.to_dot();
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u);
+  EXPECT_NE(dot.find("softmax"), std::string::npos);
+}
+
+TEST(Graph, AnotherDispatchLevelIsAClearError) {
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0])}; };
+  Graph g = capture(fn, {Tensor::zeros({4})});
+  DispatchConfig scalar = dispatch_config();
+  if (scalar.level == IsaLevel::Scalar) GTEST_SKIP() << "already at the scalar level";
+  scalar.level = IsaLevel::Scalar;
+  ScopedDispatch forced(scalar);
+  EXPECT_NE(error_of([&] { g.run({Tensor::zeros({4})}); }).find("dispatch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mixprec::graph
