@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -124,6 +125,90 @@ int run_one(const RunOne& o) {
       model->gflop_per_forward(64, 64) * static_cast<double>(o.steps),
       static_cast<long long>(model->parameter_count()), trained ? "true" : "false");
   return 0;
+}
+
+// Eager against graph replay (graph/graph.h), side by side in one process: two streams of the
+// same model from the same start and seed, their frames generated alternately, so the machine's
+// noise falls on both. Their frames must agree bit for bit.
+int run_graph_compare(const RunOne& o, bool json) {
+  const InferencePrecision prec = parse_inference_precision(o.precision);
+  models::VideoModelInfo info;
+  bool trained = false;
+  auto model = make_model(o.preset, o.checkpoint, info, trained);
+  apply_precision(*model, prec);
+  const data::MovingShapes videos({}, 0);
+  const Tensor start =
+      videos.clip(data::MovingShapesConfig{}.held_out(0), 0, model->config().context_frames);
+  auto open = [&](bool graph) {
+    models::StreamRequest request{.steps = o.steps, .seed = o.seed};
+    request.graph = graph;
+    return std::make_unique<models::VideoStream>(*model,
+                                                 models::NoiseSchedule::cosine(info.schedule_steps),
+                                                 start, stream_options(info, o.checkpoint, request));
+  };
+  auto eager = open(false), replay = open(true);
+  std::vector<double> eager_ms, replay_ms;
+  int64_t identical = 0;
+  auto timed = [&](models::VideoStream& stream, Tensor& frame) {
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      amp::Autocast autocast(prec.autocast_dtype, prec.autocast);
+      frame = stream.next();
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int64_t i = 0; i < o.warmup + o.frames; ++i) {
+    Tensor a, b;
+    // Alternate which goes first, so neither always runs on a cache the other warmed.
+    const double ta = i % 2 == 0 ? timed(*eager, a) : 0, tb = timed(*replay, b);
+    const double ta2 = i % 2 == 1 ? timed(*eager, a) : ta;
+    if (i < o.warmup) continue;
+    eager_ms.push_back(ta2);
+    replay_ms.push_back(tb);
+    const Tensor x = a.contiguous(), y = b.contiguous();
+    identical += x.nbytes() == y.nbytes() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+  }
+  const graph::Graph& g = *replay->sampler_graph();
+  const graph::MemoryPlan& m = g.memory();
+  const double ratio = median(eager_ms) / median(replay_ms);
+  const double mib = 1.0 / (1 << 20);
+  if (json) {
+    std::printf(
+        "{\"preset\": \"%s\", \"precision\": \"%s\", \"steps\": %lld, \"threads\": %d, "
+        "\"eager_p50\": %.4f, \"eager_p99\": %.4f, \"graph_p50\": %.4f, \"graph_p99\": %.4f, "
+        "\"speedup\": %.4f, \"kernels\": %zu, \"arena_mib\": %.4f, \"eager_peak_mib\": %.4f, "
+        "\"identical_frames\": %lld, \"frames\": %lld}\n",
+        o.preset.c_str(), prec.name.c_str(), static_cast<long long>(o.steps), num_threads(),
+        median(eager_ms), percentile(eager_ms, 99), median(replay_ms), percentile(replay_ms, 99),
+        ratio, g.size(), static_cast<double>(m.arena_bytes) * mib,
+        static_cast<double>(m.eager_peak_bytes) * mib, static_cast<long long>(identical),
+        static_cast<long long>(o.frames));
+    return identical == o.frames ? 0 : 1;
+  }
+  std::printf("%s %s, %lld steps, %d thread(s), %lld frames each (eager and replay alternating)\n\n",
+              o.preset.c_str(), prec.name.c_str(), static_cast<long long>(o.steps), num_threads(),
+              static_cast<long long>(o.frames));
+  std::printf("| mode | ms/frame p50 | p99 | FPS |\n|---|---|---|---|\n");
+  std::printf("| eager | %.2f | %.2f | %.1f |\n", median(eager_ms), percentile(eager_ms, 99),
+              1000.0 / median(eager_ms));
+  std::printf("| graph replay | %.2f | %.2f | %.1f |\n\n", median(replay_ms),
+              percentile(replay_ms, 99), 1000.0 / median(replay_ms));
+  std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code)\n",
+              ratio, g.size(), g.eliminated());
+  std::printf("memory: arena %.2f MiB (inputs %.3f) vs eager peak %.2f MiB = %.1f%%\n",
+              static_cast<double>(m.arena_bytes) * mib, static_cast<double>(m.input_bytes) * mib,
+              static_cast<double>(m.eager_peak_bytes) * mib,
+              100.0 * static_cast<double>(m.arena_bytes) / static_cast<double>(m.eager_peak_bytes));
+  std::printf("frames bit-identical to eager: %lld of %lld\n\n", static_cast<long long>(identical),
+              static_cast<long long>(o.frames));
+  std::printf("| kernel | count | ms per frame |\n|---|---|---|\n");
+  double total = 0;
+  for (const graph::Graph::OpTime& t : g.profile(20)) {
+    std::printf("| %s | %d | %.3f |\n", t.op.c_str(), t.count, t.ms);
+    total += t.ms;
+  }
+  std::printf("| all | %zu | %.3f |\n", g.size(), total);
+  return identical == o.frames ? 0 : 1;
 }
 
 // ---- the parent ----
@@ -319,7 +404,7 @@ int run_bench_video(Args args) {
   std::string steps_list = "1,4", checkpoint = default_video_model_path(), save, compare;
   std::string report = "bench_video.md", chart = "bench_video.svg";
   int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1;
-  bool json = false, quick = false;
+  bool json = false, quick = false, graph_compare = false;
   bool run_one_mode = false;
   ArgParser p("bench video",
               "Video generation benchmark matrix: precisions x presets x DDIM steps; ms/frame,\n"
@@ -343,6 +428,9 @@ int run_bench_video(Args args) {
            "latency mode: one stream (first preset, precision [auto], steps) at 1 and all threads, quiet and beside this many busy processes it\n"
            "starts (0: quiet only)");
   p.flag("--quick", &quick, "lightweight only, fp32 and bf16, 4 steps, 8 frames");
+  p.flag("--graph", &graph_compare,
+         "eager vs graph replay: one stream (first preset, precision [auto], steps) each, frames "
+         "alternating, ms/frame, memory and whether the frames agree bit for bit");
   p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
   if (!p.parse(args)) return 0;
   if (frames == 0) frames = load >= 0 ? 200 : 20;
@@ -357,6 +445,23 @@ int run_bench_video(Args args) {
                     .warmup = warmup,
                     .quality_frame = quality_frame,
                     .seed = seed});
+  }
+  if (graph_compare) {
+    const std::string precision =
+        precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
+    parse_inference_precision(precision);
+    const std::string preset = split_list(presets).at(0);
+    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
+    return run_graph_compare({.preset = preset,
+                              .precision = precision,
+                              .checkpoint = checkpoint,
+                              .frames_out = "",
+                              .steps = integer_option("bench video", "--steps",
+                                                      split_list(steps_list).at(0)),
+                              .frames = frames,
+                              .warmup = warmup,
+                              .seed = seed},
+                             json);
   }
   if (load >= 0) {
     // The stream's own precision (video generate's default) unless asked otherwise.

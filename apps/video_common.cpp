@@ -18,9 +18,10 @@ std::string default_video_model_path() {
 }
 
 std::string sampler_text(const models::StreamOptions& options) {
-  return options.prediction == models::Prediction::Direct
-             ? "direct (1 forward)"
-             : std::to_string(options.steps) + " DDIM steps";
+  return (options.prediction == models::Prediction::Direct
+              ? std::string("direct (1 forward)")
+              : std::to_string(options.steps) + " DDIM steps") +
+         (options.graph ? ", graph replay" : ", eager");
 }
 
 InferencePrecision parse_inference_precision(const std::string& name) {

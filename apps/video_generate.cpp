@@ -75,7 +75,7 @@ int run_video_generate(Args args) {
   double still_threshold = std::nan("");  // unset: the model file's
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
   double fps = 25.0, context_noise = std::nan("");  // unset: the model file's level
-  bool realtime = false, json = false;
+  bool realtime = false, json = false, eager = false;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
               "sampled by DDIM conditioned on the previous ones (a direct model: one forward\n"
@@ -102,6 +102,9 @@ int run_video_generate(Args args) {
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
+  p.flag("--eager", &eager,
+         "run the op front-ends every frame instead of replaying the graph captured on the first "
+         "frame (the same frames bit for bit; docs/GRAPH.md)");
   if (!p.parse(args)) return 0;
   if (frames < 1 || steps < 1 || fps <= 0 || warmup < 0 || context_noise < 0 || window < 1 ||
       strip_every < 1)
@@ -115,7 +118,11 @@ int run_video_generate(Args args) {
   const InferencePrecision prec = parse_inference_precision(precision);
   models::ModelStream opened = models::open_model_stream(
       checkpoint, video,
-      {.steps = steps, .seed = seed, .context_noise = context_noise, .still_threshold = still_threshold},
+      {.steps = steps,
+       .seed = seed,
+       .context_noise = context_noise,
+       .still_threshold = still_threshold,
+       .graph = !eager},
       prec.weights);
   const models::VideoModelInfo& info = opened.info;
   const models::UNetVideo& model = *opened.model;

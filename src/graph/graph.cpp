@@ -2,6 +2,7 @@
 #include "mixprec/graph/graph.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
@@ -9,6 +10,7 @@
 
 #include "graph_impl.h"
 #include "mixprec/core/error.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::graph {
@@ -321,6 +323,27 @@ std::size_t Graph::size() const { return impl_->nodes.size(); }
 std::size_t Graph::eliminated() const { return impl_->eliminated; }
 const MemoryPlan& Graph::memory() const { return impl_->memory; }
 
+std::vector<Graph::OpTime> Graph::profile(int rounds) const {
+  MIXPREC_CHECK(rounds >= 1, "[Graph::profile] rounds must be >= 1, got ", rounds);
+  std::map<std::string, OpTime> by_op;
+  for (int r = 0; r < rounds; ++r) {
+    for (const Node& node : impl_->nodes) {
+      const auto t0 = std::chrono::steady_clock::now();
+      node.kernel({node.input_ptrs, node.output_ptrs});
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      OpTime& t = by_op[node.op];
+      t.op = node.op;
+      t.ms += ms / rounds;
+      t.count += r == 0 ? 1 : 0;
+    }
+  }
+  std::vector<OpTime> out;
+  for (auto& [name, t] : by_op) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
 std::vector<std::string> Graph::ops() const {
   std::vector<std::string> out;
   for (const Node& n : impl_->nodes) out.push_back(n.op);
@@ -336,7 +359,8 @@ const std::vector<Tensor>& CompiledFunction::operator()(const std::vector<Tensor
   const DispatchConfig config = dispatch_config();
   std::ostringstream key;
   key << isa_name(config.level) << '/' << bf16_conv_compute_name(config.bf16_conv) << '/'
-      << config.pack_inference_weights;
+      << config.pack_inference_weights << '/'
+      << (amp::autocast_enabled() ? dtype_name(amp::autocast_dtype()) : "no-autocast");
   for (const Tensor& t : inputs) {
     key << ';';
     if (t.defined())

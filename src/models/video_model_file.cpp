@@ -125,7 +125,8 @@ StreamOptions stream_options(const VideoModelInfo& info, const std::string& path
           .context_noise = stream_setting(info, path, "stream_context_noise", request.context_noise),
           .residual = info.residual,
           .still_threshold =
-              stream_setting(info, path, "stream_still_threshold", request.still_threshold)};
+              stream_setting(info, path, "stream_still_threshold", request.still_threshold),
+          .graph = request.graph};
 }
 
 }  // namespace mixprec::models

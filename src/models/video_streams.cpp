@@ -52,6 +52,7 @@ void BatchedVideoStream::set_options(const StreamOptions& options) {
   MIXPREC_CHECK(options.context_noise >= 0 && options.still_threshold >= 0,
                 "[BatchedVideoStream] negative context noise or still threshold");
   options_ = options;
+  sampler_graph_.reset();
 }
 
 Tensor BatchedVideoStream::next() {
@@ -83,10 +84,21 @@ Tensor BatchedVideoStream::next() {
     return contexts.narrow(1, contexts.size(1) - c, c);
   };
   const Tensor& base = options_.prediction == Prediction::Direct ? context_ : batch_context;
-  Tensor frames = sample_next_frames(model_, schedule_, with_anchor(anchors_, batch_context),
-                                     sigma, cat(noise, 0),
-                                     options_.steps, options_.prediction, model_dtype_,
-                                     options_.residual ? newest_of(base) : Tensor());
+  const std::vector<Tensor> inputs{with_anchor(anchors_, batch_context), sigma, cat(noise, 0),
+                                   options_.residual ? newest_of(base) : Tensor()};
+  auto sample = [&model = model_, schedule = schedule_, steps = options_.steps,
+                 prediction = options_.prediction, dtype = model_dtype_](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{sample_next_frames(model, schedule, in[0], in[1], in[2], steps,
+                                                  prediction, dtype, in[3])};
+  };
+  Tensor frames;
+  if (options_.graph) {
+    if (sampler_graph_ == nullptr) sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample);
+    frames = (*sampler_graph_)(inputs)[0];  // lives in the graph's arena until the next frame
+    if (options_.still_threshold <= 0 && !options_.quantize) frames = frames.clone();
+  } else {
+    frames = sample(inputs)[0];
+  }
   if (options_.still_threshold > 0)
     frames = keep_still_pixels(frames, newest_of(context_), options_.still_threshold);
   if (options_.quantize) frames = quantize_8bit(frames);

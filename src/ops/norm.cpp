@@ -81,11 +81,12 @@ void launch_norm(std::string_view op, const Tensor& x, const Tensor& weight, con
                   [run](const capture::KernelArgs& k) {
                     const Tensor &x = k.in(0), &w = or_none(k.optional(1)),
                                  &b = or_none(k.optional(2));
-                    if (k.outputs[1] == nullptr) {  // inference: no stats (and no copies)
-                      static const kernels::NormStats none;
+                    if (k.outputs[1] == nullptr && k.outputs[2] == nullptr) {
+                      static const kernels::NormStats none;  // inference: no stats, no copies
                       run(x, w, b, k.out(0), none);
-                    } else {
-                      run(x, w, b, k.out(0), kernels::NormStats{*k.outputs[1], *k.outputs[2]});
+                    } else {  // rms_norm keeps no mean
+                      run(x, w, b, k.out(0),
+                          kernels::NormStats{or_none(k.outputs[1]), or_none(k.outputs[2])});
                     }
                   });
 }

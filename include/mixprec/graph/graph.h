@@ -87,6 +87,15 @@ class Graph {
   std::string to_string() const;
   // The same as a Graphviz digraph: kernels as boxes, buffers as ellipses.
   std::string to_dot() const;
+  // Where a replay's time goes: runs the graph `rounds` times on what inputs() hold, timing
+  // each kernel; per op name, the total milliseconds per replay and the kernel count, slowest
+  // first.
+  struct OpTime {
+    std::string op;
+    double ms = 0;
+    int count = 0;
+  };
+  std::vector<OpTime> profile(int rounds = 10) const;
 
   struct Impl;
 
@@ -100,8 +109,8 @@ class Graph {
 Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
               const CaptureOptions& options = {});
 
-// A function captured once per input signature (each input's shape, dtype and layout, and the
-// kernel level), as MLX's compile and torch.compile do: a call with a new signature captures
+// A function captured once per input signature (each input's shape, dtype and layout, the
+// kernel dispatch and the autocast state), as MLX's compile and torch.compile do: a call with a new signature captures
 // again, one with a known signature replays. The outputs follow Graph::run's rule (valid until
 // the next call with the same signature).
 class CompiledFunction {

@@ -55,6 +55,7 @@ struct StreamRequest {
   int64_t seed = 0;
   double context_noise = std::nan("");
   double still_threshold = std::nan("");
+  bool graph = false;  // StreamOptions::graph
 };
 StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
                              const StreamRequest& request);

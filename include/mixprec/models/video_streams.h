@@ -4,9 +4,11 @@
 // costs (kernel launches, thread wake-ups, packing), so N streams in one batch cost far less
 // than N times one.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mixprec/core/tensor.h"
+#include "mixprec/graph/graph.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/models/video_diffusion.h"
@@ -27,6 +29,10 @@ struct StreamOptions {
   // A pixel whose sampled change from the last frame stays below this in every channel ([-1, 1]
   // units) keeps the last frame's value exactly (keep_still_pixels); 0 turns it off.
   double still_threshold = 0;
+  // Replay each frame's sampler (every DDIM step's network forward and update) from a graph
+  // captured on the first frame (graph/graph.h): the same frames bit for bit, without walking
+  // the op front-ends or allocating; changed options capture again.
+  bool graph = false;
 };
 
 // Stream i is the stream a VideoStream would generate from first_frames[i] with seed
@@ -51,6 +57,10 @@ class BatchedVideoStream {
   const StreamOptions& options() const { return options_; }
 
   int64_t streams() const { return context_.size(0); }
+  // The graph the last frame replayed (options().graph), else nullptr.
+  const graph::Graph* sampler_graph() const {
+    return sampler_graph_ != nullptr ? sampler_graph_->last() : nullptr;
+  }
   int64_t frames_generated() const { return index_; }
   // The last K frames of stream i, [K, 3, H, W] f32, oldest first: what a new stream needs to
   // continue this one (on a model converted to another precision, say).
@@ -67,6 +77,9 @@ class BatchedVideoStream {
   Tensor context_;  // the last K frames of every stream [N, 3K, H, W], model dtype, channels_last
   Tensor anchors_;  // an anchor model's anchor of every stream [N, 3, H, W], same; else undefined
   int64_t index_ = 0;
+  // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames, made for
+  // the options in force (set_options drops it).
+  std::unique_ptr<graph::CompiledFunction> sampler_graph_;
 };
 
 // Generates frames one at a time, each conditioned on the ones before. The network runs in its
@@ -81,6 +94,7 @@ class VideoStream {
       : streams_(model, std::move(schedule), {first_frames}, options) {}
   Tensor next() { return streams_.next(); }  // [1, 3, H, W] f32 in [-1, 1]
   int64_t frames_generated() const { return streams_.frames_generated(); }
+  const graph::Graph* sampler_graph() const { return streams_.sampler_graph(); }
 
  private:
   BatchedVideoStream streams_;  // one stream

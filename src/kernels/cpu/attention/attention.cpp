@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "attention_internal.h"
 #include "mixprec/core/allocator.h"
@@ -199,15 +200,20 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
     }
     return hp;
   };
+  // Each thread packs into its own panels, kept across calls (no allocation once warm).
   auto pack_head = [&](int64_t b, int64_t h, PackedMatrix& kt, PackedMatrix& vp) {
-    kt = pack_b(matrix_at(k, b, h).transposed(), q.dtype());
-    vp = pack_b(matrix_at(v, b, h), p_dtype);
+    repack_b(kt, matrix_at(k, b, h).transposed(), q.dtype());
+    repack_b(vp, matrix_at(v, b, h), p_dtype);
+  };
+  auto thread_packs = []() -> std::pair<PackedMatrix, PackedMatrix>& {
+    thread_local std::pair<PackedMatrix, PackedMatrix> packs;
+    return packs;
   };
 
   const int threads = num_threads();
   if (batch * heads >= threads || q_blocks == 1) {
     parallel_for(0, batch * heads, 1, [&](int64_t lo, int64_t hi) {
-      PackedMatrix kt, vp;
+      auto& [kt, vp] = thread_packs();
       for (int64_t bh = lo; bh < hi; ++bh) {
         pack_head(bh / heads, bh % heads, kt, vp);
         const HeadProblem hp = head_problem(bh / heads, bh % heads, kt, vp);
@@ -215,8 +221,8 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
       }
     });
   } else {
+    auto& [kt, vp] = thread_packs();
     for (int64_t bh = 0; bh < batch * heads; ++bh) {
-      PackedMatrix kt, vp;
       pack_head(bh / heads, bh % heads, kt, vp);
       const HeadProblem hp = head_problem(bh / heads, bh % heads, kt, vp);
       parallel_for(0, q_blocks, 1, [&](int64_t lo, int64_t hi) {

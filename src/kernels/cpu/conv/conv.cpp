@@ -475,9 +475,19 @@ bool direct_bf16_takes(const GroupProblem& q) {
 bool direct_f32_takes(const GroupProblem& q) {
   return q.b.compute_dtype() == DType::F32 && q.b.a_dtype() == DType::F32;
 }
+// x converted to `dtype` in the calling thread's widening space (kept across calls, so a warm
+// convolution allocates nothing); x is dense (channels_last).
+Tensor widened_copy(const Tensor& x, DType dtype) {
+  thread_local Allocation space;
+  const std::size_t bytes = static_cast<std::size_t>(x.numel()) * dtype_size(dtype);
+  Tensor out = Tensor::from_blob(space.reserve(bytes), x.shape(), x.strides(), dtype, nullptr);
+  out.copy_(x);
+  return out;
+}
+
 void run_direct(const GroupProblem& q, const conv_detail::DirectKernel& dk) {
   if (!q.widened.defined())  // f32 for the f32 direct kernel: one pass, once per call
-    q.widened = q.xs.dtype() == q.b.a_dtype() ? q.xs : q.xs.to(q.b.a_dtype());
+    q.widened = q.xs.dtype() == q.b.a_dtype() ? q.xs : widened_copy(q.xs, q.b.a_dtype());
   conv_detail::run_direct(dk, q.widened, q.b, q.opt, q.g, q.grp, q.go);
 }
 void run_direct_bf16(const GroupProblem& q) {

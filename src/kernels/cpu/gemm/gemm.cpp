@@ -433,22 +433,26 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
 }
 
 PackedMatrix pack_b(const MatrixView& b, DType a_dtype) {
+  PackedMatrix packed;
+  repack_b(packed, b, a_dtype);
+  return packed;
+}
+
+void repack_b(PackedMatrix& packed, const MatrixView& b, DType a_dtype) {
   MIXPREC_CHECK(is_gemm_float(b.dtype) && is_gemm_float(a_dtype),
                 "[pack_b] expected f32, f16 or bf16, got B ", dtype_name(b.dtype), " for A ",
                 dtype_name(a_dtype));
-  PackedMatrix packed;
   packed.level_ = active_isa();
   const Ukernel& uk = choose_ukernel(packed.level_, a_dtype, b.dtype);
   const PackShape ps = pack_shape(uk, b.rows);
   const int64_t panels = (b.cols + uk.nr - 1) / uk.nr;
-  packed.storage_ = Allocation(static_cast<std::size_t>(panels) * ps.panel_bytes());
+  packed.storage_.reserve(static_cast<std::size_t>(panels) * ps.panel_bytes());
   packed.k_ = b.rows;
   packed.n_ = b.cols;
   packed.compute_ = uk.compute;
   packed.a_dtype_ = a_dtype;
   packed.nr_ = uk.nr;
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
-  return packed;
 }
 
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {

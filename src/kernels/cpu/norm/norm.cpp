@@ -15,6 +15,7 @@
 #include "../isa/family_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/kernels/convert.h"
 #include "norm_kernels.h"
 
 namespace mixprec::kernels {
@@ -179,12 +180,14 @@ void group_norm_channels_last(const NormKernels& kern, const GroupNormPlan& plan
   const std::vector<double> var = group_means(&center);
   rstd.resize(var.size());
   for (std::size_t i = 0; i < var.size(); ++i) rstd[i] = 1.0 / std::sqrt(var[i] + plan.eps);
-  const Tensor w64 = w.defined() ? w.to(DType::F64).contiguous() : Tensor::ones({c}, DType::F64);
-  const Tensor b64 = b.defined() ? b.to(DType::F64).contiguous() : Tensor::zeros({c}, DType::F64);
+  // Weight and bias in f64 (host vectors: no tensor is allocated on this path).
+  std::vector<double> w64(static_cast<std::size_t>(c), 1.0), b64(static_cast<std::size_t>(c), 0.0);
+  if (w.defined()) convert(w.data_ptr(), w.dtype(), w64.data(), DType::F64, w64.size());
+  if (b.defined()) convert(b.data_ptr(), b.dtype(), b64.data(), DType::F64, b64.size());
   for (int64_t i = 0; i < n * c; ++i) {
     scale.set(i, rstd[static_cast<std::size_t>(i / c * g + i % c / per_group)] *
-                     w64.data<double>()[i % c]);
-    shift.set(i, b64.data<double>()[i % c]);
+                     w64[static_cast<std::size_t>(i % c)]);
+    shift.set(i, b64[static_cast<std::size_t>(i % c)]);
   }
   for_units([&](int64_t s, int64_t r0, int64_t r1, int64_t) {
     kern.channels_last_apply(plan, s, r0, r1, center.at(s * c), scale.at(s * c), shift.at(s * c));
