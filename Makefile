@@ -94,9 +94,9 @@ $(ASAN_BUILD)/build.ninja: | deps
 # The 300-step GPT precision-parity training runs in `make test` only: under ASan it takes minutes.
 # The stream layer (HDF5 frames, CXI files, the finders) runs here too: it parses untrusted files.
 test-asan: deps $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_models test_pipeline test_stream io_test_tool zmq_bad_peer mixprec_cli
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target test_core test_kernels test_io test_autograd test_nn test_amp test_optim test_data test_graph test_models test_pipeline test_stream io_test_tool zmq_bad_peer mixprec_cli
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -R '^(core|kernels|io|autograd|nn|amp|optim|data|graph|models|pipeline|stream)\.|^cli\.(io|inspect|convert|stream)' \
 	  -E 'GPTParity'
 
 # The parsers of untrusted input (safetensors, ZeroMQ frame headers) under libFuzzer (clang,

@@ -195,8 +195,10 @@ int run_graph_compare(const RunOne& o, bool json) {
               percentile(replay_ms, 99), 1000.0 / median(replay_ms));
   std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code)\n",
               ratio, g.size(), g.eliminated());
-  std::printf("memory: arena %.2f MiB (inputs %.3f) vs eager peak %.2f MiB = %.1f%%\n",
+  std::printf("memory: arena %.2f MiB (inputs %.3f; most alive at once %.2f; %zu kernels in "
+              "place) vs eager peak %.2f MiB = %.1f%%\n",
               static_cast<double>(m.arena_bytes) * mib, static_cast<double>(m.input_bytes) * mib,
+              static_cast<double>(m.live_peak_bytes) * mib, m.in_place,
               static_cast<double>(m.eager_peak_bytes) * mib,
               100.0 * static_cast<double>(m.arena_bytes) / static_cast<double>(m.eager_peak_bytes));
   std::printf("frames bit-identical to eager: %lld of %lld\n\n", static_cast<long long>(identical),

@@ -38,7 +38,7 @@ std::string Graph::to_string() const {
   out << "graph: " << g.nodes.size() << " kernels (" << g.eliminated
       << " dropped as dead code), " << g.staged.size() << " inputs, " << g.outputs.size()
       << " outputs\n";
-  char index[16];
+  char index[24];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::snprintf(index, sizeof index, "%4zu  ", i);
@@ -54,7 +54,9 @@ std::string Graph::to_string() const {
   for (int v : g.output_views) out << " " << view_text(g, v);
   const MemoryPlan& m = g.memory;
   out << "\nmemory: arena " << mib(m.arena_bytes) << " (inputs " << mib(m.input_bytes)
-      << "), intermediates without reuse " << mib(m.intermediate_bytes) << ", eager peak "
+      << "; most alive at once " << mib(m.live_peak_bytes) << ", " << m.in_place
+      << " kernels in place), intermediates without reuse " << mib(m.intermediate_bytes)
+      << ", eager peak "
       << mib(m.eager_peak_bytes) << ", constants referenced " << mib(m.constant_bytes) << "\n";
   return out.str();
 }

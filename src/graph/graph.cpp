@@ -34,9 +34,11 @@ class GraphRecorder final : public capture::Recorder {
   }
 
   void record(std::string_view op, std::span<const Tensor* const> inputs,
-              std::span<const Tensor* const> outputs, capture::Kernel kernel) override {
+              std::span<const Tensor* const> outputs, capture::Kernel kernel,
+              capture::Aliasing aliasing) override {
     Node node;
     node.op = op;
+    node.aliasing = aliasing;
     for (const Tensor* t : inputs) node.inputs.push_back(t ? view_of(*t, op, false) : -1);
     for (const Tensor* t : outputs) node.outputs.push_back(t ? view_of(*t, op, true) : -1);
     node.kernel = std::move(kernel);

@@ -29,6 +29,7 @@ struct Buffer {
   int first = -1;    // first and last kernel touching it (after dead code is dropped)
   int last = -1;
   std::size_t offset = 0;  // Input, Intermediate: where it lives in the arena
+  int shares = -1;  // an intermediate computed in place of this earlier buffer (plan.cpp)
 };
 
 // A tensor a kernel reads or writes: a view of a buffer.
@@ -44,6 +45,7 @@ struct Node {
   std::string op;
   std::vector<int> inputs, outputs;  // views; -1: an absent optional tensor
   capture::Kernel kernel;
+  capture::Aliasing aliasing = capture::Aliasing::None;
   // Bound at the end of the capture: the views as tensors (inputs, then outputs) and the
   // pointers the kernel gets (nullptr for an absent one).
   std::vector<Tensor> tensors;
@@ -66,7 +68,8 @@ struct Graph::Impl {
 
   // Drops dead kernels (when asked) and sets every buffer's lifetime.
   void prune(bool eliminate_dead_code);
-  // Places inputs and intermediates in the arena (plan.cpp).
+  // Places inputs and intermediates in the arena, an elementwise kernel's output in the place of
+  // an input that dies there when reuse_memory (plan.cpp).
   void plan(bool reuse_memory);
   // Makes the arena and the tensors every kernel runs on.
   void bind();

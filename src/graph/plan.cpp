@@ -1,10 +1,10 @@
 // The static memory plan: every input copy and intermediate gets an offset in one arena. Two
-// buffers may share bytes when no kernel runs while both are alive. Placement is greedy, largest
-// first (the order in which TFLite's and XLA's simple planners place tensors): each buffer takes
-// the smallest gap between the buffers already placed that live at the same time and that it
-// fits in, or the space above them all.
+// buffers may share bytes when no kernel runs while both are alive, and an elementwise kernel may
+// write its output over an input it reads last. Placement is greedy (as TFLite's and XLA's simple
+// planners): in a given order, each buffer takes the smallest gap between the buffers already
+// placed that live at the same time and that it fits in, or the space above them all.
 #include <algorithm>
-#include <numeric>
+#include <cstdint>
 
 #include "graph_impl.h"
 
@@ -19,51 +19,128 @@ bool live_together(const Buffer& a, const Buffer& b) {
   return a.first <= b.last && b.first <= a.last;
 }
 
+// An elementwise kernel's output takes the place of an input buffer whose last reader it is, when
+// the two are the same bytes seen the same way (the same size, dtype and view).
+void share_in_place(Graph::Impl& g) {
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& node = g.nodes[i];
+    if (node.aliasing != capture::Aliasing::Elementwise || node.outputs.size() != 1 ||
+        node.outputs[0] < 0)
+      continue;
+    const View& out = g.views[static_cast<std::size_t>(node.outputs[0])];
+    Buffer& o = g.buffers[static_cast<std::size_t>(out.buffer)];
+    if (o.kind != BufferKind::Intermediate || o.first != static_cast<int>(i) || o.shares >= 0)
+      continue;
+    for (int v : node.inputs) {
+      if (v < 0) continue;
+      const View& in = g.views[static_cast<std::size_t>(v)];
+      const Buffer& b = g.buffers[static_cast<std::size_t>(in.buffer)];
+      const bool same_place = in.buffer != out.buffer && b.kind == BufferKind::Intermediate &&
+                              !b.output && b.last == static_cast<int>(i) && b.bytes == o.bytes &&
+                              b.dtype == o.dtype;
+      // Every view of that buffer this kernel reads must be the output's view.
+      bool same_views = same_place;
+      for (int w : node.inputs) {
+        if (w < 0 || g.views[static_cast<std::size_t>(w)].buffer != in.buffer) continue;
+        const View& other = g.views[static_cast<std::size_t>(w)];
+        same_views = same_views && other.shape == out.shape && other.strides == out.strides &&
+                     other.offset == out.offset;
+      }
+      if (!same_views) continue;
+      // The input's place now holds the output too: one lifetime from the input's start to the
+      // output's end. Earlier sharers of the input follow it.
+      int root = in.buffer;
+      while (g.buffers[static_cast<std::size_t>(root)].shares >= 0)
+        root = g.buffers[static_cast<std::size_t>(root)].shares;
+      o.shares = root;
+      Buffer& r = g.buffers[static_cast<std::size_t>(root)];
+      r.last = std::max(r.last, o.last);
+      r.output = r.output || o.output;
+      ++g.memory.in_place;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 void Graph::Impl::plan(bool reuse_memory) {
+  if (reuse_memory) share_in_place(*this);
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& b = buffers[i];
-    if (b.kind == BufferKind::Constant || b.first > b.last) continue;
+    if (b.kind == BufferKind::Constant || b.first > b.last || b.shares >= 0) continue;
     order.push_back(i);
     (b.kind == BufferKind::Input ? memory.input_bytes : memory.intermediate_bytes) +=
         aligned(b.bytes);
   }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return buffers[x].bytes != buffers[y].bytes ? buffers[x].bytes > buffers[y].bytes
-                                                : buffers[x].first < buffers[y].first;
-  });
-
-  std::vector<std::size_t> placed;  // buffer indices, in placement order
-  std::size_t top = 0;
-  for (std::size_t i : order) {
-    Buffer& b = buffers[i];
-    const std::size_t size = aligned(b.bytes);
-    if (!reuse_memory) {
-      b.offset = top;
-      top += size;
-      continue;
-    }
-    std::vector<std::size_t> neighbours;  // placed buffers alive at the same time, by offset
-    for (std::size_t p : placed)
-      if (live_together(buffers[p], b)) neighbours.push_back(p);
-    std::sort(neighbours.begin(), neighbours.end(),
-              [&](std::size_t x, std::size_t y) { return buffers[x].offset < buffers[y].offset; });
-    std::size_t end = 0, best = 0, best_gap = SIZE_MAX;
-    for (std::size_t p : neighbours) {
-      const Buffer& n = buffers[p];
-      if (n.offset >= end && n.offset - end >= size && n.offset - end < best_gap) {
-        best = end;
-        best_gap = n.offset - end;
-      }
-      end = std::max(end, n.offset + aligned(n.bytes));
-    }
-    b.offset = best_gap != SIZE_MAX ? best : end;
-    top = std::max(top, b.offset + size);
-    placed.push_back(i);
+  // The least any placement needs: the most bytes alive across one kernel.
+  for (int i = -1; i <= static_cast<int>(nodes.size()); ++i) {
+    std::size_t alive = 0;
+    for (std::size_t b : order)
+      if (buffers[b].first <= i && i <= buffers[b].last) alive += aligned(buffers[b].bytes);
+    memory.live_peak_bytes = std::max(memory.live_peak_bytes, alive);
   }
+  // Greedy placement depends on the order; three classic ones are tried and the smallest arena
+  // kept (largest first, longest-lived first, earliest first).
+  auto place = [&](const std::vector<std::size_t>& sequence, std::vector<std::size_t>& offsets) {
+    std::vector<std::size_t> placed;  // indices into sequence
+    std::size_t top = 0;
+    offsets.assign(sequence.size(), 0);
+    for (std::size_t s = 0; s < sequence.size(); ++s) {
+      const Buffer& b = buffers[sequence[s]];
+      const std::size_t size = aligned(b.bytes);
+      if (!reuse_memory) {
+        offsets[s] = top;
+        top += size;
+        continue;
+      }
+      std::vector<std::size_t> neighbours;  // placed buffers alive at the same time, by offset
+      for (std::size_t p : placed)
+        if (live_together(buffers[sequence[p]], b)) neighbours.push_back(p);
+      std::sort(neighbours.begin(), neighbours.end(),
+                [&](std::size_t x, std::size_t y) { return offsets[x] < offsets[y]; });
+      std::size_t end = 0, best = 0, best_gap = SIZE_MAX;
+      for (std::size_t p : neighbours) {
+        if (offsets[p] >= end && offsets[p] - end >= size && offsets[p] - end < best_gap) {
+          best = end;
+          best_gap = offsets[p] - end;
+        }
+        end = std::max(end, offsets[p] + aligned(buffers[sequence[p]].bytes));
+      }
+      offsets[s] = best_gap != SIZE_MAX ? best : end;
+      top = std::max(top, offsets[s] + size);
+      placed.push_back(s);
+    }
+    return top;
+  };
+  auto by = [&](auto key) {
+    std::vector<std::size_t> sequence = order;
+    std::stable_sort(sequence.begin(), sequence.end(),
+                     [&](std::size_t x, std::size_t y) { return key(buffers[x]) > key(buffers[y]); });
+    return sequence;
+  };
+  const std::vector<std::vector<std::size_t>> orders{
+      by([](const Buffer& b) { return static_cast<double>(b.bytes); }),
+      by([](const Buffer& b) { return static_cast<double>(b.bytes) * (b.last - b.first + 1); }),
+      by([](const Buffer& b) { return -static_cast<double>(b.first); })};
+  std::size_t top = SIZE_MAX;
+  for (const auto& sequence : orders) {
+    std::vector<std::size_t> offsets;
+    const std::size_t arena = place(sequence, offsets);
+    if (arena >= top) continue;
+    top = arena;
+    for (std::size_t s = 0; s < sequence.size(); ++s) buffers[sequence[s]].offset = offsets[s];
+  }
+  if (order.empty()) top = 0;
   memory.arena_bytes = top;
+  for (Buffer& b : buffers)  // sharers live where their root does
+    if (b.shares >= 0) {
+      int root = b.shares;
+      while (buffers[static_cast<std::size_t>(root)].shares >= 0)
+        root = buffers[static_cast<std::size_t>(root)].shares;
+      b.offset = buffers[static_cast<std::size_t>(root)].offset;
+    }
 }
 
 }  // namespace mixprec::graph

@@ -34,8 +34,10 @@ Tensor activation(amp::AutocastOp policy, UnaryOp op, const Tensor& x_in) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    capture::launch(kernels::unary_op_name(op), {&x}, {&out},
-                    [op](const capture::KernelArgs& k) { kernels::unary(op, k.in(0), k.out(0)); });
+    capture::launch(
+        kernels::unary_op_name(op), {&x}, {&out},
+        [op](const capture::KernelArgs& k) { kernels::unary(op, k.in(0), k.out(0)); },
+        capture::Aliasing::Elementwise);
   }
   if (autograd::needs_grad({&x}))
     autograd::record(std::make_shared<ActivationBackward>(op, x.detach()), {&x}, {&out});

@@ -28,18 +28,20 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
                               : b.shape() == shape ? b.suggest_memory_format()
                                                    : MemoryFormat::Contiguous;
   Tensor out = Tensor::empty(shape, promote(a.dtype(), b.dtype()), format);
-  capture::launch(name, {&a, &b}, {&out}, [op](const capture::KernelArgs& k) {
-    kernels::binary(op, k.in(0), k.in(1), k.out(0));
-  });
+  capture::launch(
+      name, {&a, &b}, {&out},
+      [op](const capture::KernelArgs& k) { kernels::binary(op, k.in(0), k.in(1), k.out(0)); },
+      capture::Aliasing::Elementwise);
   return out;
 }
 
 Tensor run_unary(UnaryOp op, const Tensor& x) {
   ops_detail::check_float(kernels::unary_op_name(op).data(), x);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
-  capture::launch(kernels::unary_op_name(op), {&x}, {&out}, [op](const capture::KernelArgs& k) {
-    kernels::unary(op, k.in(0), k.out(0));
-  });
+  capture::launch(
+      kernels::unary_op_name(op), {&x}, {&out},
+      [op](const capture::KernelArgs& k) { kernels::unary(op, k.in(0), k.out(0)); },
+      capture::Aliasing::Elementwise);
   return out;
 }
 
@@ -206,10 +208,10 @@ Tensor scalar_op(BinaryOp op, const Tensor& a_in, double s, bool scalar_first) {
     const Tensor scalar = opmath_scalar(s, a.dtype());
     const Tensor& lhs = scalar_first ? scalar : a;
     const Tensor& rhs = scalar_first ? a : scalar;
-    capture::launch(kernels::binary_op_name(op), {&lhs, &rhs}, {&out},
-                    [op](const capture::KernelArgs& k) {
-                      kernels::binary(op, k.in(0), k.in(1), k.out(0));
-                    });
+    capture::launch(
+        kernels::binary_op_name(op), {&lhs, &rhs}, {&out},
+        [op](const capture::KernelArgs& k) { kernels::binary(op, k.in(0), k.in(1), k.out(0)); },
+        capture::Aliasing::Elementwise);
   }
   ops_detail::record_backward<ScalarBackward>({&a}, {&out}, [&](ScalarBackward& node) {
     node.op = op;
@@ -307,9 +309,10 @@ Tensor clamp(const Tensor& x_in, double lo, double hi) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   {
     NoGrad no_grad;
-    capture::launch("clamp", {&x}, {&out}, [lo, hi](const capture::KernelArgs& k) {
-      kernels::clamp(k.in(0), lo, hi, k.out(0));
-    });
+    capture::launch(
+        "clamp", {&x}, {&out},
+        [lo, hi](const capture::KernelArgs& k) { kernels::clamp(k.in(0), lo, hi, k.out(0)); },
+        capture::Aliasing::Elementwise);
   }
   ops_detail::record_backward<ClampBackward>({&x}, {&out}, [&](ClampBackward& node) {
     node.x = x.detach();

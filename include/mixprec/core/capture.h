@@ -10,6 +10,7 @@
 // (Tensor::scalar, from_buffer: constants of the graph), and host code reading tensor elements
 // or drawing random numbers (data-dependent work a replay cannot repeat).
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <span>
@@ -36,12 +37,21 @@ struct KernelArgs {
 // A kernel call as a replay runs it: everything but the tensors is captured by value.
 using Kernel = std::function<void(const KernelArgs&)>;
 
+// What a memory plan may assume about a kernel.
+enum class Aliasing : uint8_t {
+  None,         // the output may not share memory with any input
+  Elementwise,  // output element i depends only on input element i, and every input element
+                // is read before the same place of the output is written: the output may take
+                // the place of an input of the same size and layout that dies here
+};
+
 class Recorder {
  public:
   virtual ~Recorder() = default;
   // One kernel call, after it ran: `op` names it in dumps.
   virtual void record(std::string_view op, std::span<const Tensor* const> inputs,
-                      std::span<const Tensor* const> outputs, Kernel kernel) = 0;
+                      std::span<const Tensor* const> outputs, Kernel kernel,
+                      Aliasing aliasing) = 0;
   // A storage made while the capture is active (Tensor::empty and friends).
   virtual void allocated(const Storage& storage) = 0;
   // A storage filled with host values the caller passed in (Tensor::scalar, from_buffer,
@@ -79,7 +89,8 @@ class ScopedRecorder {
 // is paused while it runs.
 template <class F>
 void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
-            std::initializer_list<const Tensor*> outputs, F&& kernel) {
+            std::initializer_list<const Tensor*> outputs, F&& kernel,
+            Aliasing aliasing = Aliasing::None) {
   const KernelArgs args{{inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}};
   Recorder* recorder = active();
   if (recorder == nullptr) {
@@ -90,7 +101,7 @@ void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
     ScopedRecorder pause(nullptr);
     kernel(args);
   }
-  recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)));
+  recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)), aliasing);
 }
 
 // Core's reports (no-ops without a capture).

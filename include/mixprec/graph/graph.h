@@ -59,6 +59,10 @@ struct MemoryPlan {
   std::size_t input_bytes = 0;         // of which the copies of the inputs
   std::size_t intermediate_bytes = 0;  // every intermediate's size added up (no reuse)
   std::size_t eager_peak_bytes = 0;    // the eager run's peak of allocated tensor memory
+  // The most bytes alive at once after in-place sharing: what any placement of these lifetimes
+  // needs at least (the planner's arena is at least this).
+  std::size_t live_peak_bytes = 0;
+  std::size_t in_place = 0;            // kernels writing their output in the place of an input
   std::size_t constant_bytes = 0;      // parameters and other constants the graph references
 };
 
