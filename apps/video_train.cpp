@@ -113,6 +113,7 @@ int video_train(Args args, const Communicator& world) {
   RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
   int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
+  double free_run_regression = 1.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
@@ -145,6 +146,11 @@ int video_train(Args args, const Communicator& world) {
            "direct models: before the unrolled frames, let the model run on its own outputs "
            "for 0..N frames (random per step, no gradient), so it learns to pull long rollouts "
            "back to the data");
+  p.option("--free-run-regression", &free_run_regression,
+           "direct models: weight of the per-pixel error on frames graded after a free run "
+           "(1: as after a true context; 0: only the position-free terms judge them, the "
+           "per-pixel error teaches motion from true contexts alone; docs/VIDEO.md)",
+           {.min = 0, .max = 1});
   p.option("--context-noise", &context_noise,
            "history augmentation: max std of noise added to the context frame (0: off)");
   p.option("--context-frames", &context_frames,
@@ -224,6 +230,9 @@ int video_train(Args args, const Communicator& world) {
     throw UsageError{"video train: --loss needs --prediction direct (diffusion trains on mse)"};
   if (free_run < 0 || (free_run > 0 && !direct))
     throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
+  if (free_run_regression != 1.0 && free_run == 0)
+    throw UsageError{"video train: --free-run-regression weighs frames after a free run: it needs "
+                     "--free-run"};
   if (anchor && !direct)
     throw UsageError{"video train: --anchor needs --prediction direct"};
   if (motion && !(direct && residual))
@@ -289,7 +298,7 @@ int video_train(Args args, const Communicator& world) {
 
   // What a resumed run must share with its checkpoint to continue bit for bit (the stream
   // settings a model file recommends do not change training, so they may change on resume).
-  const RunSettings settings = {{"preset", preset},
+  RunSettings settings = {{"preset", preset},
                                 {"precision", pc.name()},
                                 {"seed", std::to_string(seed)},
                                 {"batch", std::to_string(batch * world.size())},
@@ -319,6 +328,9 @@ int video_train(Args args, const Communicator& world) {
                                 {"weight-decay", exact_text(weight_decay)},
                                 {"clip", exact_text(clip)},
                                 {"init", init_from}};
+  // Recorded only when set, so that checkpoints from before the option resume as they were.
+  if (free_run_regression != 1.0)
+    settings.emplace_back("free-run-regression", exact_text(free_run_regression));
   const std::string checkpoint = world.is_root()
                                      ? prepare_run_directory("video train", run.out, run.resume,
                                                              run.overwrite)
@@ -416,6 +428,7 @@ int video_train(Args args, const Communicator& world) {
                                                    .quantize_context = true,
                                                    .residual = residual,
                                                    .free_run_max = free_run,
+                                                   .free_run_regression = free_run_regression,
                                                    .regression = regression,
                                                    .change_penalty = change_penalty};
     Tensor loss, total;

@@ -277,6 +277,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   MIXPREC_CHECK(options.change_penalty >= 0 && (options.change_penalty == 0 || model.config().motion),
                 "[video_rollout_loss] a change penalty is for motion models, and >= 0");
   MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
+  MIXPREC_CHECK(options.free_run_regression >= 0 && options.free_run_regression <= 1,
+                "[video_rollout_loss] free_run_regression must be in [0, 1]");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
                 " free-run frames, ", k, " context frames and at least one target, got ",
@@ -344,8 +346,10 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     // beyond the range); the next context gets what a stream keeps.
     const Step made = step();
     if (shown != nullptr) shown->push_back(frames.back());
+    const double weight = free_run > 0 ? options.free_run_regression : 1.0;
     Tensor loss = regression_loss(made.raw, window[free_max + k + j].to(DType::F32).contiguous(cl),
                                   options.regression);
+    if (weight != 1.0) loss = mul(loss, weight);
     if (options.change_penalty > 0)
       loss = add(loss, mul(mean_abs(mul(made.change, 2.0)), options.change_penalty));
     total = j == 0 ? loss : add(total, loss);

@@ -191,6 +191,17 @@ TEST(DirectPrediction, FreeRunStartsTheGradedFrameFromTheModelsOwnHistory) {
     for (const Tensor& p : net.parameters()) p.zero_grad();
   }
   EXPECT_TRUE(seen[0] && seen[1] && seen[2]);
+  // free_run_regression: frames after a free run of f > 0 weigh that much, after a true context
+  // (f = 0) fully: the same draws give 0 or the full loss.
+  VideoLossOptions unweighted = options;
+  unweighted.free_run_regression = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    Generator g(seed), h(seed), draw(seed);
+    const auto f = static_cast<int64_t>(Tensor::rand({1}, draw, DType::F64).data<double>()[0] * 3);
+    const double full = video_rollout_loss(net, window, options, DType::F32, g).item<double>();
+    const double got = video_rollout_loss(net, window, unweighted, DType::F32, h).item<double>();
+    EXPECT_EQ(got, f == 0 ? full : 0.0) << "free run of " << f << " frames";
+  }
   // A window one frame short of the free run, the context and a target is refused.
   Generator g(0);
   EXPECT_NE(test_support::error_of([&] {

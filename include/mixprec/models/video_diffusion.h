@@ -50,6 +50,12 @@ struct VideoLossOptions {
   // to pull a long rollout back to sharp data at the cost of f cheap forwards, where unrolling
   // with the gradient costs a forward and a backward per frame and holds them all in memory.
   int64_t free_run_max = 0;
+  // Weight of the per-pixel error on frames graded after a free run of f > 0 frames (1: as after
+  // a true context). After a free run the model's shapes are no longer where the true frames
+  // have them, so a per-pixel error there can only be lowered by drawing the average of where
+  // they might be (blurred, or still); at 0 such frames are judged by the position-free terms
+  // alone (--distribution), and the per-pixel error teaches the motion from true contexts only.
+  double free_run_regression = 1.0;
   RegressionLoss regression = RegressionLoss::Mse;  // direct predictors only
   // Motion models (Config::motion): lambda times the mean absolute change the network adds after
   // warping (Charbonnier, as RegressionLoss::L1), per graded frame. Under positional
