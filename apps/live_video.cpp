@@ -176,7 +176,10 @@ models::StreamOptions LiveVideo::stream_options() const {
   return app::stream_options(info_, options_.checkpoint,
                         {.steps = settings_.steps,
                          .seed = settings_.seed,
-                         .context_noise = settings_.context_noise});
+                         .context_noise = settings_.context_noise,
+                         // Replayed from a graph; a control change captures again (the frame
+                         // after it takes about four frames' time).
+                         .graph = true});
 }
 
 void LiveVideo::apply(const ControlChange& change) {
