@@ -195,6 +195,10 @@ int run_graph_compare(const RunOne& o, bool json) {
               percentile(replay_ms, 99), 1000.0 / median(replay_ms));
   std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code)\n",
               ratio, g.size(), g.eliminated());
+  // A replay runs the kernels alone: what eager spends beyond it is the framework (op
+  // front-ends, autocast, allocation, dispatch to the kernel).
+  std::printf("framework overhead of eager (1 - replay / eager, p50): %.1f%%\n",
+              100.0 * (1.0 - median(replay_ms) / median(eager_ms)));
   std::printf("memory: arena %.2f MiB (inputs %.3f; most alive at once %.2f; %zu kernels in "
               "place) vs eager peak %.2f MiB = %.1f%%\n",
               static_cast<double>(m.arena_bytes) * mib, static_cast<double>(m.input_bytes) * mib,
