@@ -130,7 +130,9 @@ int run_one(const RunOne& o) {
 // Eager against graph replay (graph/graph.h), side by side in one process: two streams of the
 // same model from the same start and seed, their frames generated alternately, so the machine's
 // noise falls on both. Their frames must agree bit for bit.
-int run_graph_compare(const RunOne& o, bool json) {
+void write_file(const std::string& path, const std::string& text);
+
+int run_graph_compare(const RunOne& o, bool json, const std::string& dump) {
   const InferencePrecision prec = parse_inference_precision(o.precision);
   models::VideoModelInfo info;
   bool trained = false;
@@ -170,6 +172,10 @@ int run_graph_compare(const RunOne& o, bool json) {
   }
   const graph::Graph& g = *replay->sampler_graph();
   const graph::MemoryPlan& m = g.memory();
+  if (!dump.empty()) {
+    write_file(dump + ".txt", g.to_string());
+    write_file(dump + ".dot", g.to_dot());
+  }
   const double ratio = median(eager_ms) / median(replay_ms);
   const double mib = 1.0 / (1 << 20);
   if (json) {
@@ -193,8 +199,9 @@ int run_graph_compare(const RunOne& o, bool json) {
               1000.0 / median(eager_ms));
   std::printf("| graph replay | %.2f | %.2f | %.1f |\n\n", median(replay_ms),
               percentile(replay_ms, 99), 1000.0 / median(replay_ms));
-  std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code)\n",
-              ratio, g.size(), g.eliminated());
+  std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code, %zu "
+              "folded into constants)\n",
+              ratio, g.size(), g.eliminated(), g.folded());
   // A replay runs the kernels alone: what eager spends beyond it is the framework (op
   // front-ends, autocast, allocation, dispatch to the kernel).
   std::printf("framework overhead of eager (1 - replay / eager, p50): %.1f%%\n",
@@ -411,6 +418,7 @@ int run_bench_video(Args args) {
   std::string report = "bench_video.md", chart = "bench_video.svg";
   int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1;
   bool json = false, quick = false, graph_compare = false;
+  std::string graph_dump;
   bool run_one_mode = false;
   ArgParser p("bench video",
               "Video generation benchmark matrix: precisions x presets x DDIM steps; ms/frame,\n"
@@ -437,6 +445,9 @@ int run_bench_video(Args args) {
   p.flag("--graph", &graph_compare,
          "eager vs graph replay: one stream (first preset, precision [auto], steps) each, frames "
          "alternating, ms/frame, memory and whether the frames agree bit for bit");
+  p.option("--graph-dump", &graph_dump,
+           "with --graph: write the replayed graph to PREFIX.txt (one line per kernel) and "
+           "PREFIX.dot (Graphviz)");
   p.flag("--run-one", &run_one_mode, "(internal) run one configuration and print JSON");
   if (!p.parse(args)) return 0;
   if (frames == 0) frames = load >= 0 ? 200 : 20;
@@ -467,7 +478,7 @@ int run_bench_video(Args args) {
                               .frames = frames,
                               .warmup = warmup,
                               .seed = seed},
-                             json);
+                             json, graph_dump);
   }
   if (load >= 0) {
     // The stream's own precision (video generate's default) unless asked otherwise.

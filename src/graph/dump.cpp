@@ -36,8 +36,8 @@ std::string Graph::to_string() const {
   const Impl& g = *impl_;
   std::ostringstream out;
   out << "graph: " << g.nodes.size() << " kernels (" << g.eliminated
-      << " dropped as dead code), " << g.staged.size() << " inputs, " << g.outputs.size()
-      << " outputs\n";
+      << " dropped as dead code, " << g.folded << " folded into constants), " << g.staged.size()
+      << " inputs, " << g.outputs.size() << " outputs\n";
   char index[24];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];

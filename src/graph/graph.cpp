@@ -146,6 +146,50 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+void Graph::Impl::fold_constants() {
+  // Optimistic start: every kernel whose outputs are intermediates folds; then a kernel reading
+  // a buffer that is neither constant nor folded does not, and a buffer is folded only while all
+  // of its writers fold. Repeat until nothing changes.
+  const std::size_t n = nodes.size();
+  auto buffer_of = [&](int v) { return static_cast<std::size_t>(views[static_cast<std::size_t>(v)].buffer); };
+  std::vector<bool> folds(n, true), folded_buffer(buffers.size(), false);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int v : nodes[i].outputs)
+      if (v >= 0) {
+        folds[i] = folds[i] && buffers[buffer_of(v)].kind == BufferKind::Intermediate;
+        folded_buffer[buffer_of(v)] = true;
+      }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (folds[i]) {
+        for (int v : nodes[i].inputs)
+          if (v >= 0 && buffers[buffer_of(v)].kind != BufferKind::Constant &&
+              !folded_buffer[buffer_of(v)])
+            folds[i] = false;
+        for (int v : nodes[i].outputs)  // a buffer another, replayed kernel writes too
+          if (v >= 0 && !folded_buffer[buffer_of(v)]) folds[i] = false;
+        changed = changed || !folds[i];
+      }
+      if (folds[i]) continue;
+      for (int v : nodes[i].outputs)
+        if (v >= 0 && folded_buffer[buffer_of(v)]) {
+          folded_buffer[buffer_of(v)] = false;
+          changed = true;
+        }
+    }
+  }
+  // The recorded run already computed the folded buffers: their recorded storages become the
+  // graph's constants.
+  for (std::size_t b = 0; b < buffers.size(); ++b)
+    if (folded_buffer[b]) buffers[b].kind = BufferKind::Constant;
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!folds[i]) kept.push_back(std::move(nodes[i]));
+  folded = n - kept.size();
+  nodes = std::move(kept);
+}
+
 void Graph::Impl::prune(bool eliminate_dead_code) {
   const std::size_t n = nodes.size();
   std::vector<bool> live(n, !eliminate_dead_code);
@@ -269,6 +313,7 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
     recorded = fn(inputs);
     recorder.finish(recorded);
   }
+  if (options.fold_constants) impl->fold_constants();
   impl->prune(options.eliminate_dead_code);
   impl->plan(options.reuse_memory);
   impl->bind();
@@ -323,6 +368,7 @@ const std::vector<Tensor>& Graph::run() {
 const std::vector<Tensor>& Graph::inputs() const { return impl_->staged; }
 std::size_t Graph::size() const { return impl_->nodes.size(); }
 std::size_t Graph::eliminated() const { return impl_->eliminated; }
+std::size_t Graph::folded() const { return impl_->folded; }
 const MemoryPlan& Graph::memory() const { return impl_->memory; }
 
 std::vector<Graph::OpTime> Graph::profile(int rounds) const {

@@ -60,12 +60,15 @@ struct Graph::Impl {
   std::vector<int> input_buffers;  // per argument; -1: undefined
   DispatchConfig config;
   std::size_t eliminated = 0;
+  std::size_t folded = 0;
   MemoryPlan memory;
 
   std::shared_ptr<Allocation> arena;
   std::vector<Tensor> staged;   // the input buffers as the arguments' tensors
   std::vector<Tensor> outputs;  // the output views as tensors
 
+  // Turns the results of kernels that read only constants into constants (fold_constants).
+  void fold_constants();
   // Drops dead kernels (when asked) and sets every buffer's lifetime.
   void prune(bool eliminate_dead_code);
   // Places inputs and intermediates in the arena, an elementwise kernel's output in the place of

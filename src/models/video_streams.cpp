@@ -93,7 +93,13 @@ Tensor BatchedVideoStream::next() {
   };
   Tensor frames;
   if (options_.graph) {
-    if (sampler_graph_ == nullptr) sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample);
+    if (sampler_graph_ == nullptr) {
+      // The weights stay as they are for the stream's life: what depends only on them and on
+      // the sampler's timesteps (embeddings, the time MLPs) is computed once, at capture.
+      graph::CaptureOptions capture;
+      capture.fold_constants = true;
+      sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, capture);
+    }
     frames = (*sampler_graph_)(inputs)[0];  // lives in the graph's arena until the next frame
     if (options_.still_threshold <= 0 && !options_.quantize) frames = frames.clone();
   } else {

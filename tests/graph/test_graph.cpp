@@ -130,6 +130,30 @@ TEST(Graph, MemoryPlanMeetsTheLivePeakOnASkipNetwork) {
   EXPECT_TRUE(bit_equal(g.run({x})[0], unet_like({x})[0]));
 }
 
+TEST(Graph, FoldingConstantsReplaysOnlyWhatDependsOnTheInputs) {
+  Generator gen(8);
+  const Tensor w = Tensor::randn({16, 16}, gen), b = Tensor::randn({16}, gen);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    // scale depends on constants only (a parameter and a host value): it folds.
+    const Tensor scale = exp(mul(add(b, 1.0), Tensor::full({16}, 0.5)));
+    return std::vector<Tensor>{mul(matmul(in[0], w), scale)};
+  };
+  const Tensor x = Tensor::randn({4, 16}, gen);
+  CaptureOptions fold;
+  fold.fold_constants = true;
+  Graph folded = capture(fn, {x}, fold);
+  Graph plain = capture(fn, {x});
+  EXPECT_EQ(plain.folded(), 0u);
+  EXPECT_EQ(folded.folded(), 4u);  // the fill, add, mul and exp
+  EXPECT_EQ(folded.ops(), (std::vector<std::string>{"gemm", "mul"}));
+  const Tensor x2 = Tensor::randn({4, 16}, gen);
+  EXPECT_TRUE(bit_equal(folded.run({x2})[0], plain.run({x2})[0]));
+  // Frozen: a later change of the parameter reaches the plain graph only.
+  b.fill_(0.0);
+  EXPECT_TRUE(bit_equal(plain.run({x2})[0], fn({x2})[0]));
+  EXPECT_FALSE(bit_equal(folded.run({x2})[0], fn({x2})[0]));
+}
+
 TEST(Graph, DeadCodeIsDropped) {
   auto fn = [](const std::vector<Tensor>& in) {
     const Tensor unused = exp(in[0]);

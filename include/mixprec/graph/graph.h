@@ -51,6 +51,12 @@ struct CaptureOptions {
   // Replay once at capture and compare with the recorded run bit for bit (throws on a
   // difference).
   bool validate = true;
+  // Freeze the constants: a kernel that reads only constants (parameters, host values, and what
+  // other such kernels made) is not replayed; its results, as the recorded run made them, become
+  // constants of the graph. A sampler's timestep embeddings and time MLPs go, for instance. The
+  // price: an in-place update of a parameter after the capture is no longer seen (as with
+  // packed weights, which are frozen either way). For inference with fixed weights.
+  bool fold_constants = false;
 };
 
 // Memory of a graph, in bytes.
@@ -85,6 +91,7 @@ class Graph {
   std::vector<std::string> ops() const;   // their names, in replay order
   const MemoryPlan& memory() const;
   std::size_t eliminated() const;         // kernels dropped as dead code
+  std::size_t folded() const;             // kernels folded into constants
 
   // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
   // or a constant), then the memory summary.

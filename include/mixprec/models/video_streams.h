@@ -31,7 +31,8 @@ struct StreamOptions {
   double still_threshold = 0;
   // Replay each frame's sampler (every DDIM step's network forward and update) from a graph
   // captured on the first frame (graph/graph.h): the same frames bit for bit, without walking
-  // the op front-ends or allocating; changed options capture again.
+  // the op front-ends or allocating; changed options capture again. The graph folds what
+  // depends only on the weights and the timesteps, so the weights must not change under it.
   bool graph = false;
 };
 
