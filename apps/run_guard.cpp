@@ -156,7 +156,8 @@ bool LossMonitor::observe(int64_t step, double loss, bool skipped) {
   if (diverged() || !std::isfinite(loss)) return !diverged();
   smoothed_ = smoothed_ ? decay_ * *smoothed_ + (1.0 - decay_) * loss : loss;
   lowest_ = lowest_ ? std::min(*lowest_, *smoothed_) : *smoothed_;
-  if (*smoothed_ > kExplosionFactor * *lowest_)
+  // A loss that has been exactly 0 has no scale to explode against.
+  if (*lowest_ > 0 && *smoothed_ > kExplosionFactor * *lowest_)
     fail(step, "the smoothed loss exploded to " + exact_text(*smoothed_) + ", more than " +
                    exact_text(kExplosionFactor) + "x its lowest " + exact_text(*lowest_));
   return !diverged();

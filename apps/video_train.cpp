@@ -496,7 +496,9 @@ int video_train(Args args, const Communicator& world) {
     step_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
     const bool stop_requested = world.any(StopOnSignal::requested());  // every rank or none
-    const double global_loss = world.all_reduce_sum(loss.item<double>()) / world.size();
+    // The objective the step minimised: with --free-run-regression 0 the per-pixel part alone
+    // is 0 on every step that graded after a free run.
+    const double global_loss = world.all_reduce_sum(total.item<double>()) / world.size();
     if (!monitor.observe(step, global_loss, scaler.last_step_skipped())) break;
     smoothed = monitor.smoothed();
     char metrics[160];
