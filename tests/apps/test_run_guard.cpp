@@ -48,5 +48,18 @@ TEST(LossMonitor, NonFiniteLossAfterAFallbackIsDivergence) {
   EXPECT_FALSE(m.save_now(true, true));  // not even the final checkpoint
 }
 
+TEST(LossMonitor, AnExplodingLossIsDivergenceButAZeroLowestIsNoScale) {
+  LossMonitor rising(0.0, ResumePoint{});  // no smoothing: each loss is the smoothed one
+  EXPECT_TRUE(rising.observe(0, 1.0, false));
+  EXPECT_TRUE(rising.observe(1, 9.0, false));
+  EXPECT_FALSE(rising.observe(2, 11.0, false));
+  EXPECT_TRUE(rising.diverged());
+  // A loss that has been exactly 0 (a term weighted 0 on some steps) gives no scale.
+  LossMonitor zero(0.0, ResumePoint{});
+  EXPECT_TRUE(zero.observe(0, 0.0, false));
+  EXPECT_TRUE(zero.observe(1, 0.02, false));
+  EXPECT_FALSE(zero.diverged());
+}
+
 }  // namespace
 }  // namespace mixprec::app
