@@ -79,17 +79,36 @@ std::unique_ptr<models::UNetVideo> make_model(const std::string& preset,
   return std::make_unique<models::UNetVideo>(info.config, gen);
 }
 
-int run_one(const RunOne& o) {
-  const InferencePrecision prec = parse_inference_precision(o.precision);
+// The configuration's model in its precision, and streams of it from the first held-out video.
+struct BenchModel {
+  InferencePrecision prec;
   models::VideoModelInfo info;
   bool trained = false;
-  auto model = make_model(o.preset, o.checkpoint, info, trained);
-  apply_precision(*model, prec);
-  const data::MovingShapes videos({}, 0);
-  models::VideoStream stream(
-      *model, models::NoiseSchedule::cosine(info.schedule_steps),
-      videos.clip(data::MovingShapesConfig{}.held_out(0), 0, model->config().context_frames),
-      stream_options(info, o.checkpoint, {.steps = o.steps, .seed = o.seed}));
+  std::unique_ptr<models::UNetVideo> model;
+  Tensor start;
+
+  explicit BenchModel(const RunOne& o) : prec(parse_inference_precision(o.precision)) {
+    model = make_model(o.preset, o.checkpoint, info, trained);
+    apply_precision(*model, prec);
+    start = data::MovingShapes({}, 0).clip(data::MovingShapesConfig{}.held_out(0), 0,
+                                           model->config().context_frames);
+  }
+  std::unique_ptr<models::VideoStream> stream(const RunOne& o, bool graph) const {
+    models::StreamRequest request{.steps = o.steps, .seed = o.seed};
+    request.graph = graph;
+    return std::make_unique<models::VideoStream>(
+        *model, models::NoiseSchedule::cosine(info.schedule_steps), start,
+        stream_options(info, o.checkpoint, request));
+  }
+};
+
+int run_one(const RunOne& o) {
+  const BenchModel bench(o);
+  const InferencePrecision& prec = bench.prec;
+  const bool trained = bench.trained;
+  const auto& model = bench.model;
+  const std::unique_ptr<models::VideoStream> owned = bench.stream(o, false);
+  models::VideoStream& stream = *owned;
   // The peak counts the weights too: what a deployment must hold.
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;
@@ -133,22 +152,9 @@ int run_one(const RunOne& o) {
 void write_file(const std::string& path, const std::string& text);
 
 int run_graph_compare(const RunOne& o, bool json, const std::string& dump) {
-  const InferencePrecision prec = parse_inference_precision(o.precision);
-  models::VideoModelInfo info;
-  bool trained = false;
-  auto model = make_model(o.preset, o.checkpoint, info, trained);
-  apply_precision(*model, prec);
-  const data::MovingShapes videos({}, 0);
-  const Tensor start =
-      videos.clip(data::MovingShapesConfig{}.held_out(0), 0, model->config().context_frames);
-  auto open = [&](bool graph) {
-    models::StreamRequest request{.steps = o.steps, .seed = o.seed};
-    request.graph = graph;
-    return std::make_unique<models::VideoStream>(*model,
-                                                 models::NoiseSchedule::cosine(info.schedule_steps),
-                                                 start, stream_options(info, o.checkpoint, request));
-  };
-  auto eager = open(false), replay = open(true);
+  const BenchModel bench(o);
+  const InferencePrecision& prec = bench.prec;
+  auto eager = bench.stream(o, false), replay = bench.stream(o, true);
   std::vector<double> eager_ms, replay_ms;
   int64_t identical = 0;
   auto timed = [&](models::VideoStream& stream, Tensor& frame) {
@@ -463,40 +469,23 @@ int run_bench_video(Args args) {
                     .quality_frame = quality_frame,
                     .seed = seed});
   }
-  if (graph_compare) {
+  if (graph_compare || load >= 0) {
+    // One stream, in the stream's own precision (video generate's default) unless asked
+    // otherwise.
     const std::string precision =
         precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
     parse_inference_precision(precision);
     const std::string preset = split_list(presets).at(0);
     parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
-    return run_graph_compare({.preset = preset,
-                              .precision = precision,
-                              .checkpoint = checkpoint,
-                              .frames_out = "",
-                              .steps = integer_option("bench video", "--steps",
-                                                      split_list(steps_list).at(0)),
-                              .frames = frames,
-                              .warmup = warmup,
-                              .seed = seed},
-                             json, graph_dump);
-  }
-  if (load >= 0) {
-    // The stream's own precision (video generate's default) unless asked otherwise.
-    const std::string precision =
-        precisions == kMatrixPrecisions ? "auto" : split_list(precisions).at(0);
-    parse_inference_precision(precision);
-    const std::string preset = split_list(presets).at(0);
-    parse_usage("bench video", [&] { return models::UNetVideoConfig::preset(preset); });
-    return run_latency({.preset = preset,
-                        .precision = precision,
-                        .checkpoint = checkpoint,
-                        .frames_out = "",
-                        .steps = integer_option("bench video", "--steps",
-                                                split_list(steps_list).at(0)),
-                        .frames = frames,
-                        .warmup = warmup,
-                        .seed = seed},
-                       load, json);
+    const RunOne one{.preset = preset,
+                     .precision = precision,
+                     .checkpoint = checkpoint,
+                     .frames_out = "",
+                     .steps = integer_option("bench video", "--steps", split_list(steps_list).at(0)),
+                     .frames = frames,
+                     .warmup = warmup,
+                     .seed = seed};
+    return graph_compare ? run_graph_compare(one, json, graph_dump) : run_latency(one, load, json);
   }
   if (quick) {
     presets = "lightweight";
