@@ -5,10 +5,13 @@
 #include <cstdlib>
 
 #include "metadata_fields.h"
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
 #include "mixprec/io/module_file.h"
+#include "mixprec/kernels/convnext.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
@@ -63,7 +66,23 @@ ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel
 }
 
 Tensor ConvNeXtBlock::forward(const Tensor& x) {
-  Tensor h = norm_->forward(pixels_view(depthwise_->forward(x)));
+  const Tensor d = depthwise_->forward(x);
+  const Tensor expand_w = expand_->weight(), project_w = project_->weight();
+  // Inference in a storage dtype (no gradient, no autocast): the per-pixel half in two passes
+  // (kernels/convnext.h) instead of ten; the layers below otherwise (training, f64 checks).
+  const DType dt = x.dtype();
+  if (!autograd::needs_grad({&x, &expand_w, &project_w}) && !amp::autocast_enabled() &&
+      d.dtype() == dt && (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)) {
+    const Tensor residual = pixels_view(channels_last(x));
+    const Tensor out = Tensor::empty(residual.shape(), dt);
+    kernels::convnext_mlp(pixels_view(channels_last(d)), residual,
+                          {norm_->weight(), norm_->bias(), norm_->eps(), expand_w,
+                           expand_->bias(), grn_->gamma(), grn_->beta(), grn_->eps(), project_w,
+                           project_->bias()},
+                          out);
+    return channels_view(out);
+  }
+  Tensor h = norm_->forward(pixels_view(d));
   h = project_->forward(grn_->forward(gelu(expand_->forward(h))));
   return add(x, channels_view(h));
 }

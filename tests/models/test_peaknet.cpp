@@ -172,6 +172,41 @@ TEST(PeakLabels, StrongSpotsArePeaksWeakOnesDontCare) {
   EXPECT_EQ(weight[8 * 40 + 10], 1.0F);
 }
 
+// Inference (no gradient) runs the block's per-pixel half as kernels::convnext_mlp's two passes;
+// with gradients, the layers one by one. Both must give the block's function: in f32 within f32
+// roundings, in bf16 within the unfused path's own roundings (it rounds after each of ten ops).
+TEST(ConvNeXtBlock, InferenceFusedAgreesWithTheLayers) {
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Generator gen(17);
+    ConvNeXtBlock block(16, 2, 7, gen);
+    {
+      const NoGrad no_grad;  // every parameter random, GRN's gamma and beta included
+      for (Tensor& p : block.parameters()) p.copy_(Tensor::uniform(p.shape(), -0.5, 0.5, gen));
+    }
+    block.to(dt);
+    const Tensor x =
+        Tensor::uniform({2, 16, 12, 10}, -2, 2, gen).contiguous(MemoryFormat::ChannelsLast).to(dt);
+    const Tensor unfused = block.forward(x);  // the parameters require grad: the layers
+    ASSERT_TRUE(unfused.requires_grad());
+    const Tensor layers = unfused.detach().to(DType::F32);
+    Tensor fused;
+    {
+      const InferenceMode inference;
+      fused = block.forward(x).to(DType::F32);
+    }
+    EXPECT_EQ(fused.shape(), x.shape());
+    const double tol = dt == DType::F32 ? 2e-5 : 0.05;
+    const Tensor a = layers.contiguous(), b = fused.contiguous();
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double ref = a.data<float>()[i];
+      worst = std::max(worst, std::fabs(b.data<float>()[i] - ref) / (1.0 + std::fabs(ref)));
+    }
+    EXPECT_LE(worst, tol);
+  }
+}
+
 TEST(PeakNet, ShapesDtypesAndErrors) {
   Generator gen(1);
   PeakNet net(tiny_config(), gen);
