@@ -30,6 +30,7 @@ void tile_avx512(const DepthwiseRow& r, int64_t ox0, int n, int64_t c0, __mmask1
   const int64_t left = ox0 * stride - r.pad;  // the tile's first pixel's leftmost tap
   __m512 acc[kTile];
   const __m512 bias = _mm512_maskz_loadu_ps(m, r.bias + c0);
+#pragma GCC unroll 8
   for (int i = 0; i < kTile; ++i) acc[i] = bias;
   for (int64_t ky = 0; ky < r.kernel_h; ++ky) {
     const float* row = r.rows[ky];
@@ -39,6 +40,7 @@ void tile_avx512(const DepthwiseRow& r, int64_t ox0, int n, int64_t c0, __mmask1
       const __m512 w = _mm512_maskz_loadu_ps(m, wk + kx * c);
       const int64_t ix0 = left + kx * dilation;
       const float* src = row + ix0 * in_step + (kShared ? 0 : c0);
+#pragma GCC unroll 8
       for (int i = 0; i < kTile; ++i) {
         if (kChecked) {
           const int64_t ix = ix0 + i * stride;
@@ -51,6 +53,7 @@ void tile_avx512(const DepthwiseRow& r, int64_t ox0, int n, int64_t c0, __mmask1
       }
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < kTile; ++i)
     if (!kChecked || i < n) _mm512_mask_storeu_ps(out + (ox0 + i) * c + c0, m, acc[i]);
 }

@@ -58,6 +58,52 @@ void expand_block_avx512(const ExpandBlock& a);
 void project_block_scalar(const ProjectBlock& a);
 void project_block_avx512(const ProjectBlock& a);
 
+// Hidden channels j0 .. j0 + R - 1 of the pixel vector at p: expand + bias, GELU, rounded into
+// h, and their squares into sumsq (pixels past the block's end count zero). R is a constant so
+// the accumulators stay in registers.
+template <class S, int R>
+void expand_group(const ExpandBlock& a, const float* xt, int64_t p, int lanes, int64_t j0) {
+  using F = typename S::F;
+  const int64_t c = a.channels;
+  const std::size_t es = dtype_size(a.dtype);
+  F acc[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) acc[i] = S::set1(a.expand_bias[j0 + i]);
+  for (int64_t k = 0; k < c; ++k) {
+    const F y = S::load(xt + k * kBlock + p);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) acc[i] = S::fmadd(S::set1(a.expand[(j0 + i) * c + k]), y, acc[i]);
+  }
+  for (int i = 0; i < R; ++i) {
+    const int64_t j = j0 + i;
+    const F g = S::fill_tail(S::round_to(a.dtype, simd::gelu_erf<S>(acc[i])), lanes, 0.0F);
+    S::store_n(static_cast<char*>(a.h) + static_cast<std::size_t>(j * kBlock + p) * es, a.dtype, g,
+               lanes);
+    a.sumsq[j] += S::reduce_add(S::mul(g, g));
+  }
+}
+
+// Output channels k0 .. k0 + R - 1 of the pixel vector at p: the projection of the widened
+// hidden values hw [hidden][kW], added to the f32 residual rows in ot.
+template <class S, int R>
+void project_group(const ProjectBlock& a, const float* hw, float* ot, int64_t p, int64_t k0) {
+  using F = typename S::F;
+  constexpr int64_t kW = S::kWidth;
+  const int64_t hd = a.hidden;
+  F acc[R];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) acc[i] = S::set1(a.bias[k0 + i]);
+  for (int64_t j = 0; j < hd; ++j) {
+    const F hj = S::load(hw + j * kW);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) acc[i] = S::fmadd(S::set1(a.project[(k0 + i) * hd + j]), hj, acc[i]);
+  }
+  for (int i = 0; i < R; ++i) {
+    float* row = ot + (k0 + i) * kBlock + p;
+    S::store(row, S::add(acc[i], S::load(row)));
+  }
+}
+
 template <class S>
 void expand_block(const ExpandBlock& a) {
   using F = typename S::F;
@@ -88,31 +134,16 @@ void expand_block(const ExpandBlock& a) {
       S::store(xt + k * kBlock + p, S::fmadd(S::mul(d, rstd), S::set1(a.norm_weight[k]),
                                              S::set1(a.norm_bias[k])));
     }
-    // expand + bias, GELU, one rounding; the block's sums of squares (pixels past the block's
-    // end count zero). Four hidden channels at a time share each load of a normalised row.
-    for (int64_t j0 = 0; j0 < hd; j0 += kRegs) {
-      const int r = static_cast<int>(hd - j0 < kRegs ? hd - j0 : kRegs);
-      F acc[kRegs];
-      for (int i = 0; i < kRegs; ++i) acc[i] = S::set1(i < r ? a.expand_bias[j0 + i] : 0.0F);
-      for (int64_t k = 0; k < c; ++k) {
-        const F y = S::load(xt + k * kBlock + p);
-        for (int i = 0; i < kRegs; ++i)
-          if (i < r) acc[i] = S::fmadd(S::set1(a.expand[(j0 + i) * c + k]), y, acc[i]);
-      }
-      for (int i = 0; i < r; ++i) {
-        const int64_t j = j0 + i;
-        const F g = S::fill_tail(S::round_to(a.dtype, simd::gelu_erf<S>(acc[i])), lanes, 0.0F);
-        S::store_n(static_cast<char*>(a.h) + static_cast<std::size_t>(j * kBlock + p) * es,
-                   a.dtype, g, lanes);
-        a.sumsq[j] += S::reduce_add(S::mul(g, g));
-      }
-    }
+    // expand + bias, GELU, one rounding: kRegs hidden channels at a time share each load of a
+    // normalised row.
+    int64_t j0 = 0;
+    for (; j0 + kRegs <= hd; j0 += kRegs) expand_group<S, kRegs>(a, xt, p, lanes, j0);
+    for (; j0 < hd; ++j0) expand_group<S, 1>(a, xt, p, lanes, j0);
   }
 }
 
 template <class S>
 void project_block(const ProjectBlock& a) {
-  using F = typename S::F;
   constexpr int64_t kW = S::kWidth;
   const int64_t c = a.channels, hd = a.hidden, np = a.pixels;
   const std::size_t es = dtype_size(a.dtype);
@@ -127,21 +158,10 @@ void project_block(const ProjectBlock& a) {
       S::store(hw + j * kW,
                S::load_n(static_cast<const char*>(a.h) + static_cast<std::size_t>(j * kBlock + p) * es,
                          a.dtype, lanes));
-    // Four output channels at a time share each load of a hidden row.
-    for (int64_t k0 = 0; k0 < c; k0 += kRegs) {
-      const int r = static_cast<int>(c - k0 < kRegs ? c - k0 : kRegs);
-      F acc[kRegs];
-      for (int i = 0; i < kRegs; ++i) acc[i] = S::set1(i < r ? a.bias[k0 + i] : 0.0F);
-      for (int64_t j = 0; j < hd; ++j) {
-        const F hj = S::load(hw + j * kW);
-        for (int i = 0; i < kRegs; ++i)
-          if (i < r) acc[i] = S::fmadd(S::set1(a.project[(k0 + i) * hd + j]), hj, acc[i]);
-      }
-      for (int i = 0; i < r; ++i) {
-        float* row = ot + (k0 + i) * kBlock + p;
-        S::store(row, S::add(acc[i], S::load(row)));
-      }
-    }
+    // kRegs output channels at a time share each load of a hidden row.
+    int64_t k0 = 0;
+    for (; k0 + kRegs <= c; k0 += kRegs) project_group<S, kRegs>(a, hw, ot, p, k0);
+    for (; k0 < c; ++k0) project_group<S, 1>(a, hw, ot, p, k0);
   }
   for (int64_t k = 0; k < c; ++k)  // one rounding, back into [pixels][channels]
     convert_strided(ot + k * kBlock, DType::F32, 1,
