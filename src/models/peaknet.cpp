@@ -138,8 +138,11 @@ Tensor PeakNet::forward(const Tensor& frames) {
                 ", got ", shape_to_string(frames.shape()));
   const DType dt = frames.dtype();
   // Photons on a log scale: spots and background span four decades of ADU.
+  // Channels-last from the start (for one channel the same bytes): the convolutions of x then
+  // write channels-last outputs directly instead of NCHW ones copied over.
   const Tensor x =
-      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
+      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)))
+          .contiguous(MemoryFormat::ChannelsLast);
   std::vector<Tensor> skips;
   Tensor h = x;
   for (Level& level : levels_) {
@@ -153,10 +156,9 @@ Tensor PeakNet::forward(const Tensor& frames) {
     h = level.decode->forward(
         add(up2(level.lateral->forward(h)), skips[static_cast<std::size_t>(i)]));
   }
-  // The decoder's features back at full resolution, plus the stem's. (A convolution of the
-  // one-channel input comes out NCHW, which for one channel is also what channels-last means.)
-  const Tensor stem = channels_last(stem_->forward(x));
-  return head_->forward(gelu(add(up2(to_stem_->forward(h)), stem)));
+  // The decoder's features back at full resolution, added to the stem's in its convolution's
+  // epilogue.
+  return head_->forward(gelu(stem_->forward(x, up2(to_stem_->forward(h)))));
 }
 
 int64_t PeakNet::multiply_adds(int64_t height, int64_t width) const {

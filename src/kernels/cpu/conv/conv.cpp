@@ -161,11 +161,13 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
   const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
   const Tensor xf = x.to(DType::F32);  // NHWC f32 copy: the loop reads each element KH*KW times
   const float* xp = xf.data<float>();
-  const Tensor* residual = opt.residual;
+  const Tensor* residual = opt.residual;  // channels-last (conv2d_impl): a row is [OW][O]
+  MIXPREC_ASSERT(residual == nullptr || residual->is_contiguous(MemoryFormat::ChannelsLast));
   // One output row is contiguous in a channels-last output: converted in one call.
   const bool row_contiguous = out.stride(1) == 1 && out.stride(3) == g.o;
   parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> acc(static_cast<std::size_t>(g.ow * g.o));  // [OW][O]
+    std::vector<float> skip(residual != nullptr ? acc.size() : 0);  // the residual's row in f32
     std::vector<const float*> rows(static_cast<std::size_t>(g.kh));
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t n = row / g.oh, oy = row % g.oh;
@@ -177,6 +179,11 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                   .in_width = g.w, .out_width = g.ow, .kernel_h = g.kh, .kernel_w = g.kw, .stride = opt.stride_w,
                   .pad = opt.pad_w, .dilation = opt.dilation_w, .shared_input = g.c != g.o},
                  acc.data());
+      if (residual != nullptr)
+        convert(static_cast<const char*>(residual->data_ptr()) +
+                    static_cast<std::size_t>(n * residual->stride(0) + oy * residual->stride(2)) *
+                        residual->element_size(),
+                residual->dtype(), skip.data(), DType::F32, skip.size());
       if (opt.activation != Activation::None || residual != nullptr) {
         for (int64_t ox = 0; ox < g.ow; ++ox)
           for (int64_t c = 0; c < g.o; ++c) {
@@ -197,7 +204,7 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                 v = simd::silu<simd::Scalar>(v);
                 break;
             }
-            if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
+            if (residual != nullptr) v += skip[static_cast<std::size_t>(ox * g.o + c)];
           }
       }
       char* dst = static_cast<char*>(out.data_ptr()) +
