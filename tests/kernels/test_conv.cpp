@@ -210,6 +210,44 @@ TEST_P(ConvTest, OneInputChannel) {
   EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), 2 * 8 * 12 * 16 * 2));
 }
 
+// A 1x1 with few channels (at most 32 in and out, no epilogue: PeakNet's laterals, to_stem and
+// head) runs on pixel vectors instead of the GEMM: channel counts 2-32 with tails, pixel counts
+// that leave a partial block, mixed dtypes, both output layouts; with an epilogue the GEMM runs.
+TEST_P(ConvTest, PointwiseFewChannels) {
+  uint64_t seed = 100;
+  for (const auto& [c, o] : {std::pair{4, 2}, std::pair{8, 4}, std::pair{16, 8}, std::pair{32, 16},
+                             std::pair{3, 24}, std::pair{24, 3}, std::pair{2, 32}})
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      Case pw{2, c, 17, 19, o, 1, 1};
+      pw.x_dtype = pw.w_dtype = pw.out_dtype = t;
+      check(pw, seed++);
+    }
+  Case mixed{1, 8, 9, 30, 4, 1, 1};
+  mixed.x_dtype = DType::BF16;
+  mixed.out_dtype = DType::F32;
+  mixed.out_format = MemoryFormat::Contiguous;
+  mixed.with_bias = false;
+  check(mixed, seed++);
+  Case epilogue{1, 8, 9, 11, 4, 1, 1};
+  epilogue.opt.activation = Activation::GeluErf;
+  epilogue.with_residual = true;
+  check(epilogue, seed++);
+  // Packed once, the same bits as per call, with and without an epilogue.
+  Generator gen(seed);
+  const Tensor x = Tensor::uniform({1, 8, 13, 21}, -1, 1, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::uniform({4, 8, 1, 1}, -1, 1, gen, DType::BF16);
+  const PackedConvWeights packed = pack_conv_weights(w, DType::BF16, 1);
+  for (const Activation act : {Activation::None, Activation::SiLU}) {
+    Conv2dOptions opt;
+    opt.activation = act;
+    const Tensor want = Tensor::empty({1, 4, 13, 21}, DType::BF16, MemoryFormat::ChannelsLast);
+    const Tensor got = Tensor::empty({1, 4, 13, 21}, DType::BF16, MemoryFormat::ChannelsLast);
+    conv2d(x, w, nullptr, want, opt);
+    conv2d(x, packed, nullptr, got, opt);
+    EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), 4 * 13 * 21 * 2));
+  }
+}
+
 // f32 weights over 1 MiB are walked panel by panel over all rows (run_direct's panel_outer).
 TEST_P(ConvTest, LargeWeightsPanelByPanel) {
   Case c{2, 256, 5, 6, 160, 3, 3};

@@ -8,6 +8,7 @@
 
 #include "conv_direct.h"
 #include "conv_internal.h"
+#include "conv_pointwise_small.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dispatch.h"
@@ -184,7 +185,9 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                     static_cast<std::size_t>(n * residual->stride(0) + oy * residual->stride(2)) *
                         residual->element_size(),
                 residual->dtype(), skip.data(), DType::F32, skip.size());
-      if (opt.activation != Activation::None || residual != nullptr) {
+      if (opt.activation == Activation::None && residual != nullptr) {  // a plain skip: one add
+        for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += skip[i];
+      } else if (opt.activation != Activation::None || residual != nullptr) {
         for (int64_t ox = 0; ox < g.ow; ++ox)
           for (int64_t c = 0; c < g.o; ++c) {
             float& v = acc[static_cast<std::size_t>(ox * g.o + c)];
@@ -217,6 +220,47 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
         convert_strided(acc.data() + ox * g.o, DType::F32, 1,
                         dst + static_cast<std::size_t>(ox * out.stride(3)) * out.element_size(), out.dtype(),
                         out.stride(1), static_cast<std::size_t>(g.o));
+    }
+  });
+}
+
+}  // namespace
+
+// The scalar reference of the few-channel 1x1 convolution (conv_pointwise_small.h).
+namespace conv_detail {
+void pointwise_block_scalar(const PointwiseBlock& a) { pointwise_block<simd::Scalar>(a); }
+}  // namespace conv_detail
+
+namespace {
+
+// 1x1, stride 1, no padding, one group, at most 32 channels in and out, no epilogue: PeakNet's
+// laterals and head, on blocks of pixel vectors (conv_pointwise_small.h) rather than the GEMM.
+bool pointwise_small_takes(const Geometry& g, const Conv2dOptions& opt) {
+  return g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
+         opt.pad_w == 0 && g.groups == 1 && g.c <= 32 && g.o <= 32 &&
+         opt.activation == Activation::None && opt.residual == nullptr;
+}
+void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias, const Tensor& ys,
+                     const Geometry& g) {
+  using conv_detail::kPointwiseBlock;
+  static constexpr IsaTable<conv_detail::PointwiseBlockFn> kBlocks{
+      {conv_detail::pointwise_block_scalar, nullptr, conv_detail::pointwise_block_avx512}};
+  conv_detail::PointwiseBlockFn* block = kBlocks();
+  MIXPREC_ASSERT(xs.is_contiguous(MemoryFormat::ChannelsLast) &&
+                 ys.is_contiguous(MemoryFormat::ChannelsLast));
+  const Tensor wf = weight.to(DType::F32).contiguous();  // [O][C]
+  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
+  const int64_t pixels = g.n * g.h * g.w;
+  const int64_t blocks = (pixels + kPointwiseBlock - 1) / kPointwiseBlock;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch(static_cast<std::size_t>((g.c + g.o) * kPointwiseBlock));
+    for (int64_t b = lo; b < hi; ++b) {
+      const int64_t p0 = b * kPointwiseBlock;
+      block({static_cast<const char*>(xs.data_ptr()) + static_cast<std::size_t>(p0 * g.c) * xs.element_size(),
+             xs.dtype(),
+             static_cast<char*>(ys.data_ptr()) + static_cast<std::size_t>(p0 * g.o) * ys.element_size(),
+             ys.dtype(), std::min(kPointwiseBlock, pixels - p0), g.c, g.o, wf.data<float>(),
+             bf.data<float>(), scratch.data()});
     }
   });
 }
@@ -543,8 +587,9 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
   }
 }
 
-// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands. weight
-// is read only by f64 and depthwise (a packed weight keeps it for those); w_dtype is its dtype.
+// Shared by both conv2d entries: f64, depthwise, the few-channel 1x1, or the packed paths on
+// NHWC operands. weight is read only by the first three (a packed weight keeps it for those);
+// w_dtype is its dtype.
 void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
                  const std::vector<PackedMatrix>* prepacked, const Tensor* bias, const Tensor& out,
                  const Conv2dOptions& opt, const Geometry& g) {
@@ -565,6 +610,8 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
     Conv2dOptions o = opt;
     o.residual = residual.defined() ? &residual : nullptr;
     depthwise(xs, weight, bias, ys, o, g);
+  } else if (pointwise_small_takes(g, opt)) {
+    pointwise_small(xs, weight, bias, ys, g);
   } else if (prepacked != nullptr) {
     conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
@@ -618,9 +665,13 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
   // the weight itself. (The input's channel count is not known here; a weight of one input
   // channel per group fits only those two.)
   const bool depthwise = weight.size(1) == 1 && (groups == weight.size(0) || groups == 1);
-  if (weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise) {
+  // A few-channel 1x1 keeps both: the weight for pointwise_small, the packing for when the call
+  // asks for an epilogue that path does not take.
+  const bool small_pointwise = weight.size(2) == 1 && weight.size(3) == 1 && groups == 1 &&
+                               weight.size(0) <= 32 && weight.size(1) <= 32;
+  if (weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise || small_pointwise)
     p.weight_ = weight.clone(MemoryFormat::Contiguous);
-  } else {
+  if (!(weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise)) {
     Geometry g{};
     g.o = weight.size(0);
     g.kh = weight.size(2);
