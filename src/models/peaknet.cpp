@@ -67,19 +67,21 @@ ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel
 
 Tensor ConvNeXtBlock::forward(const Tensor& x) {
   const Tensor d = depthwise_->forward(x);
-  const Tensor expand_w = expand_->weight(), project_w = project_->weight();
+  const kernels::ConvNextMlpWeights w{norm_->weight(),   norm_->bias(),  norm_->eps(),
+                                      expand_->weight(), expand_->bias(), grn_->gamma(),
+                                      grn_->beta(),      grn_->eps(),    project_->weight(),
+                                      project_->bias()};
   // Inference in a storage dtype (no gradient, no autocast): the per-pixel half in two passes
   // (kernels/convnext.h) instead of ten; the layers below otherwise (training, f64 checks).
   const DType dt = x.dtype();
-  if (!autograd::needs_grad({&x, &expand_w, &project_w}) && !amp::autocast_enabled() &&
-      d.dtype() == dt && (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)) {
+  if (!autograd::needs_grad({&x, &d, &w.norm_weight, &w.norm_bias, &w.expand_weight,
+                             &w.expand_bias, &w.grn_gamma, &w.grn_beta, &w.project_weight,
+                             &w.project_bias}) &&
+      !amp::autocast_enabled() && d.dtype() == dt &&
+      (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)) {
     const Tensor residual = pixels_view(channels_last(x));
     const Tensor out = Tensor::empty(residual.shape(), dt);
-    kernels::convnext_mlp(pixels_view(channels_last(d)), residual,
-                          {norm_->weight(), norm_->bias(), norm_->eps(), expand_w,
-                           expand_->bias(), grn_->gamma(), grn_->beta(), grn_->eps(), project_w,
-                           project_->bias()},
-                          out);
+    kernels::convnext_mlp(pixels_view(channels_last(d)), residual, w, out);
     return channels_view(out);
   }
   Tensor h = norm_->forward(pixels_view(d));
