@@ -253,7 +253,8 @@ void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias,
   const int64_t pixels = g.n * g.h * g.w;
   const int64_t blocks = (pixels + kPointwiseBlock - 1) / kPointwiseBlock;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scratch(static_cast<std::size_t>((g.c + g.o) * kPointwiseBlock));
+    std::vector<float> scratch(
+        static_cast<std::size_t>((g.c + g.o + std::max(g.c, g.o)) * kPointwiseBlock));
     for (int64_t b = lo; b < hi; ++b) {
       const int64_t p0 = b * kPointwiseBlock;
       block({static_cast<const char*>(xs.data_ptr()) + static_cast<std::size_t>(p0 * g.c) * xs.element_size(),

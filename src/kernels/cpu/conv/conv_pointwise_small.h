@@ -3,14 +3,14 @@
 // head, 2-32 channels) over one block of pixels, written once over a SIMD lane type S
 // (simd_scalar.h's interface): the scalar level is the reference. Like convnext_mlp's passes it
 // runs vectors over pixels, not channels: the block is transposed into f32 [channel][pixel] rows
-// (convert_strided), each output channel is a sum of input rows times broadcast weights, and the
+// (layout/pixel_rows.h), each output channel is a sum of input rows times broadcast weights, and the
 // rows are transposed back with one rounding. The GEMM would pack the pixels into panels and run
 // tiles of 2-32 columns for K = 2-32: mostly overhead.
 #include <cstddef>
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
-#include "mixprec/kernels/convert.h"
+#include "../layout/pixel_rows.h"
 
 namespace mixprec::kernels::conv_detail {
 
@@ -24,7 +24,8 @@ struct PointwiseBlock {
   int64_t pixels, in, out_channels;
   const float* weight;  // [out][in]
   const float* bias;    // [out]
-  float* scratch;       // [in + out][kPointwiseBlock] f32
+  float* scratch;       // [in + out][kPointwiseBlock] f32, then [max(in, out)][kPointwiseBlock]
+                        // of the storage dtypes
 };
 using PointwiseBlockFn = void(const PointwiseBlock&);
 void pointwise_block_scalar(const PointwiseBlock& a);
@@ -35,12 +36,10 @@ void pointwise_block(const PointwiseBlock& a) {
   using F = typename S::F;
   constexpr int64_t kW = S::kWidth, kB = kPointwiseBlock;
   const int64_t c = a.in, o = a.out_channels, np = a.pixels;
-  const std::size_t xs = dtype_size(a.x_dtype), os = dtype_size(a.out_dtype);
-  float* xt = a.scratch;       // [in][kB]
+  float* xt = a.scratch;           // [in][kB]
   float* ot = a.scratch + c * kB;  // [out][kB]
-  for (int64_t k = 0; k < c; ++k)
-    convert_strided(static_cast<const char*>(a.x) + static_cast<std::size_t>(k) * xs, a.x_dtype, c,
-                    xt + k * kB, DType::F32, 1, static_cast<std::size_t>(np));
+  float* tmp = ot + o * kB;
+  layout_detail::rows_from_pixels(a.x, a.x_dtype, np, c, xt, kB, tmp);
   for (int64_t p = 0; p < np; p += kW)
     for (int64_t j = 0; j < o; ++j) {
       const float* wj = a.weight + j * c;
@@ -48,10 +47,7 @@ void pointwise_block(const PointwiseBlock& a) {
       for (int64_t k = 0; k < c; ++k) acc = S::fmadd(S::set1(wj[k]), S::load(xt + k * kB + p), acc);
       S::store(ot + j * kB + p, acc);
     }
-  for (int64_t j = 0; j < o; ++j)
-    convert_strided(ot + j * kB, DType::F32, 1,
-                    static_cast<char*>(a.out) + static_cast<std::size_t>(j) * os, a.out_dtype, o,
-                    static_cast<std::size_t>(np));
+  layout_detail::pixels_from_rows(ot, kB, np, o, a.out, a.out_dtype, tmp);
 }
 
 }  // namespace mixprec::kernels::conv_detail

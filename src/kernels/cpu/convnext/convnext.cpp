@@ -87,7 +87,7 @@ void convnext_mlp(const Tensor& x, const Tensor& residual, const ConvNextMlpWeig
   auto block_pixels = [&](int64_t b) { return std::min(kBlock, pixels - b * kBlock); };
 
   parallel_for(0, n * blocks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scratch(static_cast<std::size_t>(c * kBlock));
+    std::vector<float> scratch(static_cast<std::size_t>(2 * c * kBlock));
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t sample = t / blocks, p0 = sample * pixels + (t % blocks) * kBlock;
       expand_fn({static_cast<const char*>(x.data_ptr()) + static_cast<std::size_t>(p0 * c) * es,
@@ -125,7 +125,8 @@ void convnext_mlp(const Tensor& x, const Tensor& residual, const ConvNextMlpWeig
   }
 
   parallel_for(0, n * blocks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scratch(static_cast<std::size_t>(c * kBlock + hd * convnext_detail::kMaxLanes));
+    std::vector<float> scratch(
+        static_cast<std::size_t>(2 * c * kBlock + hd * convnext_detail::kMaxLanes));
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t sample = t / blocks, p0 = sample * pixels + (t % blocks) * kBlock;
       const std::size_t at = static_cast<std::size_t>(p0 * c) * es;

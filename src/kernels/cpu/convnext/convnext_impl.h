@@ -9,12 +9,13 @@
 // rows (convert_strided), then LayerNorm, the two small matrix products and GELU are
 // elementwise over pixel vectors with the weights broadcast. The hidden values are stored
 // rounded in that transposed layout ([rC][kBlock] per block: the layout is the kernel's own).
+// (The transposes: layout/pixel_rows.h.)
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
-#include "mixprec/kernels/convert.h"
+#include "../layout/pixel_rows.h"
 #include "../simd/simd_math.h"
 
 namespace mixprec::kernels::convnext_detail {
@@ -36,7 +37,7 @@ struct ExpandBlock {
   const float* expand_bias;  // [hidden]
   void* h;                   // [hidden][kBlock] in dtype
   float* sumsq;              // [hidden], written
-  float* scratch;            // [channels][kBlock] f32
+  float* scratch;            // [channels][kBlock] f32, then [channels][kBlock] of dtype
 };
 using ExpandBlockFn = void(const ExpandBlock&);
 
@@ -49,7 +50,8 @@ struct ProjectBlock {
   int64_t pixels, channels, hidden;
   const float* project;  // [channels][hidden]: GRN's factor folded in
   const float* bias;     // [channels]: GRN's beta folded in
-  float* scratch;        // [channels][kBlock] + [hidden][kMaxLanes] f32
+  float* scratch;        // [channels][kBlock] + [hidden][kMaxLanes] f32, then
+                         // [channels][kBlock] of dtype
 };
 using ProjectBlockFn = void(const ProjectBlock&);
 
@@ -109,11 +111,8 @@ void expand_block(const ExpandBlock& a) {
   using F = typename S::F;
   constexpr int64_t kW = S::kWidth;
   const int64_t c = a.channels, hd = a.hidden, np = a.pixels;
-  const std::size_t es = dtype_size(a.dtype);
   float* xt = a.scratch;  // [c][kBlock]: x, then LayerNorm(x) in place
-  for (int64_t k = 0; k < c; ++k)
-    convert_strided(static_cast<const char*>(a.x) + static_cast<std::size_t>(k) * es, a.dtype, c,
-                    xt + k * kBlock, DType::F32, 1, static_cast<std::size_t>(np));
+  layout_detail::rows_from_pixels(a.x, a.dtype, np, c, xt, kBlock, xt + c * kBlock);
   for (int64_t j = 0; j < hd; ++j) a.sumsq[j] = 0.0F;
   const F inv_c = S::set1(1.0F / static_cast<float>(c));
   for (int64_t p = 0; p < np; p += kW) {
@@ -148,10 +147,9 @@ void project_block(const ProjectBlock& a) {
   const int64_t c = a.channels, hd = a.hidden, np = a.pixels;
   const std::size_t es = dtype_size(a.dtype);
   float* ot = a.scratch;  // [c][kBlock]: the residual, then the output, in f32
-  for (int64_t k = 0; k < c; ++k)
-    convert_strided(static_cast<const char*>(a.residual) + static_cast<std::size_t>(k) * es,
-                    a.dtype, c, ot + k * kBlock, DType::F32, 1, static_cast<std::size_t>(np));
   float* hw = ot + c * kBlock;  // [hidden][kW]: one pixel vector's hidden values in f32
+  float* tmp = hw + hd * kMaxLanes;
+  layout_detail::rows_from_pixels(a.residual, a.dtype, np, c, ot, kBlock, tmp);
   for (int64_t p = 0; p < np; p += kW) {
     const int lanes = static_cast<int>(np - p < kW ? np - p : kW);
     for (int64_t j = 0; j < hd; ++j)
@@ -163,10 +161,7 @@ void project_block(const ProjectBlock& a) {
     for (; k0 + kRegs <= c; k0 += kRegs) project_group<S, kRegs>(a, hw, ot, p, k0);
     for (; k0 < c; ++k0) project_group<S, 1>(a, hw, ot, p, k0);
   }
-  for (int64_t k = 0; k < c; ++k)  // one rounding, back into [pixels][channels]
-    convert_strided(ot + k * kBlock, DType::F32, 1,
-                    static_cast<char*>(a.out) + static_cast<std::size_t>(k) * es, a.dtype, c,
-                    static_cast<std::size_t>(np));
+  layout_detail::pixels_from_rows(ot, kBlock, np, c, a.out, a.dtype, tmp);  // one rounding
 }
 
 }  // namespace mixprec::kernels::convnext_detail
