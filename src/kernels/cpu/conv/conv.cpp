@@ -244,7 +244,8 @@ void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias,
                      const Geometry& g) {
   using conv_detail::kPointwiseBlock;
   static constexpr IsaTable<conv_detail::PointwiseBlockFn> kBlocks{
-      {conv_detail::pointwise_block_scalar, nullptr, conv_detail::pointwise_block_avx512}};
+      {conv_detail::pointwise_block_scalar, conv_detail::pointwise_block_avx2,
+       conv_detail::pointwise_block_avx512}};
   conv_detail::PointwiseBlockFn* block = kBlocks();
   MIXPREC_ASSERT(xs.is_contiguous(MemoryFormat::ChannelsLast) &&
                  ys.is_contiguous(MemoryFormat::ChannelsLast));

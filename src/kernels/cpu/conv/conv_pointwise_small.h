@@ -29,6 +29,7 @@ struct PointwiseBlock {
 };
 using PointwiseBlockFn = void(const PointwiseBlock&);
 void pointwise_block_scalar(const PointwiseBlock& a);
+void pointwise_block_avx2(const PointwiseBlock& a);
 void pointwise_block_avx512(const PointwiseBlock& a);
 
 template <class S>

@@ -72,9 +72,11 @@ void convnext_mlp(const Tensor& x, const Tensor& residual, const ConvNextMlpWeig
   const std::vector<float> project_bias = f32_values(w.project_bias, c, 0.0F, "project bias");
 
   static constexpr IsaTable<convnext_detail::ExpandBlockFn> kExpand{
-      {convnext_detail::expand_block_scalar, nullptr, convnext_detail::expand_block_avx512}};
+      {convnext_detail::expand_block_scalar, convnext_detail::expand_block_avx2,
+       convnext_detail::expand_block_avx512}};
   static constexpr IsaTable<convnext_detail::ProjectBlockFn> kProject{
-      {convnext_detail::project_block_scalar, nullptr, convnext_detail::project_block_avx512}};
+      {convnext_detail::project_block_scalar, convnext_detail::project_block_avx2,
+       convnext_detail::project_block_avx512}};
   convnext_detail::ExpandBlockFn* expand_fn = kExpand();
   convnext_detail::ProjectBlockFn* project_fn = kProject();
 

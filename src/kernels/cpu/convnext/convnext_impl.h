@@ -1,7 +1,7 @@
 #pragma once
 // The two block kernels of convnext_mlp (mixprec/kernels/convnext.h), written once over a SIMD
-// lane type S (simd_scalar.h's interface): the scalar level is the reference, the AVX-512 level
-// the same arithmetic on 16 pixels at a time.
+// lane type S (simd_scalar.h's interface): the scalar level is the reference, the AVX2 and
+// AVX-512 levels the same arithmetic on 8 and 16 pixels at a time.
 //
 // Vectors run over pixels, not channels: with 8-32 channels a vector over channels is half
 // empty or less, and every pixel would pay horizontal sums (LayerNorm's statistics) and a chain
@@ -56,8 +56,10 @@ struct ProjectBlock {
 using ProjectBlockFn = void(const ProjectBlock&);
 
 void expand_block_scalar(const ExpandBlock& a);
+void expand_block_avx2(const ExpandBlock& a);
 void expand_block_avx512(const ExpandBlock& a);
 void project_block_scalar(const ProjectBlock& a);
+void project_block_avx2(const ProjectBlock& a);
 void project_block_avx512(const ProjectBlock& a);
 
 // Hidden channels j0 .. j0 + R - 1 of the pixel vector at p: expand + bias, GELU, rounded into

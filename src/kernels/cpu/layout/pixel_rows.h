@@ -4,6 +4,8 @@
 // few-channel 1x1 convolution): one transpose_2d of the raw elements and one contiguous
 // conversion per row, instead of a strided conversion per channel (which widened element by
 // element). `tmp` holds channels x row_stride elements of the storage dtype (unused for f32).
+// Internal linkage on purpose: the header is included by ISA units (*_avx2.cpp, *_avx512.cpp),
+// and a weak inline copy compiled with their flags must never serve the others.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,6 +14,7 @@
 #include "mixprec/kernels/transpose.h"
 
 namespace mixprec::kernels::layout_detail {
+namespace {
 
 inline void rows_from_pixels(const void* src, DType dtype, int64_t pixels, int64_t channels,
                              float* rows, int64_t row_stride, void* tmp) {
@@ -41,4 +44,5 @@ inline void pixels_from_rows(const float* rows, int64_t row_stride, int64_t pixe
   transpose_2d(tmp, channels, pixels, row_stride, dst, channels, es);
 }
 
+}  // namespace
 }  // namespace mixprec::kernels::layout_detail
