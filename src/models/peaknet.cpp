@@ -5,10 +5,13 @@
 #include <cstdlib>
 
 #include "metadata_fields.h"
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/io/json.h"
 #include "mixprec/io/module_file.h"
+#include "mixprec/kernels/convnext.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
@@ -63,7 +66,25 @@ ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel
 }
 
 Tensor ConvNeXtBlock::forward(const Tensor& x) {
-  Tensor h = norm_->forward(pixels_view(depthwise_->forward(x)));
+  const Tensor d = depthwise_->forward(x);
+  const kernels::ConvNextMlpWeights w{norm_->weight(),   norm_->bias(),  norm_->eps(),
+                                      expand_->weight(), expand_->bias(), grn_->gamma(),
+                                      grn_->beta(),      grn_->eps(),    project_->weight(),
+                                      project_->bias()};
+  // Inference in a storage dtype (no gradient, no autocast): the per-pixel half in two passes
+  // (kernels/convnext.h) instead of ten; the layers below otherwise (training, f64 checks).
+  const DType dt = x.dtype();
+  if (!autograd::needs_grad({&x, &d, &w.norm_weight, &w.norm_bias, &w.expand_weight,
+                             &w.expand_bias, &w.grn_gamma, &w.grn_beta, &w.project_weight,
+                             &w.project_bias}) &&
+      !amp::autocast_enabled() && d.dtype() == dt &&
+      (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)) {
+    const Tensor residual = pixels_view(channels_last(x));
+    const Tensor out = Tensor::empty(residual.shape(), dt);
+    kernels::convnext_mlp(pixels_view(channels_last(d)), residual, w, out);
+    return channels_view(out);
+  }
+  Tensor h = norm_->forward(pixels_view(d));
   h = project_->forward(grn_->forward(gelu(expand_->forward(h))));
   return add(x, channels_view(h));
 }
@@ -119,8 +140,11 @@ Tensor PeakNet::forward(const Tensor& frames) {
                 ", got ", shape_to_string(frames.shape()));
   const DType dt = frames.dtype();
   // Photons on a log scale: spots and background span four decades of ADU.
+  // Channels-last from the start (for one channel the same bytes): the convolutions of x then
+  // write channels-last outputs directly instead of NCHW ones copied over.
   const Tensor x =
-      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
+      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)))
+          .contiguous(MemoryFormat::ChannelsLast);
   std::vector<Tensor> skips;
   Tensor h = x;
   for (Level& level : levels_) {
@@ -134,10 +158,9 @@ Tensor PeakNet::forward(const Tensor& frames) {
     h = level.decode->forward(
         add(up2(level.lateral->forward(h)), skips[static_cast<std::size_t>(i)]));
   }
-  // The decoder's features back at full resolution, plus the stem's. (A convolution of the
-  // one-channel input comes out NCHW, which for one channel is also what channels-last means.)
-  const Tensor stem = channels_last(stem_->forward(x));
-  return head_->forward(gelu(add(up2(to_stem_->forward(h)), stem)));
+  // The decoder's features back at full resolution, added to the stem's in its convolution's
+  // epilogue.
+  return head_->forward(gelu(stem_->forward(x, up2(to_stem_->forward(h)))));
 }
 
 int64_t PeakNet::multiply_adds(int64_t height, int64_t width) const {
@@ -156,6 +179,23 @@ int64_t PeakNet::multiply_adds(int64_t height, int64_t width) const {
 }
 
 void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
+  // A batch on several threads: frames side by side, each frame's whole forward on one thread
+  // (the ops inside run inline), instead of every op split across the threads. At this
+  // network's size an op split in two costs a barrier and both cores' caches each; a frame per
+  // thread keeps its activations (a few MiB) in one core's cache. Masks are the same either way.
+  const int64_t b = frames.size(0);
+  if (b > 1 && num_threads() > 1 && !in_parallel_region()) {
+    MIXPREC_CHECK(frames.dim() == 4, "[PeakNet] expected frames [B, 1, H, W], got ",
+                  shape_to_string(frames.shape()));
+    const int64_t per_frame = frames.numel() / b;
+    const bool autocast = amp::autocast_enabled();  // thread-local: carried into the workers
+    const DType autocast_dtype = amp::autocast_dtype();
+    parallel_for(0, b, 1, [&](int64_t lo, int64_t hi) {
+      const amp::Autocast scope(autocast_dtype, autocast);
+      for (int64_t i = lo; i < hi; ++i) segment(frames.narrow(0, i, 1), mask + i * per_frame);
+    });
+    return;
+  }
   const InferenceMode inference;
   const Tensor logits = forward(frames);
   // Argmax of two classes: the peak where its logit is the larger (a tie is background).

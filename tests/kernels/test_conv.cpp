@@ -170,6 +170,84 @@ TEST_P(ConvTest, GroupedAndDepthwise) {
   }
 }
 
+// One input channel read by every output channel (a detector frame into PeakNet's stem 3x3 and
+// its 2x2 stride-2 patchify): the depthwise row kernels with the input broadcast. Output
+// channel counts 1, 3, 8, 16 and 24 (tails and whole vectors), odd sizes, both layouts of the
+// output, bias, activation and residual, and the prepacked entry.
+TEST_P(ConvTest, OneInputChannel) {
+  uint64_t seed = 80;
+  for (const int64_t o : {1, 3, 8, 16, 24})
+    for (DType t : {DType::F32, DType::BF16}) {
+      Case stem{2, 1, 11, 13, o, 3, 3};
+      stem.opt.pad_h = stem.opt.pad_w = 1;
+      stem.x_dtype = stem.w_dtype = stem.out_dtype = t;
+      check(stem, seed++);
+      Case patchify{1, 1, 10, 14, o, 2, 2};
+      patchify.opt.stride_h = patchify.opt.stride_w = 2;
+      patchify.x_dtype = patchify.w_dtype = patchify.out_dtype = t;
+      patchify.out_format = MemoryFormat::Contiguous;
+      check(patchify, seed++);
+    }
+  Case fused{1, 1, 9, 7, 5, 5, 3};
+  fused.opt.pad_h = 2;
+  fused.opt.stride_w = 2;
+  fused.opt.dilation_h = 2;
+  fused.opt.pad_h = 4;
+  fused.opt.activation = Activation::GeluErf;
+  fused.with_residual = true;
+  check(fused, seed++);
+  // The prepacked entry keeps the weight for the row kernels: the same bits as per call.
+  Generator gen(seed);
+  const Tensor x = Tensor::uniform({2, 1, 12, 16}, -1, 1, gen, DType::BF16);
+  const Tensor w = Tensor::uniform({8, 1, 3, 3}, -1, 1, gen, DType::BF16);
+  const Tensor b = Tensor::uniform({8}, -1, 1, gen, DType::F32);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  const Tensor want = Tensor::empty({2, 8, 12, 16}, DType::BF16, MemoryFormat::ChannelsLast);
+  const Tensor got = Tensor::empty({2, 8, 12, 16}, DType::BF16, MemoryFormat::ChannelsLast);
+  conv2d(x, w, &b, want, opt);
+  conv2d(x, pack_conv_weights(w, DType::BF16, 1), &b, got, opt);
+  EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), 2 * 8 * 12 * 16 * 2));
+}
+
+// A 1x1 with few channels (at most 32 in and out, no epilogue: PeakNet's laterals, to_stem and
+// head) runs on pixel vectors instead of the GEMM: channel counts 2-32 with tails, pixel counts
+// that leave a partial block, mixed dtypes, both output layouts; with an epilogue the GEMM runs.
+TEST_P(ConvTest, PointwiseFewChannels) {
+  uint64_t seed = 100;
+  for (const auto& [c, o] : {std::pair{4, 2}, std::pair{8, 4}, std::pair{16, 8}, std::pair{32, 16},
+                             std::pair{3, 24}, std::pair{24, 3}, std::pair{2, 32}})
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      Case pw{2, c, 17, 19, o, 1, 1};
+      pw.x_dtype = pw.w_dtype = pw.out_dtype = t;
+      check(pw, seed++);
+    }
+  Case mixed{1, 8, 9, 30, 4, 1, 1};
+  mixed.x_dtype = DType::BF16;
+  mixed.out_dtype = DType::F32;
+  mixed.out_format = MemoryFormat::Contiguous;
+  mixed.with_bias = false;
+  check(mixed, seed++);
+  Case epilogue{1, 8, 9, 11, 4, 1, 1};
+  epilogue.opt.activation = Activation::GeluErf;
+  epilogue.with_residual = true;
+  check(epilogue, seed++);
+  // Packed once, the same bits as per call, with and without an epilogue.
+  Generator gen(seed);
+  const Tensor x = Tensor::uniform({1, 8, 13, 21}, -1, 1, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::uniform({4, 8, 1, 1}, -1, 1, gen, DType::BF16);
+  const PackedConvWeights packed = pack_conv_weights(w, DType::BF16, 1);
+  for (const Activation act : {Activation::None, Activation::SiLU}) {
+    Conv2dOptions opt;
+    opt.activation = act;
+    const Tensor want = Tensor::empty({1, 4, 13, 21}, DType::BF16, MemoryFormat::ChannelsLast);
+    const Tensor got = Tensor::empty({1, 4, 13, 21}, DType::BF16, MemoryFormat::ChannelsLast);
+    conv2d(x, w, nullptr, want, opt);
+    conv2d(x, packed, nullptr, got, opt);
+    EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), 4 * 13 * 21 * 2));
+  }
+}
+
 // f32 weights over 1 MiB are walked panel by panel over all rows (run_direct's panel_outer).
 TEST_P(ConvTest, LargeWeightsPanelByPanel) {
   Case c{2, 256, 5, 6, 160, 3, 3};

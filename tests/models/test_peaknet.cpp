@@ -10,6 +10,8 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/module_file.h"
+#include "mixprec/core/parallel.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/peaknet.h"
 #include "mixprec/models/peaknet_train.h"
@@ -172,6 +174,41 @@ TEST(PeakLabels, StrongSpotsArePeaksWeakOnesDontCare) {
   EXPECT_EQ(weight[8 * 40 + 10], 1.0F);
 }
 
+// Inference (no gradient) runs the block's per-pixel half as kernels::convnext_mlp's two passes;
+// with gradients, the layers one by one. Both must give the block's function: in f32 within f32
+// roundings, in bf16 within the unfused path's own roundings (it rounds after each of ten ops).
+TEST(ConvNeXtBlock, InferenceFusedAgreesWithTheLayers) {
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Generator gen(17);
+    ConvNeXtBlock block(16, 2, 7, gen);
+    {
+      const NoGrad no_grad;  // every parameter random, GRN's gamma and beta included
+      for (Tensor& p : block.parameters()) p.copy_(Tensor::uniform(p.shape(), -0.5, 0.5, gen));
+    }
+    block.to(dt);
+    const Tensor x =
+        Tensor::uniform({2, 16, 12, 10}, -2, 2, gen).contiguous(MemoryFormat::ChannelsLast).to(dt);
+    const Tensor unfused = block.forward(x);  // the parameters require grad: the layers
+    ASSERT_TRUE(unfused.requires_grad());
+    const Tensor layers = unfused.detach().to(DType::F32);
+    Tensor fused;
+    {
+      const InferenceMode inference;
+      fused = block.forward(x).to(DType::F32);
+    }
+    EXPECT_EQ(fused.shape(), x.shape());
+    const double tol = dt == DType::F32 ? 2e-5 : 0.05;
+    const Tensor a = layers.contiguous(), b = fused.contiguous();
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double ref = a.data<float>()[i];
+      worst = std::max(worst, std::fabs(b.data<float>()[i] - ref) / (1.0 + std::fabs(ref)));
+    }
+    EXPECT_LE(worst, tol);
+  }
+}
+
 TEST(PeakNet, ShapesDtypesAndErrors) {
   Generator gen(1);
   PeakNet net(tiny_config(), gen);
@@ -195,6 +232,38 @@ TEST(PeakNet, ShapesDtypesAndErrors) {
   std::vector<uint8_t> mask(2 * 16 * 24, 7);
   net.segment(frames.to(DType::BF16), mask.data());
   for (uint8_t m : mask) ASSERT_LE(m, 1);
+}
+
+// A batch on two threads runs a frame per thread (each forward inline on its thread): the
+// masks are those of one thread running the whole batch, in bf16 and under autocast.
+TEST(PeakNet, SegmentingAFramePerThreadGivesTheSameMasks) {
+  Generator gen(4);
+  PeakNet net(tiny_config(), gen);
+  {
+    const NoGrad no_grad;  // a trained-looking network: random GRN and LayerNorm parameters too
+    for (Tensor& p : net.parameters()) p.copy_(add(p, Tensor::uniform(p.shape(), -0.3, 0.3, gen)));
+    for (auto& [name, p] : net.named_parameters())  // no 1 % prior: both classes in the masks
+      if (name == "head.bias") p.copy_(Tensor::zeros(p.shape()));
+  }
+  const Tensor frames = Tensor::uniform({3, 1, 16, 24}, 0, 500, gen);
+  const int threads = num_threads();
+  for (const bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "f32 net under autocast-bf16" : "bf16 net");
+    if (!autocast) net.to(DType::BF16);
+    else net.to(DType::F32);
+    const Tensor x = autocast ? frames : frames.to(DType::BF16);
+    std::vector<uint8_t> one(3 * 16 * 24, 7), two(3 * 16 * 24, 9);
+    const amp::Autocast scope(DType::BF16, autocast);
+    set_num_threads(1);
+    net.segment(x, one.data());
+    set_num_threads(2);
+    net.segment(x, two.data());
+    set_num_threads(threads);
+    EXPECT_EQ(one, two);
+    int64_t peaks = 0;
+    for (uint8_t m : one) peaks += m;
+    EXPECT_GT(peaks, 0);  // not a trivially equal all-background pair
+  }
 }
 
 TEST(PeakNet, FileRoundTripAndBadFiles) {

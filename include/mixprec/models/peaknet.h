@@ -63,7 +63,7 @@ class PeakNet final : public nn::Module {
   // frames [B, 1, H, W] (ADU, any floating dtype) -> logits [B, 2, H, W] in the same dtype.
   Tensor forward(const Tensor& frames);
   // The argmax mask: 1 where the peak logit is larger, into `mask` (B * H * W bytes). Runs
-  // without gradients.
+  // without gradients; a batch on several threads runs a frame per thread.
   void segment(const Tensor& frames, uint8_t* mask);
 
  private:

@@ -99,6 +99,9 @@ class LayerNorm final : public Layer {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool affine = true);
   std::string_view type_name() const override { return "LayerNorm"; }
   Tensor forward(const Tensor& x) override;
+  Tensor weight() const { return weight_ != nullptr ? *weight_ : Tensor(); }  // undefined: none
+  Tensor bias() const { return bias_ != nullptr ? *bias_ : Tensor(); }
+  double eps() const { return eps_; }
 
  private:
   Shape shape_;
@@ -145,6 +148,9 @@ class GlobalResponseNorm final : public Layer {
   explicit GlobalResponseNorm(int64_t channels, double eps = 1e-6);
   std::string_view type_name() const override { return "GlobalResponseNorm"; }
   Tensor forward(const Tensor& x) override;
+  const Tensor& gamma() const { return *gamma_; }
+  const Tensor& beta() const { return *beta_; }
+  double eps() const { return eps_; }
 
  private:
   double eps_;

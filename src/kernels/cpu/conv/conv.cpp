@@ -8,6 +8,7 @@
 
 #include "conv_direct.h"
 #include "conv_internal.h"
+#include "conv_pointwise_small.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dispatch.h"
@@ -125,7 +126,7 @@ Tensor channels_last(const Tensor& t) {
 // The scalar reference of a depthwise row (conv_direct.h): f32 products and sums in tap order.
 namespace conv_detail {
 void depthwise_row_scalar(const DepthwiseRow& r, float* out) {
-  const int64_t c = r.channels;
+  const int64_t c = r.channels, in_step = r.shared_input ? 1 : c, lane = r.shared_input ? 0 : 1;
   for (int64_t ox = 0; ox < r.out_width; ++ox) {
     float* acc = out + ox * c;
     std::copy(r.bias, r.bias + c, acc);
@@ -134,9 +135,9 @@ void depthwise_row_scalar(const DepthwiseRow& r, float* out) {
       for (int64_t kx = 0; kx < r.kernel_w; ++kx) {
         const int64_t ix = ox * r.stride - r.pad + kx * r.dilation;
         if (ix < 0 || ix >= r.in_width) continue;
-        const float* xin = r.rows[ky] + ix * c;
+        const float* xin = r.rows[ky] + ix * in_step;
         const float* wk = r.weight + (ky * r.kernel_w + kx) * c;
-        for (int64_t k = 0; k < c; ++k) acc[k] += xin[k] * wk[k];
+        for (int64_t k = 0; k < c; ++k) acc[k] += xin[k * lane] * wk[k];
       }
     }
   }
@@ -145,8 +146,12 @@ void depthwise_row_scalar(const DepthwiseRow& r, float* out) {
 
 namespace {
 
-// Depthwise (one input channel per group, one output per group): per output row, the level's
+// Depthwise (one input channel per group, one output per group), or a one-channel input read
+// by every output channel (depthwise with a channel multiplier): per output row, the level's
 // row kernel into an f32 row, then the activation and residual, then one conversion of the row.
+bool depthwise_takes(const Geometry& g) {
+  return (g.groups == g.c && g.groups == g.o) || (g.c == 1 && g.groups == 1);
+}
 void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const Tensor& out,
                const Conv2dOptions& opt, const Geometry& g) {
   static constexpr IsaTable<conv_detail::DepthwiseRowFn> kRow{
@@ -154,14 +159,16 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
   conv_detail::DepthwiseRowFn* row_kernel = kRow();
   // Weights as f32 [KH][KW][C]; bias as f32 [C].
   const Tensor wf = weight.to(DType::F32).permute({2, 3, 0, 1}).contiguous();
-  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.c});
+  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
   const Tensor xf = x.to(DType::F32);  // NHWC f32 copy: the loop reads each element KH*KW times
   const float* xp = xf.data<float>();
-  const Tensor* residual = opt.residual;
+  const Tensor* residual = opt.residual;  // channels-last (conv2d_impl): a row is [OW][O]
+  MIXPREC_ASSERT(residual == nullptr || residual->is_contiguous(MemoryFormat::ChannelsLast));
   // One output row is contiguous in a channels-last output: converted in one call.
-  const bool row_contiguous = out.stride(1) == 1 && out.stride(3) == g.c;
+  const bool row_contiguous = out.stride(1) == 1 && out.stride(3) == g.o;
   parallel_for(0, g.n * g.oh, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> acc(static_cast<std::size_t>(g.ow * g.c));  // [OW][C]
+    std::vector<float> acc(static_cast<std::size_t>(g.ow * g.o));  // [OW][O]
+    std::vector<float> skip(residual != nullptr ? acc.size() : 0);  // the residual's row in f32
     std::vector<const float*> rows(static_cast<std::size_t>(g.kh));
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t n = row / g.oh, oy = row % g.oh;
@@ -169,14 +176,21 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
         const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
         rows[static_cast<std::size_t>(ky)] = iy < 0 || iy >= g.h ? nullptr : xp + (n * g.h + iy) * g.w * g.c;
       }
-      row_kernel({.rows = rows.data(), .weight = wf.data<float>(), .bias = bf.data<float>(), .channels = g.c,
+      row_kernel({.rows = rows.data(), .weight = wf.data<float>(), .bias = bf.data<float>(), .channels = g.o,
                   .in_width = g.w, .out_width = g.ow, .kernel_h = g.kh, .kernel_w = g.kw, .stride = opt.stride_w,
-                  .pad = opt.pad_w, .dilation = opt.dilation_w},
+                  .pad = opt.pad_w, .dilation = opt.dilation_w, .shared_input = g.c != g.o},
                  acc.data());
-      if (opt.activation != Activation::None || residual != nullptr) {
+      if (residual != nullptr)
+        convert(static_cast<const char*>(residual->data_ptr()) +
+                    static_cast<std::size_t>(n * residual->stride(0) + oy * residual->stride(2)) *
+                        residual->element_size(),
+                residual->dtype(), skip.data(), DType::F32, skip.size());
+      if (opt.activation == Activation::None && residual != nullptr) {  // a plain skip: one add
+        for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += skip[i];
+      } else if (opt.activation != Activation::None || residual != nullptr) {
         for (int64_t ox = 0; ox < g.ow; ++ox)
-          for (int64_t c = 0; c < g.c; ++c) {
-            float& v = acc[static_cast<std::size_t>(ox * g.c + c)];
+          for (int64_t c = 0; c < g.o; ++c) {
+            float& v = acc[static_cast<std::size_t>(ox * g.o + c)];
             switch (opt.activation) {
               case Activation::None:
                 break;
@@ -193,19 +207,62 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
                 v = simd::silu<simd::Scalar>(v);
                 break;
             }
-            if (residual != nullptr) v += static_cast<float>(residual->value({n, c, oy, ox}));
+            if (residual != nullptr) v += skip[static_cast<std::size_t>(ox * g.o + c)];
           }
       }
       char* dst = static_cast<char*>(out.data_ptr()) +
                   static_cast<std::size_t>(n * out.stride(0) + oy * out.stride(2)) * out.element_size();
       if (row_contiguous) {
-        convert(acc.data(), DType::F32, dst, out.dtype(), static_cast<std::size_t>(g.ow * g.c));
+        convert(acc.data(), DType::F32, dst, out.dtype(), static_cast<std::size_t>(g.ow * g.o));
         continue;
       }
       for (int64_t ox = 0; ox < g.ow; ++ox)
-        convert_strided(acc.data() + ox * g.c, DType::F32, 1,
+        convert_strided(acc.data() + ox * g.o, DType::F32, 1,
                         dst + static_cast<std::size_t>(ox * out.stride(3)) * out.element_size(), out.dtype(),
-                        out.stride(1), static_cast<std::size_t>(g.c));
+                        out.stride(1), static_cast<std::size_t>(g.o));
+    }
+  });
+}
+
+}  // namespace
+
+// The scalar reference of the few-channel 1x1 convolution (conv_pointwise_small.h).
+namespace conv_detail {
+void pointwise_block_scalar(const PointwiseBlock& a) { pointwise_block<simd::Scalar>(a); }
+}  // namespace conv_detail
+
+namespace {
+
+// 1x1, stride 1, no padding, one group, at most 32 channels in and out, no epilogue: PeakNet's
+// laterals and head, on blocks of pixel vectors (conv_pointwise_small.h) rather than the GEMM.
+bool pointwise_small_takes(const Geometry& g, const Conv2dOptions& opt) {
+  return g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
+         opt.pad_w == 0 && g.groups == 1 && g.c <= 32 && g.o <= 32 &&
+         opt.activation == Activation::None && opt.residual == nullptr;
+}
+void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias, const Tensor& ys,
+                     const Geometry& g) {
+  using conv_detail::kPointwiseBlock;
+  static constexpr IsaTable<conv_detail::PointwiseBlockFn> kBlocks{
+      {conv_detail::pointwise_block_scalar, conv_detail::pointwise_block_avx2,
+       conv_detail::pointwise_block_avx512}};
+  conv_detail::PointwiseBlockFn* block = kBlocks();
+  MIXPREC_ASSERT(xs.is_contiguous(MemoryFormat::ChannelsLast) &&
+                 ys.is_contiguous(MemoryFormat::ChannelsLast));
+  const Tensor wf = weight.to(DType::F32).contiguous();  // [O][C]
+  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
+  const int64_t pixels = g.n * g.h * g.w;
+  const int64_t blocks = (pixels + kPointwiseBlock - 1) / kPointwiseBlock;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch(
+        static_cast<std::size_t>((g.c + g.o + std::max(g.c, g.o)) * kPointwiseBlock));
+    for (int64_t b = lo; b < hi; ++b) {
+      const int64_t p0 = b * kPointwiseBlock;
+      block({static_cast<const char*>(xs.data_ptr()) + static_cast<std::size_t>(p0 * g.c) * xs.element_size(),
+             xs.dtype(),
+             static_cast<char*>(ys.data_ptr()) + static_cast<std::size_t>(p0 * g.o) * ys.element_size(),
+             ys.dtype(), std::min(kPointwiseBlock, pixels - p0), g.c, g.o, wf.data<float>(),
+             bf.data<float>(), scratch.data()});
     }
   });
 }
@@ -542,8 +599,9 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
   }
 }
 
-// Shared by both conv2d entries: f64, depthwise, or the packed paths on NHWC operands. weight
-// is read only by f64 and depthwise (a packed weight keeps it for those); w_dtype is its dtype.
+// Shared by both conv2d entries: f64, depthwise, the few-channel 1x1, or the packed paths on
+// NHWC operands. weight is read only by the first three (a packed weight keeps it for those);
+// w_dtype is its dtype.
 void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
                  const std::vector<PackedMatrix>* prepacked, const Tensor* bias, const Tensor& out,
                  const Conv2dOptions& opt, const Geometry& g) {
@@ -560,10 +618,12 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
   Tensor residual;
   if (opt.residual != nullptr) residual = channels_last(*opt.residual);
 
-  if (g.groups == g.c && g.groups == g.o) {
+  if (depthwise_takes(g)) {
     Conv2dOptions o = opt;
     o.residual = residual.defined() ? &residual : nullptr;
     depthwise(xs, weight, bias, ys, o, g);
+  } else if (pointwise_small_takes(g, opt)) {
+    pointwise_small(xs, weight, bias, ys, g);
   } else if (prepacked != nullptr) {
     conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
   } else {
@@ -613,10 +673,17 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
   p.x_dtype_ = x_dtype;
   p.level_ = active_isa();
   p.pack_dtype_ = pack_dtype_for(x_dtype, weight.dtype(), weight.size(1));
-  const bool depthwise = groups == weight.size(0) && weight.size(1) == 1;
-  if (weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise) {
+  // Depthwise, or one input channel (groups 1, weight [O, 1, KH, KW]): the row kernels read
+  // the weight itself. (The input's channel count is not known here; a weight of one input
+  // channel per group fits only those two.)
+  const bool depthwise = weight.size(1) == 1 && (groups == weight.size(0) || groups == 1);
+  // A few-channel 1x1 keeps both: the weight for pointwise_small, the packing for when the call
+  // asks for an epilogue that path does not take.
+  const bool small_pointwise = weight.size(2) == 1 && weight.size(3) == 1 && groups == 1 &&
+                               weight.size(0) <= 32 && weight.size(1) <= 32;
+  if (weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise || small_pointwise)
     p.weight_ = weight.clone(MemoryFormat::Contiguous);
-  } else {
+  if (!(weight.dtype() == DType::F64 || x_dtype == DType::F64 || depthwise)) {
     Geometry g{};
     g.o = weight.size(0);
     g.kh = weight.size(2);

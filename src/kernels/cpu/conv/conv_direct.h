@@ -44,11 +44,15 @@ const DirectKernel* direct_kernel_avx512bf16();  // bf16
 // sum over (ky, kx) of rows[ky][ix * C + c] * weight[(ky * KW + kx) * C + c], ix = ox * stride
 // - pad + kx * dilation (the horizontal parameters; the caller picks the rows), taps outside
 // the row (ix) or the image (rows[ky] null) skipped.
+// With shared_input, the input has one channel that every output channel reads (a convolution
+// of a one-channel image, e.g. a detector frame: depthwise with a channel multiplier of C):
+// rows[ky][ix] in place of rows[ky][ix * C + c].
 struct DepthwiseRow {
   const float* const* rows;  // [KH] the input row under each kernel row, or null
   const float* weight;       // [KH][KW][C]
   const float* bias;         // [C]
   int64_t channels, in_width, out_width, kernel_h, kernel_w, stride, pad, dilation;
+  bool shared_input = false;
 };
 using DepthwiseRowFn = void(const DepthwiseRow& row, float* out);
 void depthwise_row_scalar(const DepthwiseRow& row, float* out);

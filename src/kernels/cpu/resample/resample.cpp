@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -207,6 +208,31 @@ void upsample2d(const Tensor& x, const Tensor& out, UpsampleMode mode) {
   // Channels innermost in both (channels_last): walk pixels and copy or blend runs of channels,
   // instead of striding through one channel at a time.
   const bool channel_runs = x.stride(1) == 1 && out.stride(1) == 1 && channels > 1;
+  // Nearest between channels-last tensors of one dtype is a copy of whole pixels: each output
+  // row from its source row pixel by pixel, and a row whose source row is the previous output
+  // row's (an integer scale) copied whole from it.
+  if (mode == UpsampleMode::Nearest && x.dtype() == out.dtype() &&
+      x.is_contiguous(MemoryFormat::ChannelsLast) && out.is_contiguous(MemoryFormat::ChannelsLast)) {
+    const std::size_t pixel = static_cast<std::size_t>(channels) * x.element_size();
+    const char* src = static_cast<const char*>(x.data_ptr());
+    char* dst = static_cast<char*>(out.data_ptr());
+    parallel_for(0, batch * oh, 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t n = r / oh, oy = r % oh;
+        char* row = dst + static_cast<std::size_t>(r * ow) * pixel;
+        const auto sy = ym.lo[static_cast<std::size_t>(oy)];
+        if (r > lo && oy > 0 && ym.lo[static_cast<std::size_t>(oy - 1)] == sy) {
+          std::memcpy(row, row - static_cast<std::size_t>(ow) * pixel, static_cast<std::size_t>(ow) * pixel);
+          continue;
+        }
+        const char* in = src + static_cast<std::size_t>((n * h + sy) * w) * pixel;
+        for (int64_t ox = 0; ox < ow; ++ox)
+          std::memcpy(row + static_cast<std::size_t>(ox) * pixel,
+                      in + static_cast<std::size_t>(xm.lo[static_cast<std::size_t>(ox)]) * pixel, pixel);
+      }
+    });
+    return;
+  }
   visit_float_pair(x, out, [&](const auto* xp, auto* op) {
     using A = decltype(load(xp));
     // Output pixel (n, c, oy, ox) for channels [c0, c1): the same arithmetic in either order.
