@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
+#include <mutex>
 #include <unordered_set>
 
 #include "graph_impl.h"
@@ -45,7 +46,10 @@ class GraphRecorder final : public capture::Recorder {
     g_.nodes.push_back(std::move(node));
   }
 
-  void allocated(const Storage& storage) override { made_.insert(&storage); }
+  void allocated(const Storage& storage) override {
+    std::lock_guard lock(made_mutex_);  // any thread
+    made_.insert(&storage);
+  }
   void host_constant(const Storage& storage) override { host_.insert(&storage); }
 
   void host_access(const Tensor* t, std::string_view what) override {
@@ -57,7 +61,7 @@ class GraphRecorder final : public capture::Recorder {
     const bool computed = it != index_.end()
                               ? g_.buffers[static_cast<std::size_t>(it->second)].kind !=
                                     BufferKind::Constant
-                              : made_.contains(s) && !host_.contains(s);
+                              : made(s) && !host_.contains(s);
     MIXPREC_CHECK(!computed, "[graph::capture] host code used the values of a ", describe(*t),
                   " tensor the graph computes (", what,
                   "): data-dependent control flow or host arithmetic cannot be replayed; compute "
@@ -91,7 +95,7 @@ class GraphRecorder final : public capture::Recorder {
     int index;
     if (const auto it = index_.find(s); it != index_.end()) {
       index = it->second;
-    } else if (made_.contains(s) && !host_.contains(s)) {
+    } else if (made(s) && !host_.contains(s)) {
       MIXPREC_CHECK(written, "[graph::capture] '", op, "' reads a ", describe(t),
                     " tensor made during the capture that no recorded kernel wrote: code the "
                     "capture cannot see filled it (a kernel called directly, or host code "
@@ -126,8 +130,14 @@ class GraphRecorder final : public capture::Recorder {
     return static_cast<int>(g_.views.size()) - 1;
   }
 
+  bool made(const Storage* s) {
+    std::lock_guard lock(made_mutex_);
+    return made_.contains(s);
+  }
+
   Graph::Impl& g_;
   std::unordered_map<const Storage*, int> index_;
+  std::mutex made_mutex_;
   std::unordered_set<const Storage*> made_, host_;
 };
 
@@ -309,6 +319,9 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
   std::vector<Tensor> recorded;
   {
     GraphRecorder recorder(*impl, inputs);
+    capture::ScopedAllocationWatch watch(&recorder);
+    MIXPREC_CHECK(watch.watching(), "[graph::capture] another thread is capturing a graph; "
+                                    "captures run one at a time");
     capture::ScopedRecorder scope(&recorder);
     recorded = fn(inputs);
     recorder.finish(recorded);

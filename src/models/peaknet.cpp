@@ -1,3 +1,4 @@
+#include "mixprec/core/capture.h"
 #include "mixprec/models/peaknet.h"
 
 #include <algorithm>
@@ -80,8 +81,12 @@ Tensor ConvNeXtBlock::forward(const Tensor& x) {
       !amp::autocast_enabled() && d.dtype() == dt &&
       (dt == DType::F32 || dt == DType::BF16 || dt == DType::F16)) {
     const Tensor residual = pixels_view(channels_last(x));
+    const Tensor pixels = pixels_view(channels_last(d));
     const Tensor out = Tensor::empty(residual.shape(), dt);
-    kernels::convnext_mlp(pixels_view(channels_last(d)), residual, w, out);
+    capture::launch("convnext_mlp", {&pixels, &residual}, {&out},
+                    [w](const capture::KernelArgs& k) {
+                      kernels::convnext_mlp(k.in(0), k.in(1), w, k.out(0));
+                    });
     return channels_view(out);
   }
   Tensor h = norm_->forward(pixels_view(d));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "mixprec/core/random.h"
 #include "mixprec/graph/graph.h"
@@ -236,6 +237,19 @@ TEST(Graph, TensorsFilledBehindTheCapturesBackAreRefused) {
   const Tensor x = Tensor::randn({4});
   EXPECT_TRUE(bit_equal(capture(constant, {x}).run({x})[0],
                         add(x, Tensor::from_vector<float>({1, 2, 3, 4}))));
+}
+
+// Ops on another thread are not recorded (the recorder is the capturing thread's), but the
+// tensors they make are watched on every thread: reading one is refused, not baked in.
+TEST(Graph, TensorsMadeOnAnotherThreadAreRefused) {
+  auto threaded = [](const std::vector<Tensor>& in) {
+    Tensor t;
+    std::thread worker([&] { t = exp(in[0]); });
+    worker.join();
+    return std::vector<Tensor>{add(t, 1.0)};
+  };
+  const std::string message = error_of([&] { capture(threaded, {Tensor::randn({4})}); });
+  EXPECT_NE(message.find("no recorded kernel wrote"), std::string::npos) << message;
 }
 
 TEST(Graph, WritingIntoAnInputIsRefused) {

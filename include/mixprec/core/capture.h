@@ -9,6 +9,7 @@
 // storages were made during the capture, which of them hold host values given to the call
 // (Tensor::scalar, from_buffer: constants of the graph), and host code reading tensor elements
 // or drawing random numbers (data-dependent work a replay cannot repeat).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -52,7 +53,7 @@ class Recorder {
   virtual void record(std::string_view op, std::span<const Tensor* const> inputs,
                       std::span<const Tensor* const> outputs, Kernel kernel,
                       Aliasing aliasing) = 0;
-  // A storage made while the capture is active (Tensor::empty and friends).
+  // A storage made while the capture is active (Tensor::empty and friends), on any thread.
   virtual void allocated(const Storage& storage) = 0;
   // A storage filled with host values the caller passed in (Tensor::scalar, from_buffer,
   // arange): a constant of the graph, the same at every replay.
@@ -64,6 +65,10 @@ class Recorder {
 
 namespace detail {
 inline thread_local Recorder* active_recorder = nullptr;
+// Storages are watched on every thread: a function whose ops run on other threads (a pool's
+// workers) makes tensors this thread's recorder does not see the kernels of; watching where they
+// were made lets the capture refuse to bake their values in as constants.
+inline std::atomic<Recorder*> allocation_watcher{nullptr};
 }
 
 // This thread's recorder while a capture is active, else nullptr.
@@ -104,9 +109,28 @@ void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
   recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)), aliasing);
 }
 
+// Installs `recorder` as the process's allocation watcher for its lifetime (one capture at a
+// time); Recorder::allocated is then called from any thread.
+class ScopedAllocationWatch {
+ public:
+  explicit ScopedAllocationWatch(Recorder* recorder) {
+    Recorder* none = nullptr;
+    watching_ = detail::allocation_watcher.compare_exchange_strong(none, recorder);
+  }
+  ~ScopedAllocationWatch() {
+    if (watching_) detail::allocation_watcher.store(nullptr);
+  }
+  bool watching() const { return watching_; }  // false: another capture watches already
+  ScopedAllocationWatch(const ScopedAllocationWatch&) = delete;
+  ScopedAllocationWatch& operator=(const ScopedAllocationWatch&) = delete;
+
+ private:
+  bool watching_ = false;
+};
+
 // Core's reports (no-ops without a capture).
 inline void note_allocated(const Storage& storage) {
-  if (Recorder* r = active()) r->allocated(storage);
+  if (Recorder* r = detail::allocation_watcher.load(std::memory_order_acquire)) r->allocated(storage);
 }
 inline void note_host_constant(const Storage& storage) {
   if (Recorder* r = active()) r->host_constant(storage);

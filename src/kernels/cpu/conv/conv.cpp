@@ -249,8 +249,16 @@ void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias,
   conv_detail::PointwiseBlockFn* block = kBlocks();
   MIXPREC_ASSERT(xs.is_contiguous(MemoryFormat::ChannelsLast) &&
                  ys.is_contiguous(MemoryFormat::ChannelsLast));
-  const Tensor wf = weight.to(DType::F32).contiguous();  // [O][C]
-  const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
+  // Host copies in f32 (no tensor allocated per call): weights [O][C] and the bias.
+  auto host_f32 = [](const Tensor& t) {
+    const Tensor c = t.is_contiguous() ? t : t.contiguous();
+    std::vector<float> values(static_cast<std::size_t>(c.numel()));
+    convert(c.data_ptr(), c.dtype(), values.data(), DType::F32, values.size());
+    return values;
+  };
+  const std::vector<float> wf = host_f32(weight);
+  const std::vector<float> bf =
+      bias != nullptr ? host_f32(*bias) : std::vector<float>(static_cast<std::size_t>(g.o), 0.0f);
   const int64_t pixels = g.n * g.h * g.w;
   const int64_t blocks = (pixels + kPointwiseBlock - 1) / kPointwiseBlock;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
@@ -261,8 +269,8 @@ void pointwise_small(const Tensor& xs, const Tensor& weight, const Tensor* bias,
       block({static_cast<const char*>(xs.data_ptr()) + static_cast<std::size_t>(p0 * g.c) * xs.element_size(),
              xs.dtype(),
              static_cast<char*>(ys.data_ptr()) + static_cast<std::size_t>(p0 * g.o) * ys.element_size(),
-             ys.dtype(), std::min(kPointwiseBlock, pixels - p0), g.c, g.o, wf.data<float>(),
-             bf.data<float>(), scratch.data()});
+             ys.dtype(), std::min(kPointwiseBlock, pixels - p0), g.c, g.o, wf.data(), bf.data(),
+             scratch.data()});
     }
   });
 }
