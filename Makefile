@@ -23,7 +23,7 @@ BENCH_DEPS = libdnnl-dev libopenblas-dev
 HASWELL_DEPS = qemu-user
 # The browser test of `mixprec video serve` (headless Chromium); skipped when it cannot be installed.
 BROWSER_DEPS = chromium
-BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt
+BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_data bench_gpt bench_peaknet
 # OpenBLAS is pinned to its AVX2 kernels on this machine by OPENBLAS_CORETYPE; the benchmark
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
