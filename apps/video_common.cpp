@@ -8,8 +8,8 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/precision.h"
 
 namespace mixprec::app {
 
@@ -26,10 +26,10 @@ std::string sampler_text(const models::StreamOptions& options) {
 
 InferencePrecision parse_inference_precision(const std::string& name) {
   if (name == "auto") {
-    InferencePrecision p =
-        parse_inference_precision(recommended_precision().dtype == DType::BF16  ? "bf16"
-                                  : recommended_precision().dtype == DType::F16 ? "fp16"
-                                                                                : "fp32");
+    const DType measured = amp::auto_precision().dtype;  // the probe's choice, cached
+    InferencePrecision p = parse_inference_precision(measured == DType::BF16  ? "bf16"
+                                                     : measured == DType::F16 ? "fp16"
+                                                                              : "fp32");
     p.name = "auto(" + p.name + ")";
     return p;
   }

@@ -3,8 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/precision.h"
 
 namespace mixprec::amp {
 namespace {
@@ -24,8 +24,10 @@ bool same(const PrecisionConfig& a, const PrecisionConfig& b) {
 
 }  // namespace
 
-PrecisionConfig PrecisionConfig::auto_detect(const CpuFeatures& features) {
-  switch (recommended_precision(features).dtype) {
+PrecisionConfig PrecisionConfig::auto_detect() { return for_compute(auto_precision().dtype); }
+
+PrecisionConfig PrecisionConfig::for_compute(DType dtype) {
+  switch (dtype) {
     case DType::BF16:
       return parse("bf16");
     case DType::F16:
