@@ -30,9 +30,17 @@ namespace {
 
 // The workload: one GEMM of a GPT-small MLP's shape for 256 tokens ([256, 384] x [384, 384])
 // and one 3x3 convolution of a video U-Net's shape (32 -> 32 channels, 32x32, channels-last),
-// ~94 MFLOP together: a few ms per dtype at the vector levels, still bearable at scalar.
-constexpr int64_t kGemmM = 256, kGemmK = 384, kGemmN = 384;
-constexpr int64_t kConvC = 32, kConvHW = 32, kConvO = 32;
+// ~94 MFLOP together: about a millisecond per dtype at the vector levels. The scalar reference
+// kernels are ~100x slower, so there the GEMM takes 32 rows and the conv 16x16 pixels (~12
+// MFLOP), which keeps the whole probe under a second there too.
+struct Workload {
+  int64_t gemm_m, gemm_k, gemm_n;
+  int64_t conv_c, conv_hw, conv_o;
+};
+Workload workload_for(IsaLevel level) {
+  return level == IsaLevel::Scalar ? Workload{32, 384, 384, 32, 16, 32}
+                                   : Workload{256, 384, 384, 32, 32, 32};
+}
 constexpr int kMinRounds = 3, kMaxRounds = 9;
 constexpr double kRoundBudgetMs = 300;  // stop adding rounds past this (after kMinRounds)
 
@@ -244,15 +252,24 @@ PrecisionDecision choose_precision(std::span<const DTypeMeasurement> measurement
 std::vector<DTypeMeasurement> measure_precisions() {
   NoGrad no_grad;
   Autocast no_autocast(DType::BF16, false);
+  const Workload wl = workload_for(dispatch_config().level);
   Generator gen(20261126);
-  const Tensor a = Tensor::randn({kGemmM, kGemmK}, gen);
-  const Tensor b = Tensor::randn({kGemmK, kGemmN}, gen);
-  const Tensor x = Tensor::randn({1, kConvC, kConvHW, kConvHW}, gen).contiguous(
-      MemoryFormat::ChannelsLast);
-  const Tensor w = Tensor::randn({kConvO, kConvC, 3, 3}, gen).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor a = Tensor::randn({wl.gemm_m, wl.gemm_k}, gen);
+  const Tensor b = Tensor::randn({wl.gemm_k, wl.gemm_n}, gen);
+  const Tensor x = Tensor::randn({1, wl.conv_c, wl.conv_hw, wl.conv_hw}, gen)
+                       .contiguous(MemoryFormat::ChannelsLast);
+  const Tensor w =
+      Tensor::randn({wl.conv_o, wl.conv_c, 3, 3}, gen).contiguous(MemoryFormat::ChannelsLast);
   const Conv2dParams same{.padding = 1};
   const Tensor gemm_ref = matmul(a.to(DType::F64), b.to(DType::F64));
   const Tensor conv_ref = conv2d(x.to(DType::F64), w.to(DType::F64), Tensor(), same);
+  // A copy in dtype t even where t is the source's dtype, so that every dtype's peak counts its
+  // operands.
+  const auto copy_as = [](const Tensor& src, DType t) {
+    Tensor copy = Tensor::empty_like(src, t);
+    copy.copy_(src);
+    return copy;
+  };
 
   struct Operands {
     Tensor a, b, x, w;
@@ -264,7 +281,7 @@ std::vector<DTypeMeasurement> measure_precisions() {
     // Untimed first run: the peak (operands in this dtype included) and the check.
     allocator.reset_peak();
     const std::size_t before = allocator.stats().allocated_bytes;
-    Operands o{a.to(t), b.to(t), x.to(t), w.to(t)};
+    Operands o{copy_as(a, t), copy_as(b, t), copy_as(x, t), copy_as(w, t)};
     const Tensor y = matmul(o.a, o.b);
     const Tensor z = conv2d(o.x, o.w, Tensor(), same);
     DTypeMeasurement m;

@@ -1,7 +1,7 @@
 #pragma once
 // `--precision auto`, measured: a short probe times a representative workload (a GEMM of a
 // transformer's MLP size and a 3x3 convolution of the video model's size, through the real
-// kernels) in f32, f16 and bf16 at the kernel level in force (dispatch_config().level, which
+// kernels; smaller at the scalar level, whose reference kernels are ~100x slower) in f32, f16 and bf16 at the kernel level in force (dispatch_config().level, which
 // MIXPREC_ISA forces), checks each result against an f64 reference, and picks the fastest dtype
 // whose check passed. The decision and its measurements are cached per machine and level in a
 // small JSON file, so the probe runs once per machine (a corrupt or unwritable cache is never an
