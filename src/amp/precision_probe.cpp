@@ -122,9 +122,9 @@ DTypeMeasurement parse_measurement(const io::JsonValue& v) {
   m.error = number_or_inf(v, "error");
   m.tolerance = number_or_inf(v, "tolerance");
   m.passed = member(v, "passed", io::JsonValue::Kind::Bool).as_bool();
-  MIXPREC_CHECK(std::isfinite(m.gemm_ms) && std::isfinite(m.conv_ms) && m.gemm_ms >= 0 &&
-                    m.conv_ms >= 0,
-                "a time is not a finite non-negative number");
+  MIXPREC_CHECK(
+      std::isfinite(m.gemm_ms) && std::isfinite(m.conv_ms) && m.gemm_ms >= 0 && m.conv_ms >= 0,
+      "a time is not a finite non-negative number");
   return m;
 }
 
@@ -164,8 +164,8 @@ void write_cache(const std::string& path, const std::vector<CacheEntry>& entries
     const CacheEntry& e = entries[i];
     out += std::string(i ? ",\n" : "\n") + "  {\"cpu_model\": " + io::json_quote(e.cpu_model) +
            ", \"kernel_level\": " + io::json_quote(e.level) +
-           ", \"probe_version\": " + std::to_string(e.version) + ", \"dtype\": " +
-           io::json_quote(dtype_name(choose_precision(e.measurements).dtype)) +
+           ", \"probe_version\": " + std::to_string(e.version) +
+           ", \"dtype\": " + io::json_quote(dtype_name(choose_precision(e.measurements).dtype)) +
            ",\n   \"measurements\": [";
     for (std::size_t j = 0; j < e.measurements.size(); ++j)
       out += std::string(j ? ",\n     " : "\n     ") + to_json(e.measurements[j]);
@@ -190,6 +190,7 @@ AutoPrecision decided(std::vector<DTypeMeasurement> measurements, IsaLevel level
   a.source = std::move(source);
   a.measurements = std::move(measurements);
   a.cache_path = std::move(cache_path);
+  a.decision = d.reasons.back();  // choose_precision ends with the line that decided
   a.reasons = std::move(d.reasons);
   return a;
 }
@@ -362,6 +363,7 @@ AutoPrecision auto_precision(const std::string& cache_path, bool remeasure) {
     a.reasons = {std::string("the probe could not run (") + e.what() +
                      "): falling back to the CPU-feature heuristic",
                  h.reason};
+    a.decision = h.reason;
     return a;
   }
   AutoPrecision a = decided(measurements, level, "measured", cache_path);
@@ -377,6 +379,11 @@ AutoPrecision auto_precision(const std::string& cache_path, bool remeasure) {
     }
   }
   return a;
+}
+
+std::string AutoPrecision::summary() const {
+  return std::string(dtype_name(dtype)) + " (" + source + " at kernel level " +
+         std::string(isa_name(level)) + ": " + decision + ")";
 }
 
 const AutoPrecision& auto_precision() {

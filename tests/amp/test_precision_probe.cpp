@@ -47,20 +47,19 @@ TEST(PrecisionChoice, TheFastestThatPassedWins) {
 }
 
 TEST(PrecisionChoice, AFailedCheckIsNoCandidateHoweverFast) {
-  const std::vector m = {timed(DType::F32, 10), timed(DType::BF16, 2, false),
-                         timed(DType::F16, 6)};
+  const std::vector m = {timed(DType::F32, 10), timed(DType::BF16, 2, false), timed(DType::F16, 6)};
   const PrecisionDecision d = choose_precision(m);
   EXPECT_EQ(d.dtype, DType::F16);
   EXPECT_TRUE(mentions(d.reasons, "bf16: 2.000 ms"));
   EXPECT_TRUE(mentions(d.reasons, "FAILED the check"));
-  EXPECT_EQ(chosen({timed(DType::F32, 10), timed(DType::BF16, 2, false),
-                    timed(DType::F16, 6, false)}),
-            DType::F32);
+  EXPECT_EQ(
+      chosen({timed(DType::F32, 10), timed(DType::BF16, 2, false), timed(DType::F16, 6, false)}),
+      DType::F32);
 }
 
 TEST(PrecisionChoice, NothingPassedKeepsF32) {
-  const PrecisionDecision d = choose_precision(
-      std::vector{timed(DType::F32, 10, false), timed(DType::BF16, 5, false)});
+  const PrecisionDecision d =
+      choose_precision(std::vector{timed(DType::F32, 10, false), timed(DType::BF16, 5, false)});
   EXPECT_EQ(d.dtype, DType::F32);
   EXPECT_TRUE(mentions(d.reasons, "no dtype passed its check"));
   EXPECT_EQ(chosen({}), DType::F32);
@@ -178,10 +177,7 @@ TEST_F(PrecisionProbe, ACorruptCacheIsMeasuredAgainAndRepaired) {
   };
   const std::string good = stored();
   const std::string damaged[] = {
-      "{not json",
-      "",
-      "{\"entries\": [{\"cpu_model\": 3}]}",
-      "[1, 2]",
+      "{not json", "", "{\"entries\": [{\"cpu_model\": 3}]}", "[1, 2]",
       good.substr(0, good.size() / 2),
       // Edited: the entry's decision (its first "dtype") no longer follows from its measurements.
       [&] {

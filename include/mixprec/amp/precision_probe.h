@@ -1,12 +1,13 @@
 #pragma once
 // `--precision auto`, measured: a short probe times a representative workload (a GEMM of a
 // transformer's MLP size and a 3x3 convolution of the video model's size, through the real
-// kernels; smaller at the scalar level, whose reference kernels are ~100x slower) in f32, f16 and bf16 at the kernel level in force (dispatch_config().level, which
-// MIXPREC_ISA forces), checks each result against an f64 reference, and picks the fastest dtype
-// whose check passed. The decision and its measurements are cached per machine and level in a
-// small JSON file, so the probe runs once per machine (a corrupt or unwritable cache is never an
-// error: the probe re-measures). core's CPU-feature heuristic (recommended_precision) is only
-// what `auto` falls back to when the probe cannot run.
+// kernels; smaller at the scalar level, whose reference kernels are ~100x slower) in f32, f16 and
+// bf16 at the kernel level in force (dispatch_config().level, which MIXPREC_ISA forces), checks
+// each result against an f64 reference, and picks the fastest dtype whose check passed. The
+// decision and its measurements are cached per machine and level in a small JSON file, so the probe
+// runs once per machine (a corrupt or unwritable cache is never an error: the probe re-measures).
+// core's CPU-feature heuristic (recommended_precision) is only what `auto` falls back to when the
+// probe cannot run.
 //
 // The probe needs kernels and ops, so it lives here in amp, above them; PrecisionConfig's "auto"
 // and the command line's `mixprec info` read auto_precision().
@@ -67,7 +68,10 @@ struct AutoPrecision {
   std::string source;  // "measured", "cache" or "heuristic" (the probe could not run)
   std::vector<DTypeMeasurement> measurements;  // empty for "heuristic"
   std::vector<std::string> reasons;
+  std::string decision;    // the reason that decided (one of `reasons`)
   std::string cache_path;  // empty when there is none
+  // One line for a trainer's log: "bf16 (measured at kernel level avx2: bf16 chosen: ...)".
+  std::string summary() const;
 };
 
 // $XDG_CACHE_HOME/mixprec/precision-probe.json, else ~/.cache/mixprec/precision-probe.json;
