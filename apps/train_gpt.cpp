@@ -93,8 +93,7 @@ int train_gpt(Args args, const Communicator& world) {
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
-  p.option("--precision", &train.precision,
-           "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
+  p.option("--precision", &train.precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
   p.option("--steps", &train.steps, "optimizer steps in all (a resumed run continues to this)");
   p.option("--batch", &train.batch, "sequences per micro-batch (per step without --grad-accum)");
   p.option("--grad-accum", &train.grad_accum,
@@ -196,9 +195,10 @@ int train_gpt(Args args, const Communicator& world) {
   // (tested), so it may change between a run and its resume. --loss-scale neither: a resumed
   // run continues with the checkpoint's scale.
   // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
-  const std::string checkpoint =
-      world.is_root() ? prepare_run_directory(command, run.out, run.resume, run.overwrite)
-                      : run.out + "/checkpoint.safetensors";
+  const std::string checkpoint = world.is_root()
+                                     ? prepare_run_directory(command, run.out, run.resume,
+                                                             run.overwrite)
+                                     : run.out + "/checkpoint.safetensors";
   ResumePoint start;
   if (run.resume) {
     start = check_resume(command, checkpoint, settings, run.override, train.steps);

@@ -12,22 +12,22 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "distributed.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/amp/precision_probe.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/checkpoint.h"
-#include "mixprec/mode/autocast.h"
 #include "mixprec/models/distribution_loss.h"
 #include "mixprec/models/video_critic.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/nn/precision.h"
-#include "mixprec/ops/arith.h"
-#include "mixprec/ops/functional.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/lr_schedule.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/functional.h"
 #include "progress.h"
 #include "run_guard.h"
 
@@ -109,7 +109,8 @@ void load_critic(const std::string& path, int64_t step, Adversary& a) {
 }
 
 int video_train(Args args, const Communicator& world) {
-  std::string preset = "lightweight", precision = "bf16", prediction = "v", loss_name = "mse";
+  std::string preset = "lightweight", precision = "bf16", prediction = "v",
+              loss_name = "mse";
   RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
   int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
@@ -225,9 +226,8 @@ int video_train(Args args, const Communicator& world) {
       parse_usage("video train", [&] { return models::parse_prediction(prediction); });
   const bool direct = pred == models::Prediction::Direct;
   if (unroll > 1 && !direct)
-    throw UsageError{
-        "video train: --unroll needs --prediction direct (a diffusion model's frames "
-        "are sampled without a gradient: use --self-context)"};
+    throw UsageError{"video train: --unroll needs --prediction direct (a diffusion model's frames "
+                     "are sampled without a gradient: use --self-context)"};
   const models::RegressionLoss regression =
       parse_usage("video train", [&] { return models::parse_regression_loss(loss_name); });
   if (regression != models::RegressionLoss::Mse && !direct)
@@ -235,29 +235,26 @@ int video_train(Args args, const Communicator& world) {
   if (free_run < 0 || (free_run > 0 && !direct))
     throw UsageError{"video train: --free-run must be >= 0 and needs --prediction direct"};
   if (free_run_regression != 1.0 && free_run == 0)
-    throw UsageError{
-        "video train: --free-run-regression weighs frames after a free run: it needs "
-        "--free-run"};
-  if (anchor && !direct) throw UsageError{"video train: --anchor needs --prediction direct"};
+    throw UsageError{"video train: --free-run-regression weighs frames after a free run: it needs "
+                     "--free-run"};
+  if (anchor && !direct)
+    throw UsageError{"video train: --anchor needs --prediction direct"};
   if (motion && !(direct && residual))
     throw UsageError{"video train: --motion needs --prediction direct and --residual"};
   if (change_penalty < 0 || (change_penalty > 0 && !motion))
     throw UsageError{"video train: --change-penalty must be >= 0 and needs --motion"};
   if (!(adversarial >= 0) || (adversarial > 0 && !direct) || adversarial_from < 0 ||
       !(critic_lr > 0) || critic_width < 8 || critic_width % 8 != 0)
-    throw UsageError{
-        "video train: --adversarial must be >= 0 and needs --prediction direct; "
-        "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
+    throw UsageError{"video train: --adversarial must be >= 0 and needs --prediction direct; "
+                     "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
   if (!(distribution >= 0) || (distribution > 0 && !direct))
     throw UsageError{"video train: --distribution must be >= 0 and needs --prediction direct"};
   if (adversarial > 0 && world.distributed())
-    throw UsageError{
-        "video train: --adversarial does not run under mpirun yet (each rank would "
-        "train its own critic)"};
+    throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
+                     "train its own critic)"};
   if (direct && self_context > 0)
-    throw UsageError{
-        "video train: a direct model trains on its own outputs with --unroll, "
-        "not --self-context"};
+    throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
+                     "not --self-context"};
   const data::MovingShapes videos({.height = size, .width = size}, static_cast<uint64_t>(seed));
   Generator init(static_cast<uint64_t>(seed));
   models::UNetVideoConfig config =
@@ -276,8 +273,7 @@ int video_train(Args args, const Communicator& world) {
         from.config.context_noise_level != noise_level || from.residual != residual)
       throw UsageError{"video train: --init " + init_from + " holds a '" + from.config.name +
                        "' model with " + std::to_string(from.config.context_frames) +
-                       " context frame(s)" +
-                       (from.config.context_noise_level ? ", noise level" : "") +
+                       " context frame(s)" + (from.config.context_noise_level ? ", noise level" : "") +
                        (from.residual ? ", residual" : "") +
                        ": pass the same --preset, --context-frames, --noise-level and --residual"};
     if ((from.config.anchor_frame && !anchor) || (from.config.motion && !motion))
@@ -290,7 +286,7 @@ int video_train(Args args, const Communicator& world) {
       models::load_extending(model, *source);
   }
   nn::broadcast_parameters(world, model.parameters());  // under mpirun: rank 0's weights
-  nn::to_precision(model, pc);                          // before the optimizer takes the parameters
+  nn::to_precision(model, pc);  // before the optimizer takes the parameters
   optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
   // Under mpirun --batch is each rank's share of a global batch of ranks x --batch.
   std::optional<nn::DataParallel> ranks;
@@ -307,41 +303,42 @@ int video_train(Args args, const Communicator& world) {
   // What a resumed run must share with its checkpoint to continue bit for bit (the stream
   // settings a model file recommends do not change training, so they may change on resume).
   RunSettings settings = {{"preset", preset},
-                          {"precision", pc.name()},
-                          {"seed", std::to_string(seed)},
-                          {"batch", std::to_string(batch * world.size())},
-                          {"prediction", prediction},
-                          {"size", std::to_string(size)},
-                          {"context-frames", std::to_string(context_frames)},
-                          {"noise-level", noise_level ? "1" : "0"},
-                          {"anchor", anchor ? "1" : "0"},
-                          {"motion", motion ? "1" : "0"},
-                          {"change-penalty", exact_text(change_penalty)},
-                          {"distribution", exact_text(distribution)},
-                          {"adversarial", exact_text(adversarial)},
-                          {"adversarial-from", std::to_string(adversarial_from)},
-                          {"critic-lr", exact_text(critic_lr)},
-                          {"critic-width", std::to_string(critic_width)},
-                          {"residual", residual ? "1" : "0"},
-                          {"context-noise", exact_text(context_noise)},
-                          {"context-blur", exact_text(context_blur)},
-                          {"self-context", exact_text(self_context)},
-                          {"self-context-from", std::to_string(self_context_from)},
-                          {"self-context-steps", std::to_string(self_context_steps)},
-                          {"unroll", std::to_string(unroll)},
-                          {"free-run", std::to_string(free_run)},
-                          {"loss", loss_name},
-                          {"lr", exact_text(lr)},
-                          {"warmup", std::to_string(warmup)},
-                          {"weight-decay", exact_text(weight_decay)},
-                          {"clip", exact_text(clip)},
-                          {"init", init_from}};
+                                {"precision", pc.name()},
+                                {"seed", std::to_string(seed)},
+                                {"batch", std::to_string(batch * world.size())},
+                                {"prediction", prediction},
+                                {"size", std::to_string(size)},
+                                {"context-frames", std::to_string(context_frames)},
+                                {"noise-level", noise_level ? "1" : "0"},
+                                {"anchor", anchor ? "1" : "0"},
+                                {"motion", motion ? "1" : "0"},
+                                {"change-penalty", exact_text(change_penalty)},
+                                {"distribution", exact_text(distribution)},
+                                {"adversarial", exact_text(adversarial)},
+                                {"adversarial-from", std::to_string(adversarial_from)},
+                                {"critic-lr", exact_text(critic_lr)},
+                                {"critic-width", std::to_string(critic_width)},
+                                {"residual", residual ? "1" : "0"},
+                                {"context-noise", exact_text(context_noise)},
+                                {"context-blur", exact_text(context_blur)},
+                                {"self-context", exact_text(self_context)},
+                                {"self-context-from", std::to_string(self_context_from)},
+                                {"self-context-steps", std::to_string(self_context_steps)},
+                                {"unroll", std::to_string(unroll)},
+                                {"free-run", std::to_string(free_run)},
+                                {"loss", loss_name},
+                                {"lr", exact_text(lr)},
+                                {"warmup", std::to_string(warmup)},
+                                {"weight-decay", exact_text(weight_decay)},
+                                {"clip", exact_text(clip)},
+                                {"init", init_from}};
   // Recorded only when set, so that checkpoints from before the option resume as they were.
   if (free_run_regression != 1.0)
     settings.emplace_back("free-run-regression", exact_text(free_run_regression));
-  const std::string checkpoint =
-      world.is_root() ? prepare_run_directory("video train", run.out, run.resume, run.overwrite)
-                      : run.out + "/checkpoint.safetensors";
+  const std::string checkpoint = world.is_root()
+                                     ? prepare_run_directory("video train", run.out, run.resume,
+                                                             run.overwrite)
+                                     : run.out + "/checkpoint.safetensors";
   const std::string critic_path = run.out + "/critic.safetensors";
   ResumePoint resumed;
   int64_t start = 0;
@@ -415,8 +412,9 @@ int video_train(Args args, const Communicator& world) {
     // what an uninterrupted one would.
     Generator gen;
     gen.set_state({static_cast<uint64_t>(seed) ^ 0x5eedULL, static_cast<uint64_t>(step) << 32});
-    const int64_t own =
-        step >= self_context_from ? std::llround(self_context * static_cast<double>(batch)) : 0;
+    const int64_t own = step >= self_context_from
+                            ? std::llround(self_context * static_cast<double>(batch))
+                            : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
     const int64_t length = free_run + context_frames + (own > 0 ? 1 : 0) + unroll;
     std::vector<Tensor> window = anchor ? videos.anchored_windows(batch * world.size(), length, gen)
@@ -443,9 +441,9 @@ int video_train(Args args, const Communicator& world) {
       amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
       if (direct) {
         std::vector<Tensor> shown;
-        loss =
-            models::video_rollout_loss(model, window, loss_options, input_dtype, gen, anchor_frames,
-                                       adversary || distribution > 0 ? &shown : nullptr);
+        loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
+                                          anchor_frames,
+                                          adversary || distribution > 0 ? &shown : nullptr);
         total = loss;
         // The true frames of the shown clip, 8-bit as a viewer sees them.
         std::vector<Tensor> real(window.end() - static_cast<std::ptrdiff_t>(shown.size()),
@@ -471,8 +469,8 @@ int video_train(Args args, const Communicator& world) {
           // adversarial term against the updated critic.
           std::vector<Tensor> fake;
           for (const Tensor& frame : shown) fake.push_back(frame.detach());
-          critic_loss =
-              train_critic(*adversary, models::context_of(real), models::context_of(fake));
+          critic_loss = train_critic(*adversary, models::context_of(real),
+                                     models::context_of(fake));
           if (step >= adversarial_from) {
             const Tensor term =
                 models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
@@ -508,8 +506,8 @@ int video_train(Args args, const Communicator& world) {
     char metrics[160];
     char adversary_terms[48] = "", distribution_term[32] = "";
     if (adversary)
-      std::snprintf(adversary_terms, sizeof adversary_terms, " | critic %.3f adv %.3f", critic_loss,
-                    adversarial_loss);
+      std::snprintf(adversary_terms, sizeof adversary_terms, " | critic %.3f adv %.3f",
+                    critic_loss, adversarial_loss);
     if (distribution > 0)
       std::snprintf(distribution_term, sizeof distribution_term, " | swd %.5f", distribution_loss);
     const std::string extra_terms = std::string(adversary_terms) + distribution_term;
