@@ -93,7 +93,9 @@ int train_gpt(Args args, const Communicator& world) {
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
-  p.option("--precision", &train.precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
+  p.option("--precision", &train.precision,
+           "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params | plan:FILE (per layer, from "
+           "`mixprec precision plan`)");
   p.option("--steps", &train.steps, "optimizer steps in all (a resumed run continues to this)");
   p.option("--batch", &train.batch, "sequences per micro-batch (per step without --grad-accum)");
   p.option("--grad-accum", &train.grad_accum,

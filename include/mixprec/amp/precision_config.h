@@ -10,10 +10,14 @@
 //   bf16-params   bf16     bf16    none           true half precision: 16-bit weights, f32 master
 //   fp16-params   f16      f16     dynamic        weights in the optimizer (norms stay f32)
 //   auto          what the precision probe measured fastest here (amp/precision_probe.h)
+//   plan:FILE     f32, with the parameters of the modules a per-layer plan names stored in its
+//                 dtype for each (amp/precision_plan.h; no autocast, no loss scaling)
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "mixprec/amp/grad_scaler.h"
+#include "mixprec/amp/precision_plan.h"
 #include "mixprec/core/dtype.h"
 
 namespace mixprec::amp {
@@ -25,6 +29,9 @@ struct PrecisionConfig {
   DType params = DType::F32;   // parameter storage; 16-bit needs an optimizer with master weights
   bool keep_f32 = true;        // with 16-bit params, norm layers keep f32 parameters
   LossScaling loss_scaling = LossScaling::None;
+  // A per-layer plan (plan:FILE): nn::to_precision stores the named modules' parameters in
+  // their planned dtypes. Shared: configs are copied freely.
+  std::shared_ptr<const PrecisionPlan> plan;
 
   // The preset of the dtype auto_precision() chose for this machine and kernel level: measured
   // once (and cached), the CPU-feature heuristic only when the probe cannot run.
@@ -37,7 +44,8 @@ struct PrecisionConfig {
 
   bool autocast() const { return compute != DType::F32; }
   bool half_params() const { return params != DType::F32; }
-  std::string name() const;  // the table's name for a preset, else a description
+  // The table's name for a preset, "plan:h.0=bf16,..." for a plan, else a description.
+  std::string name() const;
   // The GradScaler this configuration trains with (disabled when there is no loss scaling).
   GradScalerOptions scaler_options() const;
 };

@@ -1,0 +1,100 @@
+#include "mixprec/models/gpt_precision_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/ops/arith.h"
+#include "mixprec/ops/functional.h"
+
+namespace mixprec::models {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Sum of squared differences and of squared reference values, in f64.
+void accumulate_error(const Tensor& y, const Tensor& reference, double& diff, double& norm) {
+  const Tensor a = y.to(DType::F64).contiguous(), r = reference.to(DType::F64).contiguous();
+  const double* pa = a.data<double>();
+  const double* pr = r.data<double>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = std::isfinite(pa[i]) ? pa[i] - pr[i] : HUGE_VAL;
+    diff += d * d;
+    norm += pr[i] * pr[i];
+  }
+}
+
+template <typename F>
+double median_ms(int repetitions, F&& f) {
+  std::vector<double> ms;
+  for (int r = 0; r < repetitions; ++r) {
+    const Clock::time_point start = Clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
+                                      const GPTPlanOptions& o) {
+  MIXPREC_CHECK(o.batches >= 1 && o.batch >= 1 && o.repetitions >= 1 && o.budget >= 0,
+                "[precision plan] batches, batch and repetitions must be >= 1, the budget >= 0");
+  for (const Tensor& p : model.parameters())
+    MIXPREC_CHECK(p.dtype() == DType::F32,
+                  "[precision plan] the model must have f32 parameters to be planned, found ",
+                  dtype_name(p.dtype()));
+  NoGrad no_grad;
+  const bool was_training = model.training();
+  model.eval();
+  const int64_t context = model.config().context;
+  std::vector<Tensor> inputs, reference;
+  for (int64_t i = 0; i < o.batches; ++i) {
+    inputs.push_back(data.batch_at(Split::Train, o.batch, context, o.seed, i).inputs);
+    reference.push_back(model.forward(inputs.back()));
+  }
+
+  // The time share of each block: the blocks run one by one on the first batch's residual
+  // stream, as GPT::hidden runs them, against the whole forward.
+  const double total_ms = median_ms(o.repetitions, [&] { (void)model.forward(inputs[0]); });
+  const Tensor positions = Tensor::arange(0.0, static_cast<double>(context), 1.0, DType::I64);
+  Tensor x = add(embedding(model.wte(), inputs[0]), embedding(model.wpe(), positions));
+
+  amp::PrecisionPlan plan;
+  plan.model = "gpt";
+  plan.budget = o.budget;
+  for (int64_t b = 0; b < model.config().layers; ++b) {
+    GPTBlock& block = model.block(b);
+    amp::PlanLayer layer;
+    layer.name = "h." + std::to_string(b);
+    Tensor next;
+    layer.time_share = median_ms(o.repetitions, [&] { next = block.forward(x); }) / total_ms;
+    x = next;
+    const nn::NamedTensors f32_state = block.state_dict();
+    for (DType t : {DType::BF16, DType::F16}) {
+      block.to(t);  // as nn::to_precision will: its LayerNorms stay f32
+      double diff = 0, norm = 0;
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        accumulate_error(model.forward(inputs[i]), reference[i], diff, norm);
+      block.to(DType::F32);
+      block.load_state_dict(f32_state);  // the f32 weights back, bit for bit
+      (t == DType::BF16 ? layer.error_bf16 : layer.error_f16) = std::sqrt(diff / norm);
+    }
+    layer.dtype = amp::choose_layer_dtype(layer.error_bf16, layer.error_f16, o.budget);
+    plan.layers.push_back(layer);
+  }
+  model.train(was_training);
+  return plan;
+}
+
+}  // namespace mixprec::models
