@@ -85,12 +85,9 @@ int run_precision_plan(Args args) {
   if (data.size(models::Split::Train) < window)
     throw UsageError{"precision plan: the training split of " + corpus + " has fewer than " +
                      std::to_string(window) + " tokens"};
-  const amp::PrecisionPlan plan =
-      models::plan_gpt_precision(*gpt, data,
-                                 {.budget = budget,
-                                  .batches = batches,
-                                  .batch = batch,
-                                  .seed = static_cast<uint64_t>(seed)});
+  const amp::PrecisionPlan plan = models::plan_gpt_precision(
+      *gpt, data,
+      {.budget = budget, .batches = batches, .batch = batch, .seed = static_cast<uint64_t>(seed)});
   amp::write_precision_plan(out, plan);
   std::printf("precision plan: %s, %lld batches x %lld sequences of %s\n", gpt->summary().c_str(),
               static_cast<long long>(batches), static_cast<long long>(batch), corpus.c_str());

@@ -47,8 +47,8 @@ DType choose_layer_dtype(double error_bf16, double error_f16, double budget) {
 
 PrecisionPlan parse_precision_plan(std::string_view text, const std::string& source) {
   const std::string context = "[precision plan] " + source;
-  const io::JsonValue root = io::parse_json(
-      text, {.context = context, .max_depth = 8, .max_values = 1 << 16});
+  const io::JsonValue root =
+      io::parse_json(text, {.context = context, .max_depth = 8, .max_values = 1 << 16});
   MIXPREC_CHECK(root.is_object(), context, ": expected a JSON object, got ",
                 io::JsonValue::kind_name(root.kind()));
   PrecisionPlan plan;
@@ -91,8 +91,8 @@ PrecisionPlan parse_precision_plan(std::string_view text, const std::string& sou
         layer.error_f16 = optional_number(l, "error_f16", where);
         layer.time_share = optional_number(l, "time_share", where);
         for (const PlanLayer& other : plan.layers)
-          MIXPREC_CHECK(!inside(layer.name, other.name) && !inside(other.name, layer.name),
-                        context, ": layers '", other.name, "' and '", layer.name,
+          MIXPREC_CHECK(!inside(layer.name, other.name) && !inside(other.name, layer.name), context,
+                        ": layers '", other.name, "' and '", layer.name,
                         "' overlap (the same module, or one inside the other)");
         plan.layers.push_back(std::move(layer));
       }

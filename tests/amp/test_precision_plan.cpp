@@ -73,9 +73,10 @@ TEST(PrecisionPlan, BadInputIsAClearError) {
     EXPECT_NE(e.find("p.json"), std::string::npos) << e;
   }
   // "h.1" and "h.10" do not overlap.
-  EXPECT_EQ(parse(R"({"layers": [{"name": "h.1", "dtype": "bf16"}, {"name": "h.10", "dtype": "f16"}]})")
-                .layers.size(),
-            2u);
+  EXPECT_EQ(
+      parse(R"({"layers": [{"name": "h.1", "dtype": "bf16"}, {"name": "h.10", "dtype": "f16"}]})")
+          .layers.size(),
+      2u);
 }
 
 TEST(PrecisionPlan, TheCheapestDtypeWithinTheBudget) {
