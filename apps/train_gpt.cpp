@@ -154,13 +154,16 @@ int train_gpt(Args args, const Communicator& world) {
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
   // Everything that can be checked is checked before step 1, and before OUT is touched.
+  if (train.precision == "auto") {  // every rank trains in rank 0's measured choice
+    train.precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();
+    if (world.is_root())
+      std::fprintf(stderr, "train gpt: --precision auto -> %s\n",
+                   amp::auto_precision().summary().c_str());
+  }
   models::GPTTrainOptions options = parse_usage(command, [&] { return train.options(); });
   options.world = &world;
   options.data_parallel = {.bucket_mb = bucket_mb, .overlap = !no_overlap};
   const amp::PrecisionConfig& pc = options.precision;
-  if (train.precision == "auto")
-    std::fprintf(stderr, "train gpt: --precision auto -> %s\n",
-                 amp::auto_precision().summary().c_str());
   const models::TextDataset data = models::TextDataset::from_file(corpus);
   for (const models::Split split : {models::Split::Train, models::Split::Validation})
     if (data.size(split) < context + 1)

@@ -217,11 +217,14 @@ int video_train(Args args, const Communicator& world) {
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
   check_run_dir_options("video train", run);
 
+  if (precision == "auto") {  // every rank trains in rank 0's measured choice
+    precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();
+    if (world.is_root())
+      std::fprintf(stderr, "video train: --precision auto -> %s\n",
+                   amp::auto_precision().summary().c_str());
+  }
   const amp::PrecisionConfig pc =
       parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
-  if (precision == "auto")
-    std::fprintf(stderr, "video train: --precision auto -> %s\n",
-                 amp::auto_precision().summary().c_str());
   const models::Prediction pred =
       parse_usage("video train", [&] { return models::parse_prediction(prediction); });
   const bool direct = pred == models::Prediction::Direct;

@@ -397,3 +397,13 @@ const AutoPrecision& auto_precision() {
 }
 
 }  // namespace mixprec::amp
+
+namespace mixprec::amp {
+
+DType agreed_auto_precision(const Communicator& world) {
+  auto code = static_cast<uint8_t>(world.is_root() ? auto_precision().dtype : DType::F32);
+  if (world.size() > 1) world.broadcast(&code, sizeof code, 0);
+  return static_cast<DType>(code);
+}
+
+}  // namespace mixprec::amp

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/core/communicator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
 
@@ -87,5 +88,9 @@ std::string precision_cache_path();
 AutoPrecision auto_precision(const std::string& cache_path, bool remeasure = false);
 // The same with precision_cache_path(), remembered per level for the life of the process.
 const AutoPrecision& auto_precision();
+// What `auto` means for every rank of `world` (data-parallel training): rank 0's
+// auto_precision() dtype, broadcast, since ranks measuring each for themselves may disagree.
+// Only rank 0 runs the probe.
+DType agreed_auto_precision(const Communicator& world);
 
 }  // namespace mixprec::amp
