@@ -21,21 +21,25 @@ std::string number_or_dash(double v, const char* format) {
 }
 
 void print_report(const amp::PrecisionPlan& plan) {
-  std::printf("%-10s %-6s %12s %12s %11s\n", "layer", "dtype", "error bf16", "error f16",
-              "time share");
+  std::printf("%-10s %-6s %12s %12s %12s %12s %11s\n", "layer", "dtype", "error bf16", "error f16",
+              "grad bf16", "grad f16", "time share");
   double share = 0;
   for (const amp::PlanLayer& l : plan.layers) {
     const std::string chosen(dtype_name(l.dtype));
-    std::printf("%-10s %-6s %12s %12s %11s\n", l.name.c_str(), chosen.c_str(),
+    std::printf("%-10s %-6s %12s %12s %12s %12s %11s\n", l.name.c_str(), chosen.c_str(),
                 number_or_dash(l.error_bf16, "%.3g").c_str(),
                 number_or_dash(l.error_f16, "%.3g").c_str(),
+                number_or_dash(l.grad_error_bf16, "%.3g").c_str(),
+                number_or_dash(l.grad_error_f16, "%.3g").c_str(),
                 number_or_dash(100 * l.time_share, "%.1f%%").c_str());
     share += l.time_share;
   }
-  std::printf("%-10s %-6s %12s %12s %11s\n", "(rest)", "f32", "", "",
+  std::printf("%-10s %-6s %12s %12s %12s %12s %11s\n", "(rest)", "f32", "", "", "", "",
               number_or_dash(100 * (1 - share), "%.1f%%").c_str());
-  std::printf("budget %g (relative RMS error of the logits with only that layer in 16 bits)\n",
-              plan.budget);
+  std::printf(
+      "budget %g (relative RMS error of the logits and of the gradients with only that\n"
+      "layer in 16 bits; the larger of the two must be within it)\n",
+      plan.budget);
 }
 
 int run_precision_plan(Args args) {
@@ -44,15 +48,17 @@ int run_precision_plan(Args args) {
   double budget = -1;
   int64_t batches = 2, batch = 4, seed = 0, context = 256, layers = 6, d_model = 384, heads = 6;
   ArgParser p(command,
-              "Measures each layer's sensitivity (the output's error when only that layer stores\n"
-              "its parameters in bf16 or f16) on real batches and its share of the forward time,\n"
-              "and writes the cheapest dtype per layer whose error is within the budget.\n"
+              "Measures each layer's sensitivity (the error of the output and of the gradients\n"
+              "when only that layer stores its parameters in bf16 or f16) on real batches and its\n"
+              "share of the forward time, and writes the cheapest dtype per layer whose errors\n"
+              "are within the budget.\n"
               "Train or generate with it: --precision plan:FILE.");
   p.option("--model", &model, "gpt (a video model plan is not implemented yet)");
   p.option("--checkpoint", &checkpoint,
            "a `train gpt` checkpoint to plan (default: fresh weights from --seed and the size "
            "options)");
-  p.option("--budget", &budget, "largest relative RMS error of the output a layer may cause",
+  p.option("--budget", &budget,
+           "largest relative RMS error of the output or the gradients a layer may cause",
            {.min = 0});
   p.option("--out", &out, "the plan's JSON file");
   p.option("--corpus", &corpus, "text file the model trains on (bytes are the tokens)");

@@ -68,9 +68,11 @@ PrecisionPlan parse_precision_plan(std::string_view text, const std::string& sou
         MIXPREC_CHECK(l.is_object(), where, " must be an object");
         for (const io::JsonMember& f : l.members())
           MIXPREC_CHECK(f.key == "name" || f.key == "dtype" || f.key == "error_bf16" ||
-                            f.key == "error_f16" || f.key == "time_share",
+                            f.key == "error_f16" || f.key == "grad_error_bf16" ||
+                            f.key == "grad_error_f16" || f.key == "time_share",
                         where, ": unknown key '", f.key,
-                        "' (expected name, dtype, error_bf16, error_f16, time_share)");
+                        "' (expected name, dtype, error_bf16, error_f16, grad_error_bf16, "
+                        "grad_error_f16, time_share)");
         const io::JsonValue* name = l.find("name");
         const io::JsonValue* dtype = l.find("dtype");
         MIXPREC_CHECK(name != nullptr && name->is_string() && !name->as_string().empty(), where,
@@ -89,6 +91,8 @@ PrecisionPlan parse_precision_plan(std::string_view text, const std::string& sou
         layer.dtype = t;
         layer.error_bf16 = optional_number(l, "error_bf16", where);
         layer.error_f16 = optional_number(l, "error_f16", where);
+        layer.grad_error_bf16 = optional_number(l, "grad_error_bf16", where);
+        layer.grad_error_f16 = optional_number(l, "grad_error_f16", where);
         layer.time_share = optional_number(l, "time_share", where);
         for (const PlanLayer& other : plan.layers)
           MIXPREC_CHECK(!inside(layer.name, other.name) && !inside(other.name, layer.name), context,
@@ -123,6 +127,8 @@ std::string to_json(const PrecisionPlan& plan) {
            ", \"dtype\": " + io::json_quote(dtype_name(l.dtype)) +
            ", \"error_bf16\": " + io::json_number(l.error_bf16) +
            ", \"error_f16\": " + io::json_number(l.error_f16) +
+           ", \"grad_error_bf16\": " + io::json_number(l.grad_error_bf16) +
+           ", \"grad_error_f16\": " + io::json_number(l.grad_error_f16) +
            ", \"time_share\": " + io::json_number(l.time_share) + "}";
   }
   return out + "]}\n";

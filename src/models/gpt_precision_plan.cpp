@@ -54,21 +54,47 @@ amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
     MIXPREC_CHECK(p.dtype() == DType::F32,
                   "[precision plan] the model must have f32 parameters to be planned, found ",
                   dtype_name(p.dtype()));
-  NoGrad no_grad;
   const bool was_training = model.training();
   model.eval();
-  const int64_t context = model.config().context;
-  std::vector<Tensor> inputs, reference;
-  for (int64_t i = 0; i < o.batches; ++i) {
-    inputs.push_back(data.batch_at(Split::Train, o.batch, context, o.seed, i).inputs);
-    reference.push_back(model.forward(inputs.back()));
-  }
+  const int64_t context = model.config().context, vocab = model.config().vocab;
+  std::vector<TokenBatch> batches;
+  for (int64_t i = 0; i < o.batches; ++i)
+    batches.push_back(data.batch_at(Split::Train, o.batch, context, o.seed, i));
+
+  // The logits of every batch, and every parameter's gradient of the summed loss.
+  struct Outputs {
+    std::vector<Tensor> logits, grads;
+  };
+  const auto run = [&] {
+    Outputs out;
+    for (const Tensor& p : model.parameters()) p.zero_grad();
+    for (const TokenBatch& b : batches) {
+      const Tensor logits = model.forward(b.inputs);
+      const int64_t n = b.inputs.numel();
+      cross_entropy(logits.reshape({n, vocab}), b.targets.reshape({n})).backward();
+      out.logits.push_back(logits.detach());
+    }
+    for (const Tensor& p : model.parameters()) {
+      out.grads.push_back(p.grad());
+      p.zero_grad();
+    }
+    return out;
+  };
+  const auto relative_error = [](const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < y.size(); ++i)
+      if (y[i].defined() && ref[i].defined()) accumulate_error(y[i], ref[i], diff, norm);
+    return std::sqrt(diff / norm);
+  };
+  const Outputs reference = run();
 
   // The time share of each block: the blocks run one by one on the first batch's residual
   // stream, as GPT::hidden runs them, against the whole forward.
-  const double total_ms = median_ms(o.repetitions, [&] { (void)model.forward(inputs[0]); });
+  NoGrad no_grad;
+  const Tensor& tokens = batches[0].inputs;
+  const double total_ms = median_ms(o.repetitions, [&] { (void)model.forward(tokens); });
   const Tensor positions = Tensor::arange(0.0, static_cast<double>(context), 1.0, DType::I64);
-  Tensor x = add(embedding(model.wte(), inputs[0]), embedding(model.wpe(), positions));
+  Tensor x = add(embedding(model.wte(), tokens), embedding(model.wpe(), positions));
 
   amp::PrecisionPlan plan;
   plan.model = "gpt";
@@ -83,14 +109,20 @@ amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
     const nn::NamedTensors f32_state = block.state_dict();
     for (DType t : {DType::BF16, DType::F16}) {
       block.to(t);  // as nn::to_precision will: its LayerNorms stay f32
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < inputs.size(); ++i)
-        accumulate_error(model.forward(inputs[i]), reference[i], diff, norm);
+      const Outputs out = [&] {
+        EnableGrad grad;
+        return run();
+      }();
       block.to(DType::F32);
       block.load_state_dict(f32_state);  // the f32 weights back, bit for bit
-      (t == DType::BF16 ? layer.error_bf16 : layer.error_f16) = std::sqrt(diff / norm);
+      const bool bf16 = t == DType::BF16;
+      (bf16 ? layer.error_bf16 : layer.error_f16) = relative_error(out.logits, reference.logits);
+      (bf16 ? layer.grad_error_bf16 : layer.grad_error_f16) =
+          relative_error(out.grads, reference.grads);
     }
-    layer.dtype = amp::choose_layer_dtype(layer.error_bf16, layer.error_f16, o.budget);
+    layer.dtype =
+        amp::choose_layer_dtype(std::max(layer.error_bf16, layer.grad_error_bf16),
+                                std::max(layer.error_f16, layer.grad_error_f16), o.budget);
     plan.layers.push_back(layer);
   }
   model.train(was_training);

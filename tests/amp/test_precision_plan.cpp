@@ -24,7 +24,7 @@ TEST(PrecisionPlan, ParsesWhatAppliesAndWhatWasMeasured) {
   const PrecisionPlan p = parse(
       R"({"model": "gpt", "budget": 0.01, "layers": [
            {"name": "h.0", "dtype": "bf16", "error_bf16": 0.004, "error_f16": 0.0005,
-            "time_share": 0.2},
+            "grad_error_bf16": 0.006, "grad_error_f16": 0.0007, "time_share": 0.2},
            {"name": "h.1", "dtype": "f32"}, {"name": "h.10", "dtype": "float16"}]})");
   EXPECT_EQ(p.model, "gpt");
   EXPECT_EQ(p.budget, 0.01);
@@ -38,6 +38,7 @@ TEST(PrecisionPlan, ParsesWhatAppliesAndWhatWasMeasured) {
   const PrecisionPlan again = parse(to_json(p));
   EXPECT_EQ(again.setting(), p.setting());
   EXPECT_EQ(again.layers[0].error_f16, 0.0005);
+  EXPECT_EQ(again.layers[0].grad_error_bf16, 0.006);
   EXPECT_TRUE(std::isnan(again.layers[1].time_share));
 }
 

@@ -4,6 +4,7 @@
 // planned model trains.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -57,7 +58,11 @@ TEST(GPTPrecisionPlan, MeasuresEveryBlockAndLeavesTheModelAsItWas) {
     EXPECT_GT(l.error_bf16, l.error_f16) << l.name;
     EXPECT_GT(l.error_f16, 0) << l.name;
     EXPECT_LT(l.error_bf16, 0.1) << l.name;
-    EXPECT_EQ(l.dtype, amp::choose_layer_dtype(l.error_bf16, l.error_f16, 1e-3));
+    EXPECT_GT(l.grad_error_bf16, l.grad_error_f16) << l.name;
+    EXPECT_GT(l.grad_error_f16, 0) << l.name;
+    EXPECT_LT(l.grad_error_bf16, 0.1) << l.name;
+    EXPECT_EQ(l.dtype, amp::choose_layer_dtype(std::max(l.error_bf16, l.grad_error_bf16),
+                                               std::max(l.error_f16, l.grad_error_f16), 1e-3));
     EXPECT_GT(l.time_share, 0);
     share += l.time_share;
   }
@@ -66,6 +71,7 @@ TEST(GPTPrecisionPlan, MeasuresEveryBlockAndLeavesTheModelAsItWas) {
   ASSERT_EQ(after.size(), before.size());
   for (std::size_t i = 0; i < after.size(); ++i) {
     EXPECT_EQ(after[i].second.dtype(), DType::F32) << after[i].first;
+    EXPECT_FALSE(after[i].second.grad().defined()) << after[i].first;
     EXPECT_EQ(test::max_abs_diff(after[i].second, copies[i]), 0.0) << after[i].first;
   }
   // The budget decides: 0 keeps every block f32, a loose one stores every block in bf16.

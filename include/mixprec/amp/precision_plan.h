@@ -8,7 +8,7 @@
 // The file is a small JSON object:
 //   {"model": "gpt", "budget": 0.01,
 //    "layers": [{"name": "h.0", "dtype": "bf16", "error_bf16": 0.0041, "error_f16": 0.0005,
-//                "time_share": 0.15}, ...]}
+//                "grad_error_bf16": 0.006, "grad_error_f16": 0.0008, "time_share": 0.15}, ...]}
 // "layers" with each "name" (a module's dotted name, unique, not inside another listed one) and
 // "dtype" (f32, bf16 or f16) is what applies; "model", "budget", the errors and the time share
 // are the planner's record. Anything else, or a wrong kind, is an Error naming the file.
@@ -28,6 +28,9 @@ struct PlanLayer {
   // The planner's measurements (NaN when the file does not record them).
   double error_bf16 = std::numeric_limits<double>::quiet_NaN();
   double error_f16 = std::numeric_limits<double>::quiet_NaN();
+  // The same for the gradients of every parameter (relative RMS over all of them).
+  double grad_error_bf16 = std::numeric_limits<double>::quiet_NaN();
+  double grad_error_f16 = std::numeric_limits<double>::quiet_NaN();
   double time_share = std::numeric_limits<double>::quiet_NaN();
 };
 
@@ -41,9 +44,10 @@ struct PrecisionPlan {
   std::string setting() const;
 };
 
-// The cheapest dtype whose measured error is within the budget: the 16-bit ones halve the
-// layer's parameter bytes; between them bf16 (f32's range: no loss scaling) before f16; f32
-// when neither is within it. A NaN error is never within.
+// The cheapest dtype whose measured error (the larger of the output's and the gradients') is
+// within the budget: the 16-bit ones halve the layer's parameter bytes; between them bf16 (f32's
+// range: no loss scaling) before f16; f32 when neither is within it. A NaN error is never
+// within.
 DType choose_layer_dtype(double error_bf16, double error_f16, double budget);
 
 // Parses a plan; `source` names it in errors ("[precision plan] plan.json: ...").
