@@ -66,7 +66,7 @@ TEST(GPTPrecisionPlan, MeasuresEveryBlockAndLeavesTheModelAsItWas) {
     EXPECT_GT(l.time_share, 0);
     share += l.time_share;
   }
-  EXPECT_LT(share, 1.5);  // medians of separate timings: about the blocks' part of a forward
+  EXPECT_LE(share, 1.0 + 1e-12);  // of the forward, or of the blocks' sum when that is larger
   const nn::NamedTensors after = model->state_dict();
   ASSERT_EQ(after.size(), before.size());
   for (std::size_t i = 0; i < after.size(); ++i) {

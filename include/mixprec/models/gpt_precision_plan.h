@@ -19,7 +19,7 @@ struct GPTPlanOptions {
   int64_t batches = 2;   // training batches the error is measured on
   int64_t batch = 4;     // sequences per batch (of the model's context)
   uint64_t seed = 0;     // of the batch stream (TextDataset::batch_at)
-  int repetitions = 3;   // timed forwards per block; the median counts
+  int repetitions = 5;   // timed forwards per block; the median counts
 };
 
 // Leaves `model` as it found it (f32 parameters, bit for bit). Throws when the model's
