@@ -59,17 +59,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Relative RMS distance of y from the f64 reference; infinity when y has a non-finite value.
 double relative_rms_error(const Tensor& y, const Tensor& reference) {
-  const Tensor a = y.to(DType::F64).contiguous(), r = reference.contiguous();
-  const double* pa = a.data<double>();
-  const double* pr = r.data<double>();
   double diff = 0, norm = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    if (!std::isfinite(pa[i])) return std::numeric_limits<double>::infinity();
-    diff += (pa[i] - pr[i]) * (pa[i] - pr[i]);
-    norm += pr[i] * pr[i];
-  }
+  accumulate_squared_error(y, reference, diff, norm);
   return std::sqrt(diff / norm);
 }
 
@@ -196,6 +188,18 @@ AutoPrecision decided(std::vector<DTypeMeasurement> measurements, IsaLevel level
 }
 
 }  // namespace
+
+void accumulate_squared_error(const Tensor& y, const Tensor& reference, double& diff,
+                              double& norm) {
+  const Tensor a = y.to(DType::F64).contiguous(), r = reference.to(DType::F64).contiguous();
+  const double* pa = a.data<double>();
+  const double* pr = r.data<double>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = std::isfinite(pa[i]) ? pa[i] - pr[i] : HUGE_VAL;
+    diff += d * d;
+    norm += pr[i] * pr[i];
+  }
+}
 
 std::string to_json(const DTypeMeasurement& m) {
   return "{\"dtype\": " + io::json_quote(dtype_name(m.dtype)) +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
@@ -19,18 +20,6 @@ using Clock = std::chrono::steady_clock;
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Sum of squared differences and of squared reference values, in f64.
-void accumulate_error(const Tensor& y, const Tensor& reference, double& diff, double& norm) {
-  const Tensor a = y.to(DType::F64).contiguous(), r = reference.to(DType::F64).contiguous();
-  const double* pa = a.data<double>();
-  const double* pr = r.data<double>();
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = std::isfinite(pa[i]) ? pa[i] - pr[i] : HUGE_VAL;
-    diff += d * d;
-    norm += pr[i] * pr[i];
-  }
 }
 
 template <typename F>
@@ -83,7 +72,8 @@ amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
   const auto relative_error = [](const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
     double diff = 0, norm = 0;
     for (std::size_t i = 0; i < y.size(); ++i)
-      if (y[i].defined() && ref[i].defined()) accumulate_error(y[i], ref[i], diff, norm);
+      if (y[i].defined() && ref[i].defined())
+        amp::accumulate_squared_error(y[i], ref[i], diff, norm);
     return std::sqrt(diff / norm);
   };
   const Outputs reference = run();

@@ -20,6 +20,7 @@
 #include "mixprec/core/communicator.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::amp {
 
@@ -60,6 +61,11 @@ PrecisionDecision choose_precision(std::span<const DTypeMeasurement> measurement
 // Runs the probe at dispatch_config().level (a few rounds, f32/f16/bf16 interleaved so that load
 // from other work falls on all three alike). Throws Error when a kernel fails.
 std::vector<DTypeMeasurement> measure_precisions();
+
+// Adds the squared differences of y from reference (any float dtypes, same shape) to `diff` and
+// reference's squares to `norm`, in f64; a non-finite y makes `diff` infinite. sqrt(diff / norm)
+// is the relative RMS error the probe's check and the precision planner measure.
+void accumulate_squared_error(const Tensor& y, const Tensor& reference, double& diff, double& norm);
 
 // The check's bound for a dtype: 4 units of roundoff of its storage (inputs and output are
 // rounded to it) plus 64 of f32 (the accumulation over a few hundred terms).
