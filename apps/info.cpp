@@ -137,6 +137,9 @@ int run_info(Args args) {
               static_cast<int>(isa_name(precision.level).size()), isa_name(precision.level).data(),
               precision.cache_path.empty() ? "" : "; cache ", precision.cache_path.c_str());
   for (const std::string& r : precision.reasons) std::printf("               %s\n", r.c_str());
+  const std::string_view h = dtype_name(heuristic.dtype);
+  std::printf("               (the CPU features alone would say %.*s)\n",
+              static_cast<int>(h.size()), h.data());
   std::printf("Threads        %d (MIXPREC_NUM_THREADS %s)\n", num_threads(),
               env_or("MIXPREC_NUM_THREADS", "not set"));
   return 0;
