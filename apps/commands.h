@@ -33,6 +33,7 @@ struct CommandGroup {
 int run_command_group(const CommandGroup& group, Args args);
 
 int run_info(Args args);
+int run_precision(Args args);  // plan
 int run_inspect(Args args);
 int run_convert(Args args);
 int run_video(Args args);  // train | generate | drift | serve

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dispatch.h"
 #include "mixprec/core/parallel.h"
@@ -41,15 +42,20 @@ const char* env_or(const char* name, const char* fallback) {
 }  // namespace
 
 int run_info(Args args) {
-  bool json = false;
+  bool json = false, reprobe = false;
   for (std::string_view a : args) {
     if (a == "--json") {
       json = true;
+    } else if (a == "--reprobe") {
+      reprobe = true;
     } else if (a == "--help" || a == "-h") {
       std::printf(
-          "Usage: mixprec info [--json]\n\n"
+          "Usage: mixprec info [--json] [--reprobe]\n\n"
           "Prints the CPU, the ISA features found (with OS support), the kernel level in use,\n"
-          "the recommended precision with its reason, and the thread count.\n");
+          "the precision `--precision auto` picks with the probe's measurements and reasons,\n"
+          "and the thread count.\n\n"
+          "  --reprobe  measure again instead of reading the probe's cache\n"
+          "             ($XDG_CACHE_HOME or ~/.cache: mixprec/precision-probe.json)\n");
       return 0;
     } else {
       throw UsageError{"info: unknown option '" + std::string(a) + "' (see 'mixprec info --help')"};
@@ -60,7 +66,11 @@ int run_info(Args args) {
   const DispatchConfig dispatch = dispatch_config();  // throws on a bad MIXPREC_ISA etc.
   const IsaLevel level = dispatch.level;
   const std::string_view bf16_conv = bf16_conv_compute_name(dispatch.bf16_conv);
-  const PrecisionChoice precision = recommended_precision(f);
+  const PrecisionChoice heuristic = recommended_precision(f);
+  const amp::AutoPrecision precision =
+      reprobe ? amp::auto_precision(amp::precision_cache_path(), true) : amp::auto_precision();
+  std::string reasons;
+  for (const std::string& r : precision.reasons) reasons += (reasons.empty() ? "" : "; ") + r;
   const std::vector<Feature> features = feature_list(f);
   const std::string_view best = isa_name(best_isa());
   const std::string_view in_use = isa_name(level);
@@ -84,7 +94,18 @@ int run_info(Args args) {
     out += "  \"pack_inference_weights\": " +
            std::string(dispatch.pack_inference_weights ? "true" : "false") + ",\n";
     out += "  \"recommended_precision\": " + io::json_quote(dtype_name(precision.dtype)) + ",\n";
-    out += "  \"precision_reason\": " + io::json_quote(precision.reason) + ",\n";
+    out += "  \"precision_reason\": " + io::json_quote(reasons) + ",\n";
+    out += "  \"precision_probe\": {\"source\": " + io::json_quote(precision.source) +
+           ", \"kernel_level\": " + io::json_quote(isa_name(precision.level)) +
+           ", \"probe_version\": " + std::to_string(amp::kPrecisionProbeVersion) +
+           ", \"cache\": " + io::json_quote(precision.cache_path) + ",\n    \"measurements\": [";
+    for (std::size_t i = 0; i < precision.measurements.size(); ++i)
+      out += std::string(i ? ",\n      " : "\n      ") + amp::to_json(precision.measurements[i]);
+    out += "],\n    \"reasons\": [";
+    for (std::size_t i = 0; i < precision.reasons.size(); ++i)
+      out += std::string(i ? ", " : "") + io::json_quote(precision.reasons[i]);
+    out += "]},\n";
+    out += "  \"cpu_feature_precision\": " + io::json_quote(dtype_name(heuristic.dtype)) + ",\n";
     out += "  \"threads\": " + std::to_string(num_threads()) + "\n}\n";
     std::fputs(out.c_str(), stdout);
     return 0;
@@ -111,8 +132,14 @@ int run_info(Args args) {
               static_cast<int>(bf16_conv.size()), bf16_conv.data(),
               dispatch.pack_inference_weights ? "packed" : "packed per call");
   const std::string_view p = dtype_name(precision.dtype);
-  std::printf("Precision      auto -> %.*s: %s\n", static_cast<int>(p.size()), p.data(),
-              precision.reason.c_str());
+  std::printf("Precision      auto -> %.*s (%s at kernel level %.*s%s%s)\n",
+              static_cast<int>(p.size()), p.data(), precision.source.c_str(),
+              static_cast<int>(isa_name(precision.level).size()), isa_name(precision.level).data(),
+              precision.cache_path.empty() ? "" : "; cache ", precision.cache_path.c_str());
+  for (const std::string& r : precision.reasons) std::printf("               %s\n", r.c_str());
+  const std::string_view h = dtype_name(heuristic.dtype);
+  std::printf("               (the CPU features alone would say %.*s)\n",
+              static_cast<int>(h.size()), h.data());
   std::printf("Threads        %d (MIXPREC_NUM_THREADS %s)\n", num_threads(),
               env_or("MIXPREC_NUM_THREADS", "not set"));
   return 0;

@@ -12,6 +12,7 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "distributed.h"
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/models/byte_tokenizer.h"
@@ -92,7 +93,9 @@ int train_gpt(Args args, const Communicator& world) {
               "Train a GPT-2 style byte-level language model on a text corpus in mixed precision\n"
               "(AdamW, warm-up + cosine learning rate, gradient clipping).");
   p.option("--corpus", &corpus, "text file (bytes are the tokens)");
-  p.option("--precision", &train.precision, "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params");
+  p.option("--precision", &train.precision,
+           "auto | fp32 | bf16 | fp16 | bf16-params | fp16-params | plan:FILE (per layer, from "
+           "`mixprec precision plan`)");
   p.option("--steps", &train.steps, "optimizer steps in all (a resumed run continues to this)");
   p.option("--batch", &train.batch, "sequences per micro-batch (per step without --grad-accum)");
   p.option("--grad-accum", &train.grad_accum,
@@ -151,6 +154,12 @@ int train_gpt(Args args, const Communicator& world) {
     throw UsageError{"train gpt: --prompt must not be empty (or pass --sample-tokens 0)"};
 
   // Everything that can be checked is checked before step 1, and before OUT is touched.
+  if (train.precision == "auto") {  // every rank trains in rank 0's measured choice
+    train.precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();
+    if (world.is_root())
+      std::fprintf(stderr, "train gpt: --precision auto -> %s\n",
+                   amp::auto_precision().summary().c_str());
+  }
   models::GPTTrainOptions options = parse_usage(command, [&] { return train.options(); });
   options.world = &world;
   options.data_parallel = {.bucket_mb = bucket_mb, .overlap = !no_overlap};

@@ -8,8 +8,9 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/precision.h"
+#include "mixprec/nn/precision.h"
 
 namespace mixprec::app {
 
@@ -26,24 +27,34 @@ std::string sampler_text(const models::StreamOptions& options) {
 
 InferencePrecision parse_inference_precision(const std::string& name) {
   if (name == "auto") {
-    InferencePrecision p =
-        parse_inference_precision(recommended_precision().dtype == DType::BF16  ? "bf16"
-                                  : recommended_precision().dtype == DType::F16 ? "fp16"
-                                                                                : "fp32");
+    const DType measured = amp::auto_precision().dtype;  // the probe's choice, cached
+    InferencePrecision p = parse_inference_precision(measured == DType::BF16  ? "bf16"
+                                                     : measured == DType::F16 ? "fp16"
+                                                                              : "fp32");
     p.name = "auto(" + p.name + ")";
     return p;
   }
-  if (name == "fp32") return {name, DType::F32, false, DType::BF16};
-  if (name == "bf16") return {name, DType::BF16, false, DType::BF16};
-  if (name == "fp16") return {name, DType::F16, false, DType::F16};
-  if (name == "autocast-bf16") return {name, DType::F32, true, DType::BF16};
-  if (name == "autocast-fp16") return {name, DType::F32, true, DType::F16};
-  throw UsageError{"--precision must be auto|fp32|fp16|bf16|autocast-bf16|autocast-fp16, got '" +
-                   name + "'"};
+  if (name.starts_with("plan:")) {
+    amp::PrecisionConfig c = amp::PrecisionConfig::parse(name);
+    return {c.name(), DType::F32, false, DType::BF16, c.plan};
+  }
+  if (name == "fp32") return {name, DType::F32, false, DType::BF16, nullptr};
+  if (name == "bf16") return {name, DType::BF16, false, DType::BF16, nullptr};
+  if (name == "fp16") return {name, DType::F16, false, DType::F16, nullptr};
+  if (name == "autocast-bf16") return {name, DType::F32, true, DType::BF16, nullptr};
+  if (name == "autocast-fp16") return {name, DType::F32, true, DType::F16, nullptr};
+  throw UsageError{
+      "--precision must be auto|fp32|fp16|bf16|autocast-bf16|autocast-fp16|plan:FILE, got '" +
+      name + "'"};
 }
 
 void apply_precision(models::UNetVideo& model, const InferencePrecision& p) {
   if (p.weights != DType::F32) model.to(p.weights);
+  if (p.plan) {
+    amp::PrecisionConfig c;
+    c.plan = p.plan;
+    nn::to_precision(model, c);
+  }
 }
 
 double percentile(std::vector<double> values, double p) {

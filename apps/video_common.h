@@ -3,9 +3,11 @@
 // into an inference setup, and run statistics.
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "mixprec/amp/precision_config.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/unet_video.h"
@@ -23,8 +25,10 @@ struct InferencePrecision {
   DType weights = DType::F32;  // true half precision converts the weights (norms stay f32)
   bool autocast = false;       // f32 weights, 16-bit compute per op
   DType autocast_dtype = DType::BF16;
+  std::shared_ptr<const amp::PrecisionPlan> plan;  // plan:FILE: per-module weight dtypes
 };
-// fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16 | auto (this CPU's recommended dtype).
+// fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16 | auto (the precision probe's dtype) |
+// plan:FILE (a per-layer plan, applied by nn::to_precision).
 InferencePrecision parse_inference_precision(const std::string& name);
 void apply_precision(models::UNetVideo& model, const InferencePrecision& p);
 

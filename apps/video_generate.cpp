@@ -116,6 +116,9 @@ int run_video_generate(Args args) {
                      "held-out one"};
 
   const InferencePrecision prec = parse_inference_precision(precision);
+  if (prec.plan)  // open_model_stream converts the weights itself, before any plan could apply
+    throw UsageError{"video generate: --precision plan:FILE is not supported yet (video serve "
+                     "and video drift take it)"};
   models::ModelStream opened = models::open_model_stream(
       checkpoint, video,
       {.steps = steps,

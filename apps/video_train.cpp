@@ -15,6 +15,7 @@
 #include "mixprec/mode/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
+#include "mixprec/amp/precision_probe.h"
 #include "mixprec/data/moving_shapes.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/models/distribution_loss.h"
@@ -216,6 +217,12 @@ int video_train(Args args, const Communicator& world) {
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
   check_run_dir_options("video train", run);
 
+  if (precision == "auto") {  // every rank trains in rank 0's measured choice
+    precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();
+    if (world.is_root())
+      std::fprintf(stderr, "video train: --precision auto -> %s\n",
+                   amp::auto_precision().summary().c_str());
+  }
   const amp::PrecisionConfig pc =
       parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
   const models::Prediction pred =

@@ -43,6 +43,14 @@ EXCEPTIONS = [
      "Tensor's copy_, to, item, fill and printing convert element types with the conversion "
      "kernel (SIMD, per ISA). Only core's .cpp files include it, never a core header, and "
      "kernels/convert.h needs nothing but core/dtype.h, so no header cycle can form"),
+    ("src/amp/precision_*.cpp", "mixprec/io/json.h",
+     "The precision probe's cache and the per-layer precision plans (amp, above the kernels the "
+     "probe times, below everything that takes a PrecisionConfig) are small JSON files. Only "
+     "these .cpp files include the parser, whose header needs only the standard library and "
+     "whose .cpp only core/error.h, so no cycle can form"),
+    ("src/amp/precision_*.cpp", "mixprec/io/atomic_file.h",
+     "The precision probe's cache and `precision plan --out` are written atomically. "
+     "AtomicFile needs only the standard library and core/error.h, so no cycle can form"),
 ]
 
 SCANNED = ("include/mixprec", "src", "apps", "python")

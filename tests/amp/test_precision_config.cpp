@@ -27,15 +27,10 @@ TEST(PrecisionConfig, UnknownNamesListTheChoices) {
   EXPECT_NE(e.find("auto|fp32|bf16|fp16|bf16-params|fp16-params"), std::string::npos);
 }
 
-TEST(PrecisionConfig, AutoDetectFollowsTheCpu) {
-  CpuFeatures none{};
-  EXPECT_EQ(PrecisionConfig::auto_detect(none).name(), "fp32");
-  CpuFeatures f16c{};
-  f16c.f16c = f16c.os_avx = true;
-  EXPECT_EQ(PrecisionConfig::auto_detect(f16c).name(), "fp16");
-  CpuFeatures bf16 = f16c;
-  bf16.avx512f = bf16.avx512bw = bf16.avx512vl = bf16.avx512_bf16 = bf16.os_avx512 = true;
-  EXPECT_EQ(PrecisionConfig::auto_detect(bf16).name(), "bf16");
+TEST(PrecisionConfig, AutoMapsTheMeasuredDtypeToItsAutocastPreset) {
+  EXPECT_EQ(PrecisionConfig::for_compute(DType::F32).name(), "fp32");
+  EXPECT_EQ(PrecisionConfig::for_compute(DType::F16).name(), "fp16");
+  EXPECT_EQ(PrecisionConfig::for_compute(DType::BF16).name(), "bf16");
 }
 
 }  // namespace
