@@ -82,8 +82,7 @@ test-haswell: build
 	@tools/install_deps.sh $(HASWELL_DEPS)
 	@set -e; for suite in $(HASWELL_SUITES); do \
 	  echo "== test_$$suite under qemu-x86_64 -cpu Haswell-v4"; \
-	  qemu-x86_64 -cpu $(HASWELL_CPU) $(BUILD)/tests/test_$$suite --gtest_brief=1 \
-	    --gtest_filter='$(HASWELL_FILTER)'; \
+	  tools/run_under_qemu.sh $$suite '$(HASWELL_CPU)' '$(HASWELL_FILTER)' $(BUILD); \
 	done
 
 # No Python extension here: an ASan-built module would need the sanitizer preloaded into python.
