@@ -55,7 +55,8 @@ int run_video_drift(Args args) {
               "report PSNR against the true continuation, frame by frame (next to the last true\n"
               "frame frozen: what copying it would score), and the quality report per window.");
   p.option("--models", &models_list,
-           "comma-separated model files (e.g. with,without augmentation)");
+           "comma-separated model files (e.g. with,without augmentation); MODEL+RESTORER runs "
+           "a restorer ('video train --restorer') on every frame MODEL predicts");
   p.option("--frames", &frames, "frames to generate per video", {.min = 1});
   p.option("--steps", &steps, "DDIM steps per frame");
   p.option("--videos", &videos, "held-out videos to average over", {.min = 1});
@@ -81,26 +82,34 @@ int run_video_drift(Args args) {
   std::vector<std::vector<double>> psnr_by_model;
   std::vector<double> frozen(static_cast<std::size_t>(frames), 0.0);
   std::string json = "{\"frames\": " + std::to_string(frames) + ", \"models\": [";
-  for (const std::string& path : paths) {
+  for (const std::string& entry : paths) {
+    const std::size_t plus = entry.rfind('+');
+    const std::string path = entry.substr(0, plus);
     models::VideoModelInfo info;
     auto model = models::load_video_model(path, &info);
     apply_precision(*model, prec);
+    std::unique_ptr<models::UNetVideo> restorer;
+    if (plus != std::string::npos) {
+      restorer = models::load_restorer(entry.substr(plus + 1));
+      apply_precision(*restorer, prec);
+    }
+    models::StreamOptions options = stream_options(info, path,
+                                                   {.steps = steps,
+                                                    .context_noise = context_noise,
+                                                    .still_threshold = still_threshold});
+    options.restorer = restorer.get();
     const data::MovingShapes data = training_dataset(info, path);
     const data::MovingShapesConfig& config = data.config();
     std::vector<double> sum(static_cast<std::size_t>(frames), 0.0);
     std::vector<models::VideoQualityReport> reports;
-    ProgressBar bar("drift " + path, frames * videos);
+    ProgressBar bar("drift " + entry, frames * videos);
     for (int64_t v = 0; v < videos; ++v) {
       const int64_t video = config.held_out(v);
       const int64_t k = model->config().context_frames;  // ground-truth frames to start from
       const Tensor truth = data.clip(video, 0, frames + k);
+      options.seed = static_cast<uint64_t>(seed + v);
       models::VideoStream stream(*model, models::NoiseSchedule::cosine(info.schedule_steps),
-                                 truth.narrow(0, 0, k),
-                                 stream_options(info, path,
-                                                {.steps = steps,
-                                                 .seed = seed + v,
-                                                 .context_noise = context_noise,
-                                                 .still_threshold = still_threshold}));
+                                 truth.narrow(0, 0, k), options);
       models::VideoQualityMeter quality(window);
       for (int64_t i = 0; i < frames; ++i) {
         const Tensor frame = stream.next();
@@ -116,8 +125,8 @@ int run_video_drift(Args args) {
       reports.push_back(quality.report());
     }
     bar.finish();
-    print_quality(path, config.held_out(0), seed, reports);
-    json += std::string(psnr_by_model.empty() ? "" : ", ") + "{\"model\": " + io::json_quote(path) +
+    print_quality(entry, config.held_out(0), seed, reports);
+    json += std::string(psnr_by_model.empty() ? "" : ", ") + "{\"model\": " + io::json_quote(entry) +
             ", \"videos\": [";
     for (std::size_t v = 0; v < reports.size(); ++v)
       json += std::string(v ? ", " : "") + "{\"video\": " +

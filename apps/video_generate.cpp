@@ -69,7 +69,7 @@ Tensor filmstrip(const std::vector<Tensor>& frames) {
 }  // namespace
 
 int run_video_generate(Args args) {
-  std::string checkpoint = default_video_model_path(), precision = "auto", out = "stream.gif";
+  std::string checkpoint = default_video_model_path(), restorer, precision = "auto", out = "stream.gif";
   std::string png_dir, strip;
   int64_t strip_every = 50;
   double still_threshold = std::nan("");  // unset: the model file's
@@ -81,6 +81,9 @@ int run_video_generate(Args args) {
               "sampled by DDIM conditioned on the previous ones (a direct model: one forward\n"
               "each), the first on a dataset video's frames.");
   p.option("--checkpoint", &checkpoint, "model file written by 'mixprec video train'");
+  p.option("--restorer", &restorer,
+           "a restorer's model file ('video train --restorer'), run on every predicted frame "
+           "before it is shown and becomes context");
   p.option("--frames", &frames, "frames to generate");
   p.option("--steps", &steps, "DDIM steps per frame (1, 2, 4, 8, 25, 50, ...)");
   p.option("--precision", &precision, "auto | fp32 | fp16 | bf16 | autocast-bf16 | autocast-fp16");
@@ -125,7 +128,8 @@ int run_video_generate(Args args) {
        .seed = seed,
        .context_noise = context_noise,
        .still_threshold = still_threshold,
-       .graph = !eager},
+       .graph = !eager,
+       .restorer = restorer},
       prec.weights);
   const models::VideoModelInfo& info = opened.info;
   const models::UNetVideo& model = *opened.model;

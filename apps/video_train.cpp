@@ -120,7 +120,7 @@ int video_train(Args args, const Communicator& world) {
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
-  bool noise_level = false, residual = false, anchor = false, motion = false;
+  bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -177,6 +177,11 @@ int video_train(Args args, const Communicator& world) {
          "direct residual models: also predict a flow and warp the last frame by it before "
          "adding the change, so shapes move instead of being redrawn (docs/VIDEO.md; --init from "
          "a model without it starts from its weights)");
+  p.flag("--restorer", &restorer,
+         "direct residual models with 1 context frame: learn to restore a frame degraded by "
+         "--context-blur and --context-noise (its context is the frame itself) instead of "
+         "predicting the next one; streams run it on every frame they predict (video generate "
+         "--restorer; docs/VIDEO.md)");
   p.option("--change-penalty", &change_penalty,
            "motion models: weight of the mean absolute change added after the warp, so shapes "
            "move with the flow instead of fading (0: off; below 1 so uncovered background can "
@@ -255,6 +260,11 @@ int video_train(Args args, const Communicator& world) {
   if (adversarial > 0 && world.distributed())
     throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
                      "train its own critic)"};
+  if (restorer && !(direct && residual && context_frames == 1 && unroll == 1 && free_run == 0 &&
+                    !anchor && !motion && (context_blur > 0 || context_noise > 0)))
+    throw UsageError{"video train: --restorer needs --prediction direct --residual "
+                     "--context-frames 1, no --unroll, --free-run, --anchor or --motion, and a "
+                     "degradation to undo (--context-blur or --context-noise)"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -315,6 +325,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"noise-level", noise_level ? "1" : "0"},
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
+                                {"restorer", restorer ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -390,6 +401,7 @@ int video_train(Args args, const Communicator& world) {
     info.extra["train_steps"] = std::to_string(step);
     info.extra["context_noise"] = std::to_string(context_noise);
     info.extra["context_blur"] = std::to_string(context_blur);
+    if (restorer) info.extra["restorer"] = "1";
     info.extra["self_context"] = std::to_string(self_context);
     info.extra["unroll"] = std::to_string(unroll);
     info.extra["free_run"] = std::to_string(free_run);
@@ -422,6 +434,8 @@ int video_train(Args args, const Communicator& world) {
     const int64_t length = free_run + context_frames + (own > 0 ? 1 : 0) + unroll;
     std::vector<Tensor> window = anchor ? videos.anchored_windows(batch * world.size(), length, gen)
                                         : videos.windows(batch * world.size(), length, gen);
+    // A restorer's context is its target frame itself, degraded by the loss's context options.
+    if (restorer) window.front() = window.back();
     for (Tensor& frames : window) frames = rank_share(world, frames);
     fork_per_rank(world, gen);
     Tensor anchor_frames;

@@ -51,6 +51,7 @@ std::atomic<int>& thread_slot() {
 }
 
 thread_local bool tl_in_region = false;
+thread_local int tl_sole_thread = -1;  // ScopedSoleThread's index, or -1
 
 using Clock = std::chrono::steady_clock;
 
@@ -116,6 +117,7 @@ struct Job {
   void* context;
   int64_t chunks;
   int helpers = 0;  // workers 1..helpers may take part
+  int sole = -1;    // when > 0, worker `sole` alone runs the chunks (ScopedSoleThread)
   std::atomic<int64_t> next{0}, done{0};
   std::atomic<uint32_t> finished{0}, caller_asleep{0};
   std::atomic<bool> failed{false};
@@ -155,12 +157,7 @@ class Pool {
   bool run(Job& job, int threads) {
     std::unique_lock lock(busy_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
-    job.helpers = threads - 1;
-    for (; workers_ < job.helpers; ++workers_)
-      std::thread([this, index = workers_ + 1] { worker(index); }).detach();
-    current_.store(&job, std::memory_order_seq_cst);
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
+    start(job, threads - 1);
     const Clock::time_point start = Clock::now();
     const int64_t mine = job.work();
     const Clock::time_point worked = Clock::now();
@@ -170,15 +167,41 @@ class Pool {
     const Clock::time_point end = Clock::now();
     if (mine > 0 && end - worked > (worked - start) / mine + kHeldUp)
       solo_until.store((end + kSoloFor).time_since_epoch().count(), std::memory_order_relaxed);
-    current_.store(nullptr, std::memory_order_seq_cst);
-    while (inside_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    retire();
     return true;
   }
 
+  // Runs the job on worker `sole` alone, waiting for the pool if another caller holds it.
+  void run_on(Job& job, int sole) {
+    std::unique_lock lock(busy_);
+    job.sole = sole;
+    start(job, sole);
+    job.wait_finished();
+    retire();
+  }
+
  private:
-  [[noreturn]] void worker(int index) {
+  // Publishes the job to workers 1..helpers (starting the missing ones) and wakes them.
+  void start(Job& job, int helpers) {
+    job.helpers = helpers;
+    // A new worker starts from the epoch before this job's, so it sees this job too (a sole
+    // thread's job waits for it).
+    const uint32_t before = epoch_.load(std::memory_order_seq_cst);
+    for (; workers_ < helpers; ++workers_)
+      std::thread([this, index = workers_ + 1, before] { worker(index, before); }).detach();
+    current_.store(&job, std::memory_order_seq_cst);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
+  }
+
+  // Takes the finished job down once no worker looks at it any more.
+  void retire() {
+    current_.store(nullptr, std::memory_order_seq_cst);
+    while (inside_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+
+  [[noreturn]] void worker(int index, uint32_t seen) {
     tl_in_region = true;  // a parallel_for inside a body runs inline
-    uint32_t seen = epoch_.load(std::memory_order_acquire);
     for (;;) {
       if (!spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen; })) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -190,7 +213,8 @@ class Pool {
         std::this_thread::sleep_for(std::chrono::microseconds(delay));
       inside_.fetch_add(1, std::memory_order_seq_cst);
       Job* job = current_.load(std::memory_order_seq_cst);
-      if (job != nullptr && index <= job->helpers) job->work();
+      if (job != nullptr && (job->sole > 0 ? index == job->sole : index <= job->helpers))
+        job->work();
       inside_.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
@@ -226,6 +250,14 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
     ~RegionGuard() { tl_in_region = false; }
   } region;
   Job job(run, context, chunks);
+  if (tl_sole_thread >= 0) {
+    if (tl_sole_thread == 0)
+      job.work();
+    else
+      pool().run_on(job, tl_sole_thread);
+    if (job.failed.load()) std::rethrow_exception(job.error);
+    return;
+  }
   // Alone when another caller holds the pool, or while workers are being descheduled.
   const bool solo =
       Clock::now().time_since_epoch().count() < solo_until.load(std::memory_order_relaxed);
@@ -238,4 +270,12 @@ void set_worker_delay(std::chrono::microseconds delay) {
 }
 
 }  // namespace detail
+
+ScopedSoleThread::ScopedSoleThread(int index) : previous_(tl_sole_thread) {
+  MIXPREC_CHECK(index >= 0 && index < num_threads(), "[ScopedSoleThread] expected a thread in [0, ",
+                num_threads(), "), got ", index);
+  tl_sole_thread = index;
+}
+ScopedSoleThread::~ScopedSoleThread() { tl_sole_thread = previous_; }
+
 }  // namespace mixprec

@@ -11,6 +11,7 @@
 
 #include "graph_impl.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 
@@ -336,12 +337,18 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
           impl->staged[i].as_strided(inputs[i].shape(), inputs[i].strides(), 0);
 
   Graph graph(std::move(impl));
-  if (options.validate) {
+  // One replay per pool thread with that thread running every chunk: each thread's per-thread
+  // scratch then holds what every kernel's largest chunk needs, so no later replay grows one
+  // whichever thread takes which chunk (threads the pool starts later grow theirs once).
+  for (int thread = 0; thread < num_threads(); ++thread) {
+    ScopedSoleThread sole(thread);
     const std::vector<Tensor>& replayed = graph.run(inputs);
+    if (!options.validate) continue;
     for (std::size_t i = 0; i < recorded.size(); ++i)
       MIXPREC_CHECK(bit_equal(recorded[i], replayed[i]), "[graph::capture] output ", i,
-                    " of the replay differs from the recorded run: the function does work the "
-                    "capture cannot see");
+                    " of the replay on thread ", thread,
+                    " differs from the recorded run: the function does work the capture "
+                    "cannot see");
   }
   return graph;
 }

@@ -188,6 +188,20 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
   return last.defined() ? clamp(frame_of(sampled, last), -1.0, 1.0) : sampled;
 }
 
+Tensor restore_frames(UNetVideo& restorer, const Tensor& frames) {
+  MIXPREC_CHECK(restorer.config().context_frames == 1 && !restorer.config().motion &&
+                    !restorer.config().anchor_frame && frames.dim() == 4 &&
+                    frames.size(1) == restorer.config().frame_channels,
+                "[restore_frames] expected a restorer with one context frame, no motion or "
+                "anchor, and frames [B, ", restorer.config().frame_channels, ", H, W], got ",
+                shape_to_string(frames.shape()));
+  NoGrad no_grad;
+  const DType dtype = parameter_dtype(restorer);
+  const Tensor input = frames.to(dtype).contiguous(MemoryFormat::ChannelsLast);
+  return clamp(frame_of(direct_forward(restorer, input, Tensor(), frames.size(1)), frames), -1.0,
+               1.0);
+}
+
 Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
                             const Tensor& context, const Tensor& current,
                             const VideoLossOptions& options, DType input_dtype, Generator& gen) {

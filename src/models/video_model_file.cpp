@@ -103,6 +103,18 @@ data::MovingShapes training_dataset(const VideoModelInfo& info, const std::strin
   return data::MovingShapes({.height = size, .width = size}, field("seed", UINT64_MAX));
 }
 
+std::unique_ptr<UNetVideo> load_restorer(const std::string& path, DType weights) {
+  VideoModelInfo info;
+  std::unique_ptr<UNetVideo> restorer = load_video_model(path, &info);
+  const auto it = info.extra.find("restorer");
+  if (it == info.extra.end() || it->second != "1" || info.prediction != Prediction::Direct ||
+      !info.residual || restorer->config().context_frames != 1)
+    throw Error(path + ": not a restorer (a direct residual model with one context frame, "
+                       "written by 'mixprec video train --restorer')");
+  if (weights != DType::F32) restorer->to(weights);
+  return restorer;
+}
+
 double stream_setting(const VideoModelInfo& info, const std::string& path, const std::string& key,
                       double requested) {
   if (!std::isnan(requested)) return requested;

@@ -15,7 +15,12 @@ ModelStream open_model_stream(const std::string& path, int64_t video, const Stre
   if (weights != DType::F32) model->to(weights);
   data::MovingShapes videos = training_dataset(info, path);
   const int64_t start = video >= 0 ? video : videos.config().held_out(0);
-  const StreamOptions options = stream_options(info, path, request);
+  StreamOptions options = stream_options(info, path, request);
+  std::unique_ptr<UNetVideo> restorer;
+  if (!request.restorer.empty()) {
+    restorer = load_restorer(request.restorer, weights);
+    options.restorer = restorer.get();
+  }
   auto stream = std::make_unique<VideoStream>(
       *model, NoiseSchedule::cosine(info.schedule_steps),
       videos.clip(start, 0, model->config().context_frames), options);
@@ -24,6 +29,7 @@ ModelStream open_model_stream(const std::string& path, int64_t video, const Stre
           .videos = std::move(videos),
           .video = start,
           .options = options,
+          .restorer = std::move(restorer),  // as the model: the stream's pointer stays valid
           .stream = std::move(stream)};
 }
 

@@ -87,9 +87,12 @@ Tensor BatchedVideoStream::next() {
   const std::vector<Tensor> inputs{with_anchor(anchors_, batch_context), sigma, cat(noise, 0),
                                    options_.residual ? newest_of(base) : Tensor()};
   auto sample = [&model = model_, schedule = schedule_, steps = options_.steps,
-                 prediction = options_.prediction, dtype = model_dtype_](const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{sample_next_frames(model, schedule, in[0], in[1], in[2], steps,
-                                                  prediction, dtype, in[3])};
+                 prediction = options_.prediction, dtype = model_dtype_,
+                 restorer = options_.restorer](const std::vector<Tensor>& in) {
+    Tensor frames = sample_next_frames(model, schedule, in[0], in[1], in[2], steps, prediction,
+                                       dtype, in[3]);
+    if (restorer != nullptr) frames = restore_frames(*restorer, frames);
+    return std::vector<Tensor>{frames};
   };
   Tensor frames;
   if (options_.graph) {

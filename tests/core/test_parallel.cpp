@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -131,13 +133,19 @@ TEST(ParallelFor, AfterWaitingForAHeldChunkTheCallerRunsAlone) {
   const ThreadsScope scope(2);
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> held{false};
-  for (int attempt = 0; attempt < 20 && !held; ++attempt)
+  for (int attempt = 0; attempt < 20 && !held; ++attempt) {
+    std::atomic<int> done{0};
     parallel_for(0, 16, 1, [&](int64_t, int64_t) {
-      if (std::this_thread::get_id() == caller)
+      if (std::this_thread::get_id() == caller) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));  // time for a worker to join
-      else if (!held.exchange(true))
+      } else if (!held.exchange(true)) {
+        // Held past the caller's last chunk, however slowly a loaded machine ran the caller's.
+        while (done.load() < 15) std::this_thread::yield();
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+      ++done;
     });
+  }
   ASSERT_TRUE(held) << "no worker took a chunk in 20 calls";
   std::atomic<int> elsewhere{0};
   parallel_for(0, 16, 1, [&](int64_t, int64_t) {  // 16 ms: long enough for a worker to join
@@ -169,4 +177,44 @@ TEST(ParallelFor, StressNoDeadlock) {
     other.join();
     EXPECT_EQ(total.load(), 0);
   }
+}
+
+// ScopedSoleThread: the usual chunks, every one on the chosen thread (0 the caller, 1.. a
+// worker), each index once; a bad index is refused; the scope ends and threads mix again.
+TEST(ParallelFor, SoleThreadRunsEveryChunkOnTheChosenThread) {
+  ThreadsScope scope(3);
+  for (int index = 0; index < 3; ++index) {
+    std::mutex mutex;
+    std::set<std::thread::id> ran_on;
+    std::vector<int> visits(1000);
+    int chunks = 0;
+    {
+      ScopedSoleThread sole(index);
+      parallel_for(0, 1000, 1, [&](int64_t lo, int64_t hi) {
+        std::lock_guard lock(mutex);
+        ran_on.insert(std::this_thread::get_id());
+        ++chunks;
+        for (int64_t i = lo; i < hi; ++i) ++visits[static_cast<std::size_t>(i)];
+      });
+    }
+    EXPECT_EQ(ran_on.size(), 1u) << "thread " << index;
+    EXPECT_EQ(ran_on.count(std::this_thread::get_id()), index == 0 ? 1u : 0u);
+    EXPECT_EQ(chunks, 3 * detail::kChunksPerThread);
+    for (int v : visits) ASSERT_EQ(v, 1);
+  }
+  EXPECT_THROW(ScopedSoleThread(3), std::exception);
+  EXPECT_THROW(ScopedSoleThread(-1), std::exception);
+}
+
+// Two different workers chosen in turn are two different threads.
+TEST(ParallelFor, SoleThreadsAreDistinctWorkers) {
+  ThreadsScope scope(3);
+  auto thread_of = [](int index) {
+    ScopedSoleThread sole(index);
+    std::thread::id id;
+    parallel_for(0, 100, 1, [&](int64_t, int64_t) { id = std::this_thread::get_id(); });
+    return id;
+  };
+  EXPECT_NE(thread_of(1), thread_of(2));
+  EXPECT_EQ(thread_of(1), thread_of(1));
 }

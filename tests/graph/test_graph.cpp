@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 
+#include "mixprec/core/parallel.h"
 #include "mixprec/core/random.h"
 #include "mixprec/graph/graph.h"
 #include "mixprec/mode/grad_mode.h"
@@ -73,6 +75,36 @@ TEST(Graph, ReplayAllocatesNothing) {
   const MemoryStats after = CachingAllocator::global().stats();
   EXPECT_EQ(after.num_allocs, before.num_allocs);
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+}
+
+// Which thread takes which chunk varies from run to run, and a thread grows its per-thread
+// scratch (the GEMM's packing space here) the first time it meets a chunk. A capture whose own
+// eager runs all ran on the caller must still leave every thread ready: after it, a replay on
+// any one thread alone allocates nothing. (Session 10's CI failed on one such allocation.)
+TEST(Graph, ReplayOnAnyThreadAllocatesNothing) {
+  struct Threads {
+    int before = num_threads();
+    Threads() { set_num_threads(2); }
+    ~Threads() { set_num_threads(before); }
+  } two;
+  auto product = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{matmul(in[0], in[1]), matmul(in[0].to(DType::BF16), in[1])};
+  };
+  Generator gen(12);
+  const std::vector<Tensor> in{Tensor::randn({192, 256}, gen), Tensor::randn({256, 320}, gen)};
+  std::optional<Graph> g;
+  {
+    ScopedSoleThread caller_only(0);
+    g.emplace(capture(product, in));
+  }
+  for (int thread = 0; thread < 2; ++thread) {
+    ScopedSoleThread sole(thread);
+    const MemoryStats before = CachingAllocator::global().stats();
+    const std::vector<Tensor>& out = g->run(in);
+    EXPECT_EQ(CachingAllocator::global().stats().num_allocs, before.num_allocs)
+        << "thread " << thread;
+    EXPECT_TRUE(bit_equal(out[0], matmul(in[0], in[1])));
+  }
 }
 
 TEST(Graph, WritingTheInputsInPlaceNeedsNoCopy) {

@@ -127,6 +127,57 @@ TEST(VideoStream, ResidualModelAddsTheSampledChangeToTheLastFrame) {
   }
 }
 
+// A stream with a restorer shows, and conditions on, the restorer's version of each frame the
+// model predicts: frame = quantize(restore(predicted)), eagerly and replayed from a graph alike.
+TEST(VideoStream, ARestorerRunsOnEveryPredictedFrame) {
+  Generator gen(21);
+  UNetVideoConfig c = test::tiny_unet(2);
+  UNetVideo net(c, gen), restorer(test::tiny_unet(1), gen);
+  nn::init::uniform_(test::parameter(net, "conv_out.weight"), -0.2, 0.2, gen);
+  nn::init::uniform_(test::parameter(restorer, "conv_out.weight"), -0.2, 0.2, gen);
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  const NoiseSchedule schedule = NoiseSchedule::cosine(100);
+  const StreamOptions options{
+      .steps = 1, .prediction = Prediction::Direct, .residual = true, .restorer = &restorer};
+  StreamOptions replayed_options = options;
+  replayed_options.graph = true;
+  VideoStream stream(net, schedule, first, options), replayed(net, schedule, first, replayed_options);
+  std::vector<Tensor> history = {first.narrow(0, 0, 1), first.narrow(0, 1, 1)};
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor got = stream.next();
+    const Tensor context = context_of({history[history.size() - 2], history.back()});
+    const Tensor predicted =
+        sample_next_frames(net, schedule, context, Tensor(), Tensor::zeros({1, 3, 8, 8}), 1,
+                           Prediction::Direct, DType::F32, history.back());
+    const Tensor restored = restore_frames(restorer, predicted);
+    EXPECT_GT(test::max_abs_diff(restored, predicted), 0.01) << "the restorer changes frames";
+    ASSERT_EQ(test::max_abs_diff(got, quantize_8bit(restored)), 0) << "frame " << i;
+    ASSERT_EQ(test::max_abs_diff(replayed.next(), got), 0) << "graph replay, frame " << i;
+    history.push_back(got);
+  }
+}
+
+// load_restorer takes only what `video train --restorer` writes, and converts its weights.
+TEST(VideoModelFile, OnlyARestorerFileLoadsAsARestorer) {
+  Generator gen(22);
+  UNetVideo net(test::tiny_unet(1), gen);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_restorer_test.safetensors").string();
+  VideoModelInfo info{.config = net.config(), .prediction = Prediction::Direct,
+                      .schedule_steps = 1000, .residual = true};
+  save_video_model(path, net, info);
+  EXPECT_NE(test_support::error_of([&] { load_restorer(path); }).find("not a restorer"),
+            std::string::npos);
+  info.extra["restorer"] = "1";
+  save_video_model(path, net, info);
+  EXPECT_EQ(parameter_dtype(*load_restorer(path, DType::BF16)), DType::BF16);
+  info.residual = false;
+  save_video_model(path, net, info);
+  EXPECT_NE(test_support::error_of([&] { load_restorer(path); }).find("not a restorer"),
+            std::string::npos);
+  std::filesystem::remove(path);
+}
+
 TEST(VideoDiffusionLoss, ResidualTargetIsTheHalvedChangeFromTheLastContextFrame) {
   // With eps-prediction the target is the noise either way; what changes is x_t. A network
   // input of a residual model at the noiseless end (t = 0) is ~ (current - last) / 2: check it

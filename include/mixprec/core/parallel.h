@@ -31,6 +31,23 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
 void set_worker_delay(std::chrono::microseconds delay);
 }  // namespace detail
 
+// While alive, every parallel_for the constructing thread calls runs all its chunks on one pool
+// thread: `index` 0 is the calling thread itself, 1..num_threads()-1 a worker. The chunks are
+// the usual ones (as many as num_threads() would make). Which thread takes which chunk
+// otherwise varies from call to call, so a thread's per-thread scratch (grown on demand by the
+// kernels) may meet a size it has not met before: a graph's capture replays once on each thread
+// alone so that no later replay grows one.
+class ScopedSoleThread {
+ public:
+  explicit ScopedSoleThread(int index);
+  ~ScopedSoleThread();
+  ScopedSoleThread(const ScopedSoleThread&) = delete;
+  ScopedSoleThread& operator=(const ScopedSoleThread&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Calls body(lo, hi) on disjoint chunks covering [begin, end), each at least `grain` long, in
 // parallel when the range holds at least two grains. Which thread runs a chunk, and how many
 // chunks there are, varies with the thread count and the machine's load: a body's result must

@@ -48,8 +48,8 @@ struct CaptureOptions {
   // Share arena space between intermediates whose lifetimes do not overlap (greedy best fit,
   // largest first). Off: every intermediate gets its own space (for checking the planner).
   bool reuse_memory = true;
-  // Replay once at capture and compare with the recorded run bit for bit (throws on a
-  // difference).
+  // Compare the capture's replays (one per pool thread, each running every chunk alone) with
+  // the recorded run bit for bit (throws on a difference).
   bool validate = true;
   // Freeze the constants: a kernel that reads only constants (parameters, host values, and what
   // other such kernels made) is not replayed; its results, as the recorded run made them, become

@@ -124,6 +124,11 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
+// frames [B, 3, H, W] in [-1, 1] -> the same frames restored by `restorer` (a direct residual
+// model with one context frame, `video train --restorer`): frames + 2 * its change, clamped to
+// [-1, 1], f32. No gradient. What a stream runs on every frame it predicts.
+Tensor restore_frames(UNetVideo& restorer, const Tensor& frames);
+
 // The network's context input: `anchor` [B, 3, H, W] (Config::anchor_frame) in front of
 // `context` [B, 3K, H, W], channels_last in context's dtype; `context` itself when `anchor` is
 // undefined.

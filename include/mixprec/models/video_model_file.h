@@ -26,7 +26,7 @@ struct VideoModelInfo {
   Prediction prediction = Prediction::V;
   int64_t schedule_steps = 1000;
   bool residual = false;  // the network denoises the change from the last context frame
-  io::SafetensorsMetadata extra;  // the caller's own metadata
+  io::SafetensorsMetadata extra{};  // the caller's own metadata
 };
 
 // Writes the weights (in their own dtype) and `info` atomically.
@@ -47,6 +47,10 @@ data::MovingShapes training_dataset(const VideoModelInfo& info, const std::strin
 double stream_setting(const VideoModelInfo& info, const std::string& path, const std::string& key,
                       double requested);
 
+// The restorer in `path` (written by `video train --restorer`), its weights converted to
+// `weights`: StreamOptions::restorer. A model file that is not a restorer is an Error naming it.
+std::unique_ptr<UNetVideo> load_restorer(const std::string& path, DType weights = DType::F32);
+
 // A stream of the model in `path` as the user asked for it: DDIM steps (1 for a direct
 // predictor, which runs one forward whatever is asked), noise seed, and the context noise and
 // still threshold through stream_setting (NaN: the model file's).
@@ -56,6 +60,7 @@ struct StreamRequest {
   double context_noise = std::nan("");
   double still_threshold = std::nan("");
   bool graph = false;  // StreamOptions::graph
+  std::string restorer{};  // a restorer's model file (load_restorer), or "" for none
 };
 StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
                              const StreamRequest& request);
@@ -69,6 +74,7 @@ struct ModelStream {
   data::MovingShapes videos;  // the dataset the model was trained on
   int64_t video = 0;          // the dataset video the stream started on
   StreamOptions options;      // as resolved from the request and the file
+  std::unique_ptr<UNetVideo> restorer;  // the request's restorer, or null
   std::unique_ptr<VideoStream> stream;
 };
 ModelStream open_model_stream(const std::string& path, int64_t video, const StreamRequest& request,

@@ -34,6 +34,10 @@ struct StreamOptions {
   // the op front-ends or allocating; changed options capture again. The graph folds what
   // depends only on the weights and the timesteps, so the weights must not change under it.
   bool graph = false;
+  // A restorer (`video train --restorer`: a direct model with one context frame that undoes
+  // blur and grain) run on every predicted frame before it is shown and becomes context: the
+  // model's next frame is always conditioned on sharp frames. Not owned; null: none.
+  UNetVideo* restorer = nullptr;
 };
 
 // Stream i is the stream a VideoStream would generate from first_frames[i] with seed
