@@ -116,11 +116,13 @@ int video_train(Args args, const Communicator& world) {
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
   double free_run_regression = 1.0;
   int64_t adversarial_from = 0, critic_width = 32;
-  double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0;
+  double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0,
+         context_sharpen = 0.0;
   double self_context = 0.0, stream_context_noise = 0.0, stream_still_threshold = 0.0;
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
-  bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false;
+  bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
+       degrade_each_frame = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -158,6 +160,12 @@ int video_train(Args args, const Communicator& world) {
            "previous frames the model sees (2 also shows the motion)");
   p.option("--context-blur", &context_blur,
            "history augmentation: max std (pixels) of a Gaussian blur of the context (0: off)");
+  p.option("--context-sharpen", &context_sharpen,
+           "max std (pixels) of an unsharp mask applied to half the contexts instead of the "
+           "blur (a restorer then learns to undo over-sharpened edges too; 0: off)");
+  p.flag("--degrade-each-frame", &degrade_each_frame,
+         "direct models: each context frame draws its own --context-blur / --context-sharpen "
+         "(the model learns that frames of differing sharpness are not motion)");
   p.option("--self-context", &self_context,
            "fraction of each batch whose newest context frame is the model's own prediction of "
            "it (trains on its own outputs; 0: off)");
@@ -214,11 +222,12 @@ int video_train(Args args, const Communicator& world) {
     throw UsageError{
         "video train: --steps, --batch, --warmup, --context-frames, --self-context-steps and "
         "--unroll must be >= 1"};
-  if (!(context_noise >= 0) || !(context_blur >= 0) || !(self_context >= 0 && self_context <= 1) ||
+  if (!(context_noise >= 0) || !(context_blur >= 0) || !(context_sharpen >= 0) || !(self_context >= 0 && self_context <= 1) ||
       !(stream_context_noise >= 0 && stream_context_noise <= 1) ||
       !(stream_still_threshold >= 0 && stream_still_threshold <= 1))
     throw UsageError{
-        "video train: --context-noise and --context-blur must be >= 0, --self-context and "
+        "video train: --context-noise, --context-blur and --context-sharpen must be >= 0, "
+        "--self-context and "
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
   check_run_dir_options("video train", run);
 
@@ -261,10 +270,14 @@ int video_train(Args args, const Communicator& world) {
     throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
                      "train its own critic)"};
   if (restorer && !(direct && residual && context_frames == 1 && unroll == 1 && free_run == 0 &&
-                    !anchor && !motion && (context_blur > 0 || context_noise > 0)))
+                    !anchor && !motion &&
+                    (context_blur > 0 || context_sharpen > 0 || context_noise > 0)))
     throw UsageError{"video train: --restorer needs --prediction direct --residual "
                      "--context-frames 1, no --unroll, --free-run, --anchor or --motion, and a "
-                     "degradation to undo (--context-blur or --context-noise)"};
+                     "degradation to undo (--context-blur, --context-sharpen or --context-noise)"};
+  if (degrade_each_frame && !(direct && (context_blur > 0 || context_sharpen > 0)))
+    throw UsageError{"video train: --degrade-each-frame needs --prediction direct and "
+                     "--context-blur or --context-sharpen"};
   if (direct && self_context > 0)
     throw UsageError{"video train: a direct model trains on its own outputs with --unroll, "
                      "not --self-context"};
@@ -325,7 +338,6 @@ int video_train(Args args, const Communicator& world) {
                                 {"noise-level", noise_level ? "1" : "0"},
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
-                                {"restorer", restorer ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -349,6 +361,9 @@ int video_train(Args args, const Communicator& world) {
   // Recorded only when set, so that checkpoints from before the option resume as they were.
   if (free_run_regression != 1.0)
     settings.emplace_back("free-run-regression", exact_text(free_run_regression));
+  if (restorer) settings.emplace_back("restorer", "1");
+  if (context_sharpen > 0) settings.emplace_back("context-sharpen", exact_text(context_sharpen));
+  if (degrade_each_frame) settings.emplace_back("degrade-each-frame", "1");
   const std::string checkpoint = world.is_root()
                                      ? prepare_run_directory("video train", run.out, run.resume,
                                                              run.overwrite)
@@ -402,6 +417,8 @@ int video_train(Args args, const Communicator& world) {
     info.extra["context_noise"] = std::to_string(context_noise);
     info.extra["context_blur"] = std::to_string(context_blur);
     if (restorer) info.extra["restorer"] = "1";
+    if (context_sharpen > 0) info.extra["context_sharpen"] = std::to_string(context_sharpen);
+    if (degrade_each_frame) info.extra["degrade_each_frame"] = "1";
     info.extra["self_context"] = std::to_string(self_context);
     info.extra["unroll"] = std::to_string(unroll);
     info.extra["free_run"] = std::to_string(free_run);
@@ -446,6 +463,8 @@ int video_train(Args args, const Communicator& world) {
     const models::VideoLossOptions loss_options = {.prediction = pred,
                                                    .context_noise_max = context_noise,
                                                    .context_blur_max = context_blur,
+                                                   .context_sharpen_max = context_sharpen,
+                                                   .degrade_each_frame = degrade_each_frame,
                                                    .quantize_context = true,
                                                    .residual = residual,
                                                    .free_run_max = free_run,

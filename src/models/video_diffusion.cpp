@@ -117,6 +117,33 @@ Tensor keep_still_pixels(const Tensor& frame, const Tensor& last, double thresho
   return out;
 }
 
+Tensor degrade_context(const Tensor& context, const VideoLossOptions& options, Generator& gen) {
+  Tensor out = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
+  if (options.context_blur_max <= 0 && options.context_sharpen_max <= 0) return out;
+  const int64_t batch = context.size(0);
+  auto uniform = [&](double max) {  // [batch] ~ U(0, max), drawn only when max > 0
+    std::vector<double> v(static_cast<std::size_t>(batch), 0.0);
+    if (max <= 0) return v;
+    const Tensor u = Tensor::rand({batch}, gen, DType::F64);
+    for (int64_t i = 0; i < batch; ++i) v[static_cast<std::size_t>(i)] = u.data<double>()[i] * max;
+    return v;
+  };
+  std::vector<double> sigma = uniform(options.context_blur_max);
+  if (options.context_sharpen_max <= 0) return blur_frames(out, sigma);
+  // out + s (blur(out) - out): s = 1 blurs, s = -1 unsharp-masks by the same kernel.
+  const std::vector<double> sharpen_sigma = uniform(options.context_sharpen_max),
+                            coin = uniform(1.0);
+  std::vector<float> sign(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < sign.size(); ++i) {
+    const bool sharpen = coin[i] < 0.5;
+    sign[i] = sharpen ? -1.0F : 1.0F;
+    if (sharpen) sigma[i] = sharpen_sigma[i];
+  }
+  const Tensor s = Tensor::from_vector(sign).reshape({batch, 1, 1, 1});
+  return clamp(add(out, mul(sub(blur_frames(out, sigma), out), s)), -1.0, 1.0)
+      .contiguous(MemoryFormat::ChannelsLast);
+}
+
 namespace {
 
 // A direct predictor's output for `context` (network dtype, channels_last): its input frame is
@@ -139,21 +166,6 @@ Tensor frame_of(const Tensor& prediction, const Tensor& last) {
     return add(last.to(DType::F32), mul(prediction, 2.0));
   return add(warp(last.to(DType::F32), prediction.narrow(1, channels, 2)),
              mul(prediction.narrow(1, 0, channels), 2.0));
-}
-
-// The context as the model is to see it before any noise: 8-bit if asked, then blurred by a
-// random std per sample ~ U(0, blur max) (f32).
-Tensor clean_context(const Tensor& context, const VideoLossOptions& options, Generator& gen) {
-  Tensor out = options.quantize_context ? quantize_8bit(context) : context.to(DType::F32);
-  if (options.context_blur_max > 0) {
-    const int64_t batch = context.size(0);
-    const Tensor u_blur = Tensor::rand({batch}, gen, DType::F64);
-    std::vector<double> blur(static_cast<std::size_t>(batch));
-    for (int64_t i = 0; i < batch; ++i)
-      blur[static_cast<std::size_t>(i)] = u_blur.data<double>()[i] * options.context_blur_max;
-    out = blur_frames(out, blur);
-  }
-  return out;
 }
 
 // The context noise std per sample ~ U(0, max) [B] (zeros when off), the same for all its
@@ -228,7 +240,7 @@ Tensor video_diffusion_loss(UNetVideo& model, const NoiseSchedule& schedule,
           static_cast<int64_t>(u.data<double>()[i] * static_cast<double>(schedule.steps())));
     Tensor x0 = current.to(DType::F32);
     const Tensor noise = Tensor::randn(x0.shape(), gen);
-    noisy_context = clean_context(context, options, gen);
+    noisy_context = degrade_context(context, options, gen);
     sigma = context_noise_std(batch, options, gen);
     if (options.context_noise_max > 0)
       noisy_context = add(noisy_context, context_noise(noisy_context, sigma, gen));
@@ -313,10 +325,16 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     NoGrad no_grad;
     if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
     const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
-    const Tensor clean =
-        clean_context(context_of({begin, begin + static_cast<std::ptrdiff_t>(k)}), options, gen);
-    for (std::size_t i = 0; i < k; ++i)
-      frames.push_back(clean.narrow(1, static_cast<int64_t>(i) * channels, channels));
+    const std::vector<Tensor> true_frames(begin, begin + static_cast<std::ptrdiff_t>(k));
+    if (options.degrade_each_frame) {  // the K frames as K * B samples: a draw each
+      const Tensor degraded = degrade_context(cat(true_frames, 0), options, gen);
+      for (std::size_t i = 0; i < k; ++i)
+        frames.push_back(degraded.narrow(0, static_cast<int64_t>(i) * batch, batch));
+    } else {
+      const Tensor degraded = degrade_context(context_of(true_frames), options, gen);
+      for (std::size_t i = 0; i < k; ++i)
+        frames.push_back(degraded.narrow(1, static_cast<int64_t>(i) * channels, channels));
+    }
     sigma = context_noise_std(batch, options, gen);
   }
   // One frame of the rollout from `frames`: what the stream shows (clamped, 8-bit by a

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -301,6 +302,32 @@ TEST(BlurFrames, KeepsConstantsAndMassAndSoftensEdgesPerSample) {
             std::string::npos);
   EXPECT_NE(test_support::error_of([&] { blur_frames(frames, {1.0, -1.0}); }).find("sigma"),
             std::string::npos);
+}
+
+// A restorer's degradations: with sharpening on, about half the samples of a step edge get an
+// unsharp mask (they overshoot both plateaus) and the rest a blur (they stay within them); the
+// same generator state gives the same contexts, always within [-1, 1].
+TEST(DegradeContext, SharpensAboutHalfTheSamplesAndBlursTheRest) {
+  constexpr int64_t kBatch = 32;
+  Tensor edge = Tensor::full({kBatch, 3, 8, 8}, -0.5);
+  edge.narrow(3, 4, 4).fill_(0.5);
+  const VideoLossOptions options{.context_blur_max = 2.0, .context_sharpen_max = 2.0};
+  Generator a(5), b(5);
+  const Tensor degraded = degrade_context(edge, options, a).contiguous();
+  EXPECT_EQ(test::max_abs_diff(degraded, degrade_context(edge, options, b)), 0);
+  int sharpened = 0, blurred = 0;
+  for (int64_t i = 0; i < kBatch; ++i) {
+    const float* v = degraded.data<float>() + i * 3 * 8 * 8;
+    const auto [lo_at, hi_at] = std::minmax_element(v, v + 3 * 8 * 8);
+    const double lo = *lo_at, hi = *hi_at;
+    EXPECT_LE(hi, 1.0);
+    EXPECT_GE(lo, -1.0);
+    if (hi > 0.5 + 1e-4 && lo < -0.5 - 1e-4) ++sharpened;
+    else if (hi <= 0.5 + 1e-6 && lo >= -0.5 - 1e-6) ++blurred;
+  }
+  EXPECT_EQ(sharpened + blurred, kBatch);
+  EXPECT_GE(sharpened, 8);
+  EXPECT_GE(blurred, 8);
 }
 
 TEST(VideoStream, RejectsABatchedFirstFrame) {

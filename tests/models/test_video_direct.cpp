@@ -146,6 +146,29 @@ TEST(DirectPrediction, RolloutLossFeedsBackTheRoundedPredictionWithItsGradient) 
   EXPECT_GT(test::max_abs_diff(grad, weight.grad()), 1e-4);
 }
 
+// --degrade-each-frame: two context frames that are the same true frame are shown to the model
+// degraded differently (a draw each); without it a sample's frames share one draw.
+TEST(DirectPrediction, EachContextFrameCanDrawItsOwnDegradation) {
+  Generator gen(8);
+  const auto holder = direct_net(gen);
+  const Tensor frame = Tensor::uniform({4, 3, 8, 8}, -1, 1, gen);
+  const std::vector<Tensor> window{frame, frame, frame};
+  auto context_shown = [&](bool each) {
+    const VideoLossOptions options = {.prediction = Prediction::Direct,
+                                      .context_noise_max = 0,
+                                      .context_blur_max = 1.5,
+                                      .context_sharpen_max = 1.5,
+                                      .degrade_each_frame = each,
+                                      .residual = true};
+    Generator g(1);
+    std::vector<Tensor> shown;
+    video_rollout_loss(*holder, window, options, DType::F32, g, Tensor(), &shown);
+    return test::max_abs_diff(shown[0], shown[1]);
+  };
+  EXPECT_EQ(context_shown(false), 0);
+  EXPECT_GT(context_shown(true), 0.01);
+}
+
 TEST(DirectPrediction, FreeRunStartsTheGradedFrameFromTheModelsOwnHistory) {
   Generator gen(5);
   const auto holder = direct_net(gen);

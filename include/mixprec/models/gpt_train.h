@@ -60,7 +60,7 @@ struct GPTTrainOptions {
   int64_t fallback_after = 0;
   // The ranks training together (not owned; outlives the trainer); null or a world of one: alone.
   const Communicator* world = nullptr;
-  nn::DataParallelOptions data_parallel;
+  nn::DataParallelOptions data_parallel{};
 };
 
 // The trainer's settings as a user writes them, with their defaults: `mixprec train gpt` parses

@@ -35,6 +35,16 @@ struct VideoLossOptions {
   // told to the model: a generator's errors are soft edges more than white noise, so the model
   // learns to restore sharp shapes from a softened history instead of copying the softness.
   double context_blur_max = 0;
+  // Max std (pixels) of an unsharp mask, x + (x - blur(x)), applied to half the samples instead
+  // of the blur (std ~ U(0, max), clamped to [-1, 1]). A restorer trained only to undo blur
+  // overshoots edges into halos, and a stream feeds its halos back to it; trained to undo
+  // both, it pulls a frame toward the data from either side. 0 turns it off.
+  double context_sharpen_max = 0;
+  // Direct predictors: each context frame draws its own blur or sharpening instead of all the
+  // frames of a sample sharing one. A stream's frames are each a little soft or over-sharp in
+  // their own way; a model that has seen two frames of differing sharpness learns that the
+  // difference is not motion, and draws the next frame sharp from either.
+  bool degrade_each_frame = false;
   // Round the clean context to 8-bit levels first (quantize_8bit), as a stream's context is.
   bool quantize_context = false;
   // Residual diffusion: the network denoises r = (frame - last) / 2, the change from the newest
@@ -112,6 +122,12 @@ Tensor quantize_8bit(const Tensor& frames);
 // frames [B, C, H, W] -> each sample blurred by a separable Gaussian of std sigma[b] pixels
 // (0: unchanged; edges replicated), f32, channels_last.
 Tensor blur_frames(const Tensor& frames, const std::vector<double>& sigma);
+
+// The context as a training step shows it to the model, before any noise: 8-bit if
+// options.quantize_context, then per sample blurred (std ~ U(0, context_blur_max)) or, for half
+// the samples when context_sharpen_max > 0, unsharp-masked (std ~ U(0, context_sharpen_max)),
+// clamped to [-1, 1]. f32, channels_last.
+Tensor degrade_context(const Tensor& context, const VideoLossOptions& options, Generator& gen);
 
 // The next frame of every sample: DDIM over `steps` steps from `noise` [B, 3, H, W] conditioned
 // on `context` [B, 3F, H, W] (F = Config::input_frames(): with_anchor's result for an anchor
