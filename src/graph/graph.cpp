@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <sstream>
 #include <unordered_map>
 #include <mutex>
 #include <unordered_set>
@@ -424,18 +423,24 @@ CompiledFunction::CompiledFunction(Function fn, CaptureOptions options)
     : fn_(std::move(fn)), options_(options) {}
 
 const std::vector<Tensor>& CompiledFunction::operator()(const std::vector<Tensor>& inputs) {
+  // The signature as numbers, in a buffer kept across calls: a replay's lookup allocates nothing.
   const DispatchConfig config = dispatch_config();
-  std::ostringstream key;
-  key << isa_name(config.level) << '/' << bf16_conv_compute_name(config.bf16_conv) << '/'
-      << config.pack_inference_weights << '/'
-      << (amp::autocast_enabled() ? dtype_name(amp::autocast_dtype()) : "no-autocast");
+  key_.clear();
+  key_.insert(key_.end(), {static_cast<int64_t>(config.level), static_cast<int64_t>(config.bf16_conv),
+                           config.pack_inference_weights ? 1 : 0,
+                           amp::autocast_enabled() ? static_cast<int64_t>(amp::autocast_dtype()) : -1});
   for (const Tensor& t : inputs) {
-    key << ';';
-    if (t.defined())
-      key << dtype_name(t.dtype()) << shape_to_string(t.shape()) << shape_to_string(t.strides());
+    if (!t.defined()) {
+      key_.push_back(-1);
+      continue;
+    }
+    key_.push_back(static_cast<int64_t>(t.dtype()));
+    key_.push_back(t.dim());
+    key_.insert(key_.end(), t.shape().begin(), t.shape().end());
+    key_.insert(key_.end(), t.strides().begin(), t.strides().end());
   }
-  auto it = graphs_.find(key.str());
-  if (it == graphs_.end()) it = graphs_.emplace(key.str(), capture(fn_, inputs, options_)).first;
+  auto it = graphs_.find(key_);
+  if (it == graphs_.end()) it = graphs_.emplace(key_, capture(fn_, inputs, options_)).first;
   last_ = &it->second;
   return last_->run(inputs);
 }

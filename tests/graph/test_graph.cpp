@@ -2,7 +2,6 @@
 // shares space, dead code dropped, and every kind of work a replay cannot repeat refused.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -17,17 +16,14 @@
 #include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
 #include "support/error_of.h"
+#include "support/bit_equal.h"
 
 namespace mixprec::graph {
 namespace {
 
 using test_support::error_of;
 
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
+using test_support::bit_equal;
 
 // A small network of the ops a model uses: linear layers (packed for inference), a fused
 // residual, an activation, a softmax, a reduction, a cast.

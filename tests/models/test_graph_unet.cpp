@@ -2,23 +2,18 @@
 // frame after frame bit for bit as the eager stream computes them, without allocating.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "mixprec/core/random.h"
 #include "mixprec/graph/graph.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
 #include "mixprec/models/video_diffusion.h"
+#include "support/bit_equal.h"
 
 namespace mixprec::models {
 namespace {
 
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
+using test_support::bit_equal;
 
 UNetVideoConfig small() {
   UNetVideoConfig c = UNetVideoConfig::lightweight();

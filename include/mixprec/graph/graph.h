@@ -136,7 +136,9 @@ class CompiledFunction {
  private:
   Function fn_;
   CaptureOptions options_;
-  std::map<std::string, Graph> graphs_;
+  // Per signature: the dispatch, the autocast state, each input's dtype, shape and strides.
+  std::map<std::vector<int64_t>, Graph> graphs_;
+  std::vector<int64_t> key_;  // the call's signature, reused
   Graph* last_ = nullptr;
 };
 
