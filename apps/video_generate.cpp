@@ -119,9 +119,6 @@ int run_video_generate(Args args) {
                      "held-out one"};
 
   const InferencePrecision prec = parse_inference_precision(precision);
-  if (prec.plan)  // open_model_stream converts the weights itself, before any plan could apply
-    throw UsageError{"video generate: --precision plan:FILE is not supported yet (video serve "
-                     "and video drift take it)"};
   models::ModelStream opened = models::open_model_stream(
       checkpoint, video,
       {.steps = steps,
@@ -130,7 +127,7 @@ int run_video_generate(Args args) {
        .still_threshold = still_threshold,
        .graph = !eager,
        .restorer = restorer},
-      prec.weights);
+      prec.weights, prec.plan);
   const models::VideoModelInfo& info = opened.info;
   const models::UNetVideo& model = *opened.model;
   const data::MovingShapes& videos = opened.videos;

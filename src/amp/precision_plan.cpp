@@ -69,10 +69,11 @@ PrecisionPlan parse_precision_plan(std::string_view text, const std::string& sou
         for (const io::JsonMember& f : l.members())
           MIXPREC_CHECK(f.key == "name" || f.key == "dtype" || f.key == "error_bf16" ||
                             f.key == "error_f16" || f.key == "grad_error_bf16" ||
-                            f.key == "grad_error_f16" || f.key == "time_share",
+                            f.key == "grad_error_f16" || f.key == "time_share" ||
+                            f.key == "time_saved_bf16",
                         where, ": unknown key '", f.key,
                         "' (expected name, dtype, error_bf16, error_f16, grad_error_bf16, "
-                        "grad_error_f16, time_share)");
+                        "grad_error_f16, time_share, time_saved_bf16)");
         const io::JsonValue* name = l.find("name");
         const io::JsonValue* dtype = l.find("dtype");
         MIXPREC_CHECK(name != nullptr && name->is_string() && !name->as_string().empty(), where,
@@ -94,6 +95,7 @@ PrecisionPlan parse_precision_plan(std::string_view text, const std::string& sou
         layer.grad_error_bf16 = optional_number(l, "grad_error_bf16", where);
         layer.grad_error_f16 = optional_number(l, "grad_error_f16", where);
         layer.time_share = optional_number(l, "time_share", where);
+        layer.time_saved_bf16 = optional_number(l, "time_saved_bf16", where);
         for (const PlanLayer& other : plan.layers)
           MIXPREC_CHECK(!inside(layer.name, other.name) && !inside(other.name, layer.name), context,
                         ": layers '", other.name, "' and '", layer.name,
@@ -129,7 +131,8 @@ std::string to_json(const PrecisionPlan& plan) {
            ", \"error_f16\": " + io::json_number(l.error_f16) +
            ", \"grad_error_bf16\": " + io::json_number(l.grad_error_bf16) +
            ", \"grad_error_f16\": " + io::json_number(l.grad_error_f16) +
-           ", \"time_share\": " + io::json_number(l.time_share) + "}";
+           ", \"time_share\": " + io::json_number(l.time_share) +
+           ", \"time_saved_bf16\": " + io::json_number(l.time_saved_bf16) + "}";
   }
   return out + "]}\n";
 }

@@ -25,7 +25,8 @@ TEST(PrecisionPlan, ParsesWhatAppliesAndWhatWasMeasured) {
       R"({"model": "gpt", "budget": 0.01, "layers": [
            {"name": "h.0", "dtype": "bf16", "error_bf16": 0.004, "error_f16": 0.0005,
             "grad_error_bf16": 0.006, "grad_error_f16": 0.0007, "time_share": 0.2},
-           {"name": "h.1", "dtype": "f32"}, {"name": "h.10", "dtype": "float16"}]})");
+           {"name": "h.1", "dtype": "f32", "time_saved_bf16": -0.03},
+           {"name": "h.10", "dtype": "float16"}]})");
   EXPECT_EQ(p.model, "gpt");
   EXPECT_EQ(p.budget, 0.01);
   ASSERT_EQ(p.layers.size(), 3u);
@@ -40,6 +41,8 @@ TEST(PrecisionPlan, ParsesWhatAppliesAndWhatWasMeasured) {
   EXPECT_EQ(again.layers[0].error_f16, 0.0005);
   EXPECT_EQ(again.layers[0].grad_error_bf16, 0.006);
   EXPECT_TRUE(std::isnan(again.layers[1].time_share));
+  EXPECT_EQ(again.layers[1].time_saved_bf16, -0.03);  // a conversion can cost more than it saves
+  EXPECT_TRUE(std::isnan(again.layers[0].time_saved_bf16));
 }
 
 TEST(PrecisionPlan, BadInputIsAClearError) {

@@ -8,7 +8,8 @@
 // The file is a small JSON object:
 //   {"model": "gpt", "budget": 0.01,
 //    "layers": [{"name": "h.0", "dtype": "bf16", "error_bf16": 0.0041, "error_f16": 0.0005,
-//                "grad_error_bf16": 0.006, "grad_error_f16": 0.0008, "time_share": 0.15}, ...]}
+//                "grad_error_bf16": 0.006, "grad_error_f16": 0.0008, "time_share": 0.15,
+//                "time_saved_bf16": 0.02}, ...]}
 // "layers" with each "name" (a module's dotted name, unique, not inside another listed one) and
 // "dtype" (f32, bf16 or f16) is what applies; "model", "budget", the errors and the time share
 // are the planner's record. Anything else, or a wrong kind, is an Error naming the file.
@@ -32,10 +33,13 @@ struct PlanLayer {
   double grad_error_bf16 = std::numeric_limits<double>::quiet_NaN();
   double grad_error_f16 = std::numeric_limits<double>::quiet_NaN();
   double time_share = std::numeric_limits<double>::quiet_NaN();
+  // The share of the all-f32 step that storing only this layer in bf16 saved (measured; can be
+  // negative on a busy machine or where a conversion costs more than it saves).
+  double time_saved_bf16 = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct PrecisionPlan {
-  std::string model;  // what it was planned for ("gpt"); informational
+  std::string model;  // what it was planned for ("gpt", "video"); informational
   double budget = std::numeric_limits<double>::quiet_NaN();
   std::vector<PlanLayer> layers;
 

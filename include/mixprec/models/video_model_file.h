@@ -17,6 +17,7 @@
 #include "mixprec/io/safetensors.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
+#include "mixprec/amp/precision_plan.h"
 #include "mixprec/models/video_streams.h"
 
 namespace mixprec::models {
@@ -77,7 +78,9 @@ struct ModelStream {
   std::unique_ptr<UNetVideo> restorer;  // the request's restorer, or null
   std::unique_ptr<VideoStream> stream;
 };
+// `plan`, when given, then stores each module it names in its dtype (nn::to_precision).
 ModelStream open_model_stream(const std::string& path, int64_t video, const StreamRequest& request,
-                              DType weights = DType::F32);
+                              DType weights = DType::F32,
+                              std::shared_ptr<const amp::PrecisionPlan> plan = nullptr);
 
 }  // namespace mixprec::models

@@ -1,0 +1,139 @@
+#include "mixprec/models/video_precision_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mixprec/amp/precision_probe.h"
+#include "mixprec/core/error.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/ops/functional.h"
+
+namespace mixprec::models {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double relative_error(const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < y.size(); ++i)
+    if (y[i].defined() && ref[i].defined()) amp::accumulate_squared_error(y[i], ref[i], diff, norm);
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& info,
+                                        const data::MovingShapes& data,
+                                        const VideoPlanOptions& o) {
+  MIXPREC_CHECK(o.clips >= 1 && o.steps >= 1 && o.repetitions >= 1 && o.budget >= 0,
+                "[precision plan] clips, steps and repetitions must be >= 1, the budget >= 0");
+  for (const Tensor& p : model.parameters())
+    MIXPREC_CHECK(p.dtype() == DType::F32,
+                  "[precision plan] the model must have f32 parameters to be planned, found ",
+                  dtype_name(p.dtype()));
+  const bool was_training = model.training();
+  model.eval();
+  const UNetVideoConfig& c = model.config();
+  const int64_t k = c.context_frames;
+  const bool direct = info.prediction == Prediction::Direct;
+  const NoiseSchedule schedule = NoiseSchedule::cosine(info.schedule_steps);
+
+  // Held-out clips of K context frames and the frame after them, as one batch (8-bit, as a
+  // stream's context is); an anchor model's anchor is the clip's first frame.
+  std::vector<Tensor> window(static_cast<std::size_t>(k + 1));
+  {
+    std::vector<std::vector<Tensor>> frames(static_cast<std::size_t>(k + 1));
+    for (int64_t i = 0; i < o.clips; ++i) {
+      const Tensor clip = data.clip(data.config().held_out(i), 0, k + 1);
+      for (int64_t f = 0; f <= k; ++f)
+        frames[static_cast<std::size_t>(f)].push_back(quantize_8bit(clip.narrow(0, f, 1)));
+    }
+    for (int64_t f = 0; f <= k; ++f)
+      window[static_cast<std::size_t>(f)] = cat(frames[static_cast<std::size_t>(f)], 0);
+  }
+  const Tensor anchor = c.anchor_frame ? window.front() : Tensor();
+  const Tensor context = context_of({window.begin(), window.end() - 1});
+  Generator noise_gen(o.seed);
+  const Tensor noise = Tensor::randn(window.back().shape(), noise_gen);
+
+  // The next frame of every clip, as a stream makes it (no gradient).
+  const auto frame = [&] {
+    return sample_next_frames(model, schedule, with_anchor(anchor, context), Tensor(), noise,
+                              direct ? 1 : o.steps, info.prediction, DType::F32,
+                              info.residual ? window[static_cast<std::size_t>(k - 1)] : Tensor());
+  };
+  // Every parameter's gradient of the training loss on the clips (the same draws each time).
+  const auto gradients = [&] {
+    EnableGrad grad;
+    for (const Tensor& p : model.parameters()) p.zero_grad();
+    Generator gen(o.seed ^ 0x91a7ULL);
+    const VideoLossOptions options{.prediction = info.prediction,
+                                   .context_noise_max = 0,
+                                   .quantize_context = true,
+                                   .residual = info.residual};
+    const Tensor loss =
+        direct ? video_rollout_loss(model, window, options, DType::F32, gen, anchor)
+               : video_diffusion_loss(model, schedule, context, window.back(), options,
+                                      DType::F32, gen);
+    loss.backward();
+    std::vector<Tensor> out;
+    for (const Tensor& p : model.parameters()) {
+      out.push_back(p.grad());
+      p.zero_grad();
+    }
+    return out;
+  };
+  const auto frame_ms = [&] {
+    std::vector<double> ms;
+    for (int r = 0; r < o.repetitions; ++r) {
+      const Clock::time_point start = Clock::now();
+      (void)frame();
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+
+  const std::vector<Tensor> reference_frame{frame()};
+  const std::vector<Tensor> reference_grads = gradients();
+  (void)frame_ms();  // warm: packed weights, scratch
+  amp::PrecisionPlan plan;
+  plan.model = "video";
+  plan.budget = o.budget;
+  for (const auto& [name, module] : model.named_children()) {
+    if (module->parameters().empty() || nn::Module::is_norm_layer(*module)) continue;  // stays f32
+    amp::PlanLayer layer;
+    layer.name = name;
+    const nn::NamedTensors f32_state = module->state_dict();
+    for (DType t : {DType::BF16, DType::F16}) {
+      module->to(t);  // as nn::to_precision will: norm layers inside stay f32
+      const bool bf16 = t == DType::BF16;
+      (bf16 ? layer.error_bf16 : layer.error_f16) = relative_error({frame()}, reference_frame);
+      (bf16 ? layer.grad_error_bf16 : layer.grad_error_f16) =
+          relative_error(gradients(), reference_grads);
+      // What storing the module in bf16 saves of the frame's time: the two timed one after the
+      // other, each a median, so that a busy machine slows both alike.
+      if (bf16) {
+        const double converted_ms = frame_ms();
+        module->to(DType::F32);
+        module->load_state_dict(f32_state);
+        const double f32_ms = frame_ms();
+        layer.time_saved_bf16 = (f32_ms - converted_ms) / f32_ms;
+      }
+      module->to(DType::F32);
+      module->load_state_dict(f32_state);  // the f32 weights back, bit for bit
+    }
+    layer.dtype =
+        amp::choose_layer_dtype(std::max(layer.error_bf16, layer.grad_error_bf16),
+                                std::max(layer.error_f16, layer.grad_error_f16), o.budget);
+    plan.layers.push_back(layer);
+  }
+  model.train(was_training);
+  return plan;
+}
+
+}  // namespace mixprec::models
