@@ -1,48 +1,25 @@
 #include "mixprec/models/gpt_precision_plan.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <string>
 #include <vector>
 
-#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
+#include "plan_measure.h"
 
 namespace mixprec::models {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <typename F>
-double median_ms(int repetitions, F&& f) {
-  std::vector<double> ms;
-  for (int r = 0; r < repetitions; ++r) {
-    const Clock::time_point start = Clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  }
-  return median(ms);
-}
-
-}  // namespace
+using plan_detail::median_ms;
+using plan_detail::relative_error;
 
 amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
                                       const GPTPlanOptions& o) {
   MIXPREC_CHECK(o.batches >= 1 && o.batch >= 1 && o.repetitions >= 1 && o.budget >= 0,
                 "[precision plan] batches, batch and repetitions must be >= 1, the budget >= 0");
-  for (const Tensor& p : model.parameters())
-    MIXPREC_CHECK(p.dtype() == DType::F32,
-                  "[precision plan] the model must have f32 parameters to be planned, found ",
-                  dtype_name(p.dtype()));
+  plan_detail::require_f32_parameters(model);
   const bool was_training = model.training();
   model.eval();
   const int64_t context = model.config().context, vocab = model.config().vocab;
@@ -68,13 +45,6 @@ amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
       p.zero_grad();
     }
     return out;
-  };
-  const auto relative_error = [](const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
-    double diff = 0, norm = 0;
-    for (std::size_t i = 0; i < y.size(); ++i)
-      if (y[i].defined() && ref[i].defined())
-        amp::accumulate_squared_error(y[i], ref[i], diff, norm);
-    return std::sqrt(diff / norm);
   };
   const Outputs reference = run();
 

@@ -1,40 +1,26 @@
 #include "mixprec/models/video_precision_plan.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <string>
 #include <vector>
 
-#include "mixprec/amp/precision_probe.h"
 #include "mixprec/core/error.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/ops/functional.h"
+#include "plan_measure.h"
 
 namespace mixprec::models {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double relative_error(const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < y.size(); ++i)
-    if (y[i].defined() && ref[i].defined()) amp::accumulate_squared_error(y[i], ref[i], diff, norm);
-  return std::sqrt(diff / norm);
-}
-
-}  // namespace
+using plan_detail::median_ms;
+using plan_detail::relative_error;
 
 amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& info,
                                         const data::MovingShapes& data,
                                         const VideoPlanOptions& o) {
   MIXPREC_CHECK(o.clips >= 1 && o.steps >= 1 && o.repetitions >= 1 && o.budget >= 0,
                 "[precision plan] clips, steps and repetitions must be >= 1, the budget >= 0");
-  for (const Tensor& p : model.parameters())
-    MIXPREC_CHECK(p.dtype() == DType::F32,
-                  "[precision plan] the model must have f32 parameters to be planned, found ",
-                  dtype_name(p.dtype()));
+  plan_detail::require_f32_parameters(model);
   const bool was_training = model.training();
   model.eval();
   const UNetVideoConfig& c = model.config();
@@ -87,16 +73,7 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
     }
     return out;
   };
-  const auto frame_ms = [&] {
-    std::vector<double> ms;
-    for (int r = 0; r < o.repetitions; ++r) {
-      const Clock::time_point start = Clock::now();
-      (void)frame();
-      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
+  const auto frame_ms = [&] { return median_ms(o.repetitions, [&] { (void)frame(); }); };
 
   const std::vector<Tensor> reference_frame{frame()};
   const std::vector<Tensor> reference_grads = gradients();
