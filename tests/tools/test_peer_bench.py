@@ -170,7 +170,7 @@ def integration(build):
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_unet_peer.py"),
                             "--build", build, "--out", tmp, "--preset", "lightweight",
-                            "--rounds", "1", "--warmup", "0", "--reps", "1", "--json",
+                            "--rounds", "1", "--warmup", "0", "--reps", "1", "--threads", "1", "--json",
                             "--peer-python", sys.executable,
                             "--optional-peer-python", "/nonexistent/bin/python"],
                            capture_output=True, text=True, timeout=1200)
