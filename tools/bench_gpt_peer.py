@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from peer_harness import (isa_env, kernel_levels, peer_pythons, print_table, run_json,
+from peer_harness import (add_common_arguments, isa_env, kernel_levels, peer_pythons, print_table, run_json,
                           short_version)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,12 +42,7 @@ def main():
                     help="mixprec bench train's --modes (must hold bf16, the reference)")
     ap.add_argument("--modes", default="f32,bf16,bf16-compile", help="gpt_train.py's --modes")
     ap.add_argument("--tolerance", type=float, default=2e-2, help="gpt_train.py's --tolerance")
-    ap.add_argument("--peer-python", action="append", default=[],
-                    help="an interpreter that runs the peer (must import torch); repeatable; "
-                         "default: this one")
-    ap.add_argument("--optional-peer-python", action="append", default=[],
-                    help="an interpreter that runs the peer too if it imports torch (else left out)")
-    ap.add_argument("--isa", default="auto", help="mixprec kernel levels, as tools/bench_unet_peer.py")
+    add_common_arguments(ap)
     ap.add_argument("--quick", action="store_true", help="1 + 3 steps per mode")
     ap.add_argument("--json", action="store_true", help="also print the combined JSON")
     args = ap.parse_args()

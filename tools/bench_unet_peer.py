@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from peer_harness import (isa_env, kernel_levels, peer_pythons, print_table, run_json,
+from peer_harness import (add_common_arguments, isa_env, kernel_levels, peer_pythons, print_table, run_json,
                           short_version, versioned)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,15 +81,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--tolerance", type=float, default=2e-2)
-    ap.add_argument("--peer-python", action="append", default=[],
-                    help="an interpreter that runs the peer (must import torch); repeatable; "
-                         "default: this one")
-    ap.add_argument("--optional-peer-python", action="append", default=[],
-                    help="an interpreter that runs the peer too if it imports torch (else left out)")
     ap.add_argument("--peer-args", default="", help="extra arguments for unet_video.py, e.g. --no-compile")
-    ap.add_argument("--isa", default="auto",
-                    help="mixprec kernel levels (MIXPREC_ISA) to measure at, comma-separated; auto: "
-                         "avx512bf16 (the non-AMX bf16 path) where the CPU has it, plus amx where it has AMX")
+    add_common_arguments(ap)
     ap.add_argument("--json", action="store_true", help="also print the combined JSON")
     args = ap.parse_args()
     if args.rounds < 1:

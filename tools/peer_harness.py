@@ -47,6 +47,18 @@ def kernel_levels(spec, flags=None):
     return ["avx512bf16"] + (["amx"] if {"amx_bf16", "amx_tile"} <= flags else [])
 
 
+def add_common_arguments(ap):
+    """The options both drivers take: the mixprec kernel levels and the peer interpreters."""
+    ap.add_argument("--isa", default="auto",
+                    help="mixprec kernel levels (MIXPREC_ISA) to measure at, comma-separated; auto: "
+                         "avx512bf16 (the non-AMX bf16 path) where the CPU has it, plus amx where it has AMX")
+    ap.add_argument("--peer-python", action="append", default=[],
+                    help="an interpreter that runs the peer (must import torch); repeatable; "
+                         "default: this one")
+    ap.add_argument("--optional-peer-python", action="append", default=[],
+                    help="an interpreter that runs the peer too if it imports torch (else left out)")
+
+
 def isa_env(level):
     return {"MIXPREC_ISA": level} if level else {}
 
