@@ -28,7 +28,7 @@ BENCHES = bench_convert bench_gemm bench_conv bench_attention bench_optim bench_
 # runs with that unset so the peer column shows OpenBLAS at its best (bench_gemm prints which).
 BENCH_ENV = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
 
-.PHONY: all deps bench-deps build check-layers test test-haswell test-asan fuzz fuzz-hdf5 demo bench bench-quick bench-unet-peer format \
+.PHONY: all deps bench-deps build check-layers test test-haswell test-asan fuzz fuzz-hdf5 demo bench bench-quick bench-unet-peer bench-peers format \
   python-wheel clean help
 
 all: build
@@ -43,6 +43,7 @@ help:
 	@echo "make fuzz-hdf5   the same plus the HDF5 frame reader (finds crashes inside libhdf5 itself)"
 	@echo "make bench       build, then run the benchmarks (make bench-quick: under a minute)"
 	@echo "make bench-unet-peer  UNetVideo forward, mixprec vs PyTorch side by side (issue #6)"
+	@echo "make bench-peers  U-Net forward and GPT training step vs PyTorch 2.x and OpenVINO (issue #16)"
 	@echo "make python-wheel  build the Python package's wheel with pip (as \`pip install .\` does)"
 	@echo "make format      clang-format every source file"
 
@@ -139,6 +140,29 @@ UNET_PEER_ARGS ?=
 bench-unet-peer: bench-deps build
 	@tools/install_deps.sh python3-torch
 	/usr/bin/python3 tools/bench_unet_peer.py --build $(BUILD) $(UNET_PEER_ARGS)
+
+# Issue #16: the peers at their strongest, side by side with mixprec in one command. PyTorch 2.x
+# (eager and torch.compile) and OpenVINO come from PyPI into a virtual environment under the
+# build folder, versions pinned in bench/peers/requirements.txt: installed once (the default
+# torch wheel brings its CUDA libraries, several GB), reused after, never used by `make test`.
+# Debian's python3-torch 1.13 is an extra column where it is installed, not needed. mixprec runs
+# on the non-AMX bf16 path (MIXPREC_ISA=avx512bf16) and, where the CPU has AMX, on AMX too.
+# PEERS_UNET_ARGS / PEERS_GPT_ARGS: e.g. --rounds 5, --isa avx512bf16, --peer-args=--no-compile.
+PEERS_VENV ?= $(BUILD)/peers-venv
+PEERS_DEPS = python3-venv
+PEERS_UNET_ARGS ?=
+PEERS_GPT_ARGS ?=
+$(PEERS_VENV)/installed: bench/peers/requirements.txt
+	@tools/install_deps.sh $(PEERS_DEPS)
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --progress-bar off -r bench/peers/requirements.txt
+	touch $@
+
+bench-peers: build $(PEERS_VENV)/installed
+	$(PYTHON) tools/bench_unet_peer.py --build $(BUILD) --peer-python $(PEERS_VENV)/bin/python \
+	  --optional-peer-python /usr/bin/python3 $(PEERS_UNET_ARGS)
+	$(PYTHON) tools/bench_gpt_peer.py --build $(BUILD) --peer-python $(PEERS_VENV)/bin/python \
+	  --optional-peer-python /usr/bin/python3 $(PEERS_GPT_ARGS)
 
 # `pip install .` without installing: the wheel lands in dist/. pip builds in build-pip/ (its
 # own full Release build of the library, minutes on a small machine), so this is not in `make test`,

@@ -1,18 +1,24 @@
 #!/usr/bin/python3
 """PyTorch peer of the GPT training benchmark (issue #5): the model of models::GPT small()
 (tools/gpt_torch.py: 6 layers, d_model 384, 6 heads, context 256, byte vocab, tied head) trained
-with AdamW (lr 3e-4) on batches of 8 x 256 bytes of data/shakespeare.txt, in f32 and under
-torch.autocast("cpu", dtype=torch.bfloat16).
+with AdamW (lr 3e-4) on batches of 8 x 256 bytes of data/shakespeare.txt, in f32, under
+torch.autocast("cpu", dtype=torch.bfloat16) ("bf16"), and the same with the model's loss
+compiled by torch.compile (inductor; "bf16-compile", PyTorch 2.x).
 
-    /usr/bin/python3 bench/peers/gpt_train.py [--threads 2] [--warmup 3] [--steps 10]
-                                              [--modes f32,bf16] [--json]
+    bench/peers/gpt_train.py [--threads 2] [--warmup 3] [--steps 10]
+                             [--modes f32,bf16[,bf16-compile]] [--tolerance 2e-2] [--json]
 
 Each mode runs in its own child process so its peak RSS is its own. A step is
-zero_grad + forward + loss + backward + AdamW step; the first --warmup steps are not timed.
-ms_per_step is the median wall time, min_ms the fastest step, cpu_ms the median process CPU
-time (all threads) per step: with --threads 1 the undisturbed step time on a shared machine.
-Prints a table, then one JSON object (with --json, only the JSON).
-Needs Debian's python3-torch (run with /usr/bin/python3, not a pyenv interpreter).
+zero_grad + forward + loss + backward + AdamW step; the first --warmup steps are not timed
+(the compiled mode compiles in its first: first_step_s). ms_per_step is the median wall time,
+min_ms the fastest step, cpu_ms the median process CPU time (all threads) per step: with --threads 1 the
+undisturbed step time on a shared machine.
+Every mode starts from the same weights and sees the same batches, so its losses are checked
+against f32's (always run first, as the reference): the first step's loss (the forward) and the
+last one's (backward and updates) must be within --tolerance, relative, or the mode is marked
+not correct. Prints a table, then one JSON object (with --json, only the JSON).
+Runs with Debian's python3-torch 1.13 (/usr/bin/python3; no torch.compile there: that mode is
+left out) or the PyTorch 2.x virtual environment `make bench-peers` installs.
 """
 import argparse
 import json
@@ -27,6 +33,7 @@ from peer_util import cpu_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "data", "shakespeare.txt")
+MODES = {"f32": "f32", "bf16": "bf16 autocast", "bf16-compile": "bf16 autocast compiled"}
 
 
 
@@ -55,32 +62,38 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
     model = GPT(**config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    loss_fn = model.loss
+    if mode == "bf16-compile":
+        if not hasattr(torch, "compile"):
+            return {"mode": MODES[mode], "torch": torch.__version__,
+                    "error": f"torch.compile is not in PyTorch {torch.__version__}"}
+        loss_fn = torch.compile(model.loss)
     times, cpu_times, losses = [], [], []
+    first_step_s = None
     for i in range(warmup + steps):
         x, y = next_batch()
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        if mode == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model.loss(x, y)
-        else:
-            loss = model.loss(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode != "f32"):
+            loss = loss_fn(x, y)
         loss.backward()
         opt.step()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         losses.append(loss.item())
+        first_step_s = first_step_s or dt
         if i >= warmup:
             times.append(dt)
             cpu_times.append(dc)
     ms = statistics.median(times) * 1e3
     return {
-        "mode": mode if mode == "f32" else "bf16 autocast",
+        "mode": MODES[mode],
         "threads": threads,
         "batch": batch,
         "seq": t,
         "parameters": num_parameters(model),
         "steps_timed": steps,
         "ms_per_step": round(ms, 1),
+        "first_step_s": round(first_step_s, 1),
         "min_ms": round(min(times) * 1e3, 1),
         "max_ms": round(max(times) * 1e3, 1),
         "cpu_ms": round(statistics.median(cpu_times) * 1e3, 1),
@@ -99,7 +112,10 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--modes", default="f32,bf16")
+    parser.add_argument("--modes", default="f32,bf16",
+                        help="from f32, bf16, bf16-compile; f32 (the reference) always runs")
+    parser.add_argument("--tolerance", type=float, default=2e-2,
+                        help="relative loss difference from f32 within which a mode is correct")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # run one mode, print its JSON
     args = parser.parse_args()
@@ -110,25 +126,41 @@ def main():
         print(json.dumps(run_mode(args.child, args.threads, args.warmup, args.steps, args.batch,
                                   args.seed)))
         return
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in MODES:
+            parser.error(f"unknown mode {mode!r} ({', '.join(MODES)})")
     results = []
-    for mode in args.modes.split(","):
-        if mode not in ("f32", "bf16"):
-            parser.error(f"unknown mode {mode!r} (f32 or bf16)")
+    for mode in ["f32"] + [m for m in modes if m != "f32"]:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--threads",
                str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
                "--batch", str(args.batch), "--seed", str(args.seed)]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
+    ref = results[0]
+    for r in results:
+        if "error" in r:
+            r["correct"] = False
+            continue
+        r["first_loss_rel"] = abs(r["first_loss"] - ref["first_loss"]) / abs(ref["first_loss"])
+        r["last_loss_rel"] = abs(r["last_loss"] - ref["last_loss"]) / abs(ref["last_loss"])
+        r["correct"] = max(r["first_loss_rel"], r["last_loss_rel"]) <= args.tolerance
+    errors = [r for r in results if "error" in r]
+    results = [r for r in results if "error" not in r]
     if not args.json:
-        cols = ["mode", "threads", "ms_per_step", "min_ms", "max_ms", "cpu_ms", "tokens_per_s",
-                "peak_rss_mib", "first_loss", "last_loss"]
+        cols = ["mode", "threads", "ms_per_step", "min_ms", "max_ms", "cpu_ms",
+                "tokens_per_s", "peak_rss_mib", "first_step_s", "first_loss", "last_loss", "correct"]
         widths = [max(len(c), *(len(str(r[c])) for r in results)) for c in cols]
         print(f"PyTorch {results[0]['torch']} GPT small() ({results[0]['parameters']:,} parameters), "
               f"batch {args.batch} x {results[0]['seq']}, AdamW, {args.steps} timed steps")
         print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
         for r in results:
             print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
-    print(json.dumps({"benchmark": "gpt_train_pytorch", "cpu": cpu_model(), "results": results}))
+        for r in errors:
+            print(f"{r['mode']}: {r['error']}")
+        print(f"(correct: first and last loss within {args.tolerance:g} of f32's, relative)")
+    print(json.dumps({"benchmark": "gpt_train_pytorch", "cpu": cpu_model(), "torch": ref["torch"],
+                      "tolerance": args.tolerance, "results": results, "left_out": errors}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,16 @@ Relative error: max|a - b| / max|b| ("max_rel") and mean|a - b| / mean|b| ("mean
 PyTorch f32 output. Then times one forward per configuration under torch.inference_mode()
 (warm-up, repetitions, median and spread) and prints a table, or JSON with --json.
 
-Run with Debian's interpreter and torch: /usr/bin/python3 bench/peers/unet_video.py --dir DIR.
+The configurations are those this interpreter's libraries offer: PyTorch eager (f32, bf16
+NCHW and channels_last, autocast) always; with PyTorch 2.x also torch.compile (inductor) of
+the bf16 channels_last model without and with freezing (--no-compile skips them); with the
+`openvino` package the f32 model converted by openvino.convert_model and compiled for the CPU
+with f32 and bf16 inference precision (--no-openvino skips them). A configuration's time
+is only taken when its output was computed (the table says whether it is within --tolerance).
+
+Runs with Debian's python3-torch 1.13 (/usr/bin/python3 bench/peers/unet_video.py --dir DIR)
+or with the PyTorch 2.x + OpenVINO virtual environment `make bench-peers` installs
+(build/peers-venv/bin/python).
 The safetensors file is parsed here with numpy (u64 header length, JSON header, raw
 little-endian data), so the `safetensors` package is not needed.
 """
@@ -302,6 +311,39 @@ def time_forward(fn, warmup, reps):
 
 
 
+def compiled(module, inputs, freezing):
+    """torch.compile (inductor) of `module`; `freezing` folds the weights into the graph as
+    constants (inductor's `freezing` option, for inference). The first call compiles. The two
+    variants are separate compilations: the options make them different backends to dynamo,
+    which would otherwise reuse one graph for both modules of the same class."""
+    fn = torch.compile(module, options={"freezing": freezing})
+    return lambda: fn(*inputs)
+
+
+def openvino_configs(ov, model, inputs, threads):
+    """The f32 `model` converted by openvino.convert_model (traced with `inputs`) and compiled
+    for the CPU at f32 and bf16 inference precision: [(name, compute dtype, forward)]. The
+    compute dtype is the precision OpenVINO reports it runs at (bf16 falls back to f32 on a CPU
+    without bf16 instructions)."""
+    ov_model = ov.convert_model(model, example_input=inputs)
+    arrays = [t.numpy() for t in inputs]
+    core = ov.Core()
+    configs = []
+    for precision in ("f32", "bf16"):
+        compiled_model = core.compile_model(ov_model, "CPU", {
+            "INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY"})
+        actual = compiled_model.get_property("INFERENCE_PRECISION_HINT")
+        request = compiled_model.create_infer_request()
+
+        def run(request=request):
+            request.infer(arrays)
+            return torch.from_numpy(request.get_output_tensor(0).data.copy())
+        configs.append((f"openvino {precision} inference precision",
+                        "bf16" if actual == ov.Type.bf16 else "f32", run))
+    return configs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default=".", help="where bench_unet_forward wrote its files")
@@ -314,6 +356,12 @@ def main():
     ap.add_argument("--f32-tolerance", type=float, default=1e-4,
                     help="max_rel of mixprec f32 vs PyTorch f32 above which the two networks are "
                          "taken to differ (exit status 3)")
+    ap.add_argument("--mixprec-io", action="append", default=[], metavar="LABEL=PATH",
+                    help="also compare the mixprec outputs in PATH (an _io file written with the "
+                         "same seed, e.g. at another kernel level), their rows named "
+                         "'mixprec ... (LABEL)'; by default DIR's _io file, unlabelled")
+    ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
+    ap.add_argument("--no-openvino", action="store_true", help="leave out OpenVINO")
     ap.add_argument("--no-time", action="store_true", help="only check the outputs")
     ap.add_argument("--json", action="store_true", help="print only the JSON results")
     args = ap.parse_args()
@@ -334,6 +382,8 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     stored = sorted(set(weight_dtypes.values()))
     x_t, context, timesteps = io["x_t"], io["context"], io["timesteps"]
+    mixprec_io = [tuple(spec.split("=", 1)) if "=" in spec else ("", spec) for spec in args.mixprec_io]
+    mixprec_io = mixprec_io or [("", io_path)]
 
     # One model per configuration, each made from the f32 one as a user would.
     m32 = model
@@ -364,6 +414,26 @@ def main():
         ("pytorch autocast-bf16 channels_last", "bf16", autocast(m32_cl, x_cl, c_cl)),
         ("pytorch autocast-bf16 + f32 GroupNorm", "bf16", autocast(m32_gn, x_t, context)),
     ]
+    notes = []
+    if not args.no_compile and hasattr(torch, "compile"):
+        for freezing in (False, True):
+            configs.append((f"pytorch compile{'+freezing' if freezing else ''} bf16 channels_last",
+                            "bf16", compiled(copy.deepcopy(mbf16_cl), (xb_cl, cb_cl, timesteps),
+                                             freezing)))
+    elif not args.no_compile:
+        notes.append(f"torch.compile: not in PyTorch {torch.__version__}")
+    openvino_version = None
+    if not args.no_openvino:
+        try:
+            import openvino
+        except ImportError:
+            notes.append("OpenVINO: the openvino package is not installed for this interpreter")
+        else:
+            openvino_version = openvino.get_version()
+            try:
+                configs += openvino_configs(openvino, m32, (x_t, context, timesteps), args.threads)
+            except Exception as e:  # a conversion or compilation failure leaves out OpenVINO only
+                notes.append(f"OpenVINO: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
     results = []
     with torch.inference_mode():
         ref = m32(x_t, context, timesteps).float()
@@ -371,22 +441,29 @@ def main():
             r = {"config": name, "compute": dtype}
             try:
                 r.update(rel_error(fn().float(), ref))
-            except RuntimeError as e:  # PyTorch itself refuses the configuration
+            except Exception as e:  # the framework refuses the configuration or fails to compile it
                 r.update({"max_rel": None, "mean_rel": None, "finite": False,
-                          "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
+                          "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"})
             r["correct"] = bool(r["finite"] and r["max_rel"] <= args.tolerance)
             results.append(r)
         mixprec = []
-        for key, name, dtype in (("out.f32", "mixprec f32", "f32"),
-                                 ("out.bf16", "mixprec bf16", "bf16"),
-                                 ("out.autocast_bf16", "mixprec autocast-bf16", "bf16")):
-            mixprec.append({"config": name, "compute": dtype, **rel_error(io[key], ref)})
+        for label, path in mixprec_io:
+            outputs = io if path == io_path else read_safetensors(path)[0]
+            if not torch.equal(outputs["x_t"], x_t):
+                raise SystemExit(f"{path} holds another input than {io_path}: same --seed needed")
+            suffix = f" ({label})" if label else ""
+            for key, name, dtype in (("out.f32", "mixprec f32", "f32"),
+                                     ("out.bf16", "mixprec bf16", "bf16"),
+                                     ("out.autocast_bf16", "mixprec autocast-bf16", "bf16")):
+                mixprec.append({"config": name + suffix, "compute": dtype,
+                                **rel_error(outputs[key], ref)})
         if not args.no_time:
             for (name, dtype, fn), r in zip(configs, results):
                 if "error" not in r:
                     r.update(time_forward(fn, args.warmup, args.reps))
 
-    print(f"UNetVideo '{cfg['name']}' in PyTorch {torch.__version__}: {n_tensors} tensors "
+    print(f"UNetVideo '{cfg['name']}' in PyTorch {torch.__version__}"
+          f"{', OpenVINO ' + openvino_version if openvino_version else ''}: {n_tensors} tensors "
           f"({n_params} parameters, stored {','.join(stored)}) loaded by name from {weights_path}; "
           f"all consumed, none missing", file=log)
     print(f"CPU {cpu_model()}; torch threads {torch.get_num_threads()}; "
@@ -412,22 +489,25 @@ def main():
     for r in results:
         if "error" in r:
             print(f"{r['config']}: {r['error']}", file=log)
+    for note in notes:
+        print(f"left out: {note}", file=log)
     print("(errors vs PyTorch f32: max_rel = max|a-b|/max|b|, mean_rel = mean|a-b|/mean|b|; "
           "mixprec rows are untimed here)", file=log)
     if args.json:
         print(json.dumps({"benchmark": "unet_forward_pytorch", "torch": torch.__version__,
+                          "openvino": openvino_version, "left_out": notes,
                           "cpu": cpu_model(), "threads": torch.get_num_threads(),
                           "preset": cfg["name"], "warmup": args.warmup, "tolerance": args.tolerance,
                           "parameters": n_params, "ref_max_abs": float(ref.abs().max()),
                           "mixprec_vs_pytorch_f32": mixprec, "results": results}, indent=1))
 
 
-    f32 = mixprec[0]
-    if f32["max_rel"] is None or f32["max_rel"] > args.f32_tolerance:
-        print(f"unet_video.py: mixprec f32 and PyTorch f32 differ (max_rel {f32['max_rel']}, "
-              f"tolerance {args.f32_tolerance:g}): the two networks do not compute the same "
-              "function", file=sys.stderr)
-        sys.exit(3)
+    for f32 in (r for r in mixprec if r["config"].startswith("mixprec f32")):
+        if f32["max_rel"] is None or f32["max_rel"] > args.f32_tolerance:
+            print(f"unet_video.py: {f32['config']} and PyTorch f32 differ (max_rel {f32['max_rel']}, "
+                  f"tolerance {args.f32_tolerance:g}): the two networks do not compute the same "
+                  "function", file=sys.stderr)
+            sys.exit(3)
 
 
 if __name__ == "__main__":
