@@ -2,11 +2,13 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
 #include "hdf5_handle.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/forked_child.h"
 #include "mixprec/stream/hdf5_frames.h"
 
 namespace mixprec::stream {
@@ -19,6 +21,11 @@ constexpr int64_t kMaxFrameElements = int64_t{1} << 28;
 constexpr int64_t kMaxTruthRows = int64_t{1} << 28;
 constexpr const char* kGeometry = "/entry_1/instrument_1/detector_1";
 constexpr const char* kTruth = "/entry_1/ground_truth";
+// The probe's walk of the chunk index stops here: a crafted file may declare a billion chunks.
+constexpr int64_t kMaxProbedChunks = int64_t{1} << 20;
+// How the probe child tells the parent the file did not even open (an Error the parent will
+// meet again and report itself).
+constexpr int kProbeRefused = 1;
 
 // The sample type of an HDF5 datatype, or nothing when it is not one we read.
 std::optional<SampleType> sample_type_of(hid_t type) {
@@ -122,7 +129,78 @@ struct Hdf5FrameReader::Impl {
   std::vector<std::byte> staging;  // one frame in the file's type
 };
 
-Hdf5FrameReader::Hdf5FrameReader(std::string_view spec) : impl_(std::make_unique<Impl>()) {
+void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options) {
+  if (options.probe == Hdf5Probe::Off) return;
+  const ChildOutcome outcome = run_in_forked_child(
+      [&] {
+        try {
+          Hdf5FrameReader reader(spec, {.probe = Hdf5Probe::Off});
+          reader.read_through(options.probe);
+          return 0;
+        } catch (const Error&) {
+          return kProbeRefused;
+        }
+      },
+      options.probe_timeout);
+  if (outcome.crashed()) {
+    const std::string file = split_frame_source(spec).first;
+    throw Error(std::string("[") + kOp + "] " + file + ": corrupt HDF5 file: libhdf5 " +
+                (outcome.end == ChildOutcome::End::TimedOut ? "did not finish" : "crashed") +
+                " reading it (a probe process " + outcome.describe(options.probe_timeout) +
+                "); the file was not opened in this process");
+  }
+}
+
+// Each part on its own, as the pipeline would reach it even when an earlier one is refused: a
+// bad mask must not keep the frames from being probed.
+void Hdf5FrameReader::read_through(Hdf5Probe depth) {
+  Impl& m = *impl_;
+  const auto attempt = [](auto&& part) {
+    try {
+      part();
+    } catch (const Error&) {
+    }
+  };
+  attempt([&] { (void)bad_pixel_mask(); });
+  attempt([&] { (void)geometry(); });
+  attempt([&] { (void)ground_truth(); });
+  // Every chunk looked up in the chunk index (its B-tree nodes are what a frame read walks);
+  // no data is read. Only read_raw below: the child must not use the thread pool (convert).
+  attempt([&] {
+    hdf5::Handle plist = hdf5::check_id(H5Dget_create_plist(m.dataset.get()), H5Pclose, kOp, m.file_path,
+                                        "H5Dget_create_plist");
+    if (H5Pget_layout(plist.get()) != H5D_CHUNKED) return;
+    const std::size_t rank = m.has_panel_axis ? 4 : 3;
+    std::vector<hsize_t> chunk(rank), dims(rank), at(rank, 0);
+    if (H5Pget_chunk(plist.get(), static_cast<int>(rank), chunk.data()) != static_cast<int>(rank)) return;
+    dims = {static_cast<hsize_t>(m.frames), static_cast<hsize_t>(m.rows), static_cast<hsize_t>(m.cols)};
+    if (m.has_panel_axis) dims.insert(dims.begin() + 1, static_cast<hsize_t>(m.panels));
+    if (m.frames == 0 || std::find(chunk.begin(), chunk.end(), hsize_t{0}) != chunk.end()) return;
+    for (int64_t looked = 0; looked < kMaxProbedChunks; ++looked) {
+      hsize_t bytes = 0;
+      if (H5Dget_chunk_storage_size(m.dataset.get(), at.data(), &bytes) < 0) H5Eclear2(H5E_DEFAULT);
+      std::size_t d = rank;  // the next chunk in row-major order
+      while (d > 0) {
+        --d;
+        at[d] += chunk[d];
+        if (at[d] < dims[d]) break;
+        at[d] = 0;
+        if (d == 0) return;
+      }
+    }
+  });
+  if (m.frames == 0) return;
+  if (depth == Hdf5Probe::AllFrames) {
+    for (int64_t i = 0; i < m.frames; ++i) attempt([&] { (void)read_raw(i); });
+  } else {
+    attempt([&] { (void)read_raw(0); });
+    attempt([&] { (void)read_raw(m.frames - 1); });
+  }
+}
+
+Hdf5FrameReader::Hdf5FrameReader(std::string_view spec, const Hdf5ReadOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  probe_hdf5_frames(spec, options);
   Impl& m = *impl_;
   std::tie(m.file_path, m.dataset_path) = split_frame_source(spec);
   hdf5::silence_errors();

@@ -1,0 +1,107 @@
+#include "mixprec/core/forked_child.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <utility>
+
+#include "mixprec/core/error.h"
+
+namespace mixprec {
+namespace {
+
+constexpr int kUncaughtStatus = 125;
+
+// Both ends of a pipe, closed on every path.
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (::pipe2(fd, O_CLOEXEC) != 0)
+      throw Error(std::string("[fork] cannot make a pipe: ") + std::strerror(errno));
+  }
+  ~Pipe() {
+    close_end(0);
+    close_end(1);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void close_end(int i) {
+    if (fd[i] >= 0) ::close(std::exchange(fd[i], -1));
+  }
+};
+
+[[noreturn]] void child_main(const std::function<int()>& work, int done_fd) {
+  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) std::signal(sig, SIG_DFL);
+  int status = kUncaughtStatus;
+  try {
+    status = work();
+  } catch (...) {
+  }
+  const char byte = static_cast<char>(status);
+  (void)!::write(done_fd, &byte, 1);
+  ::_exit(status);
+}
+
+// Waits for the child's pid, retrying when a signal (libFuzzer's SIGALRM) interrupts.
+int reap(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+}  // namespace
+
+std::string ChildOutcome::describe(std::chrono::milliseconds timeout) const {
+  switch (end) {
+    case End::Exited: return "exited with status " + std::to_string(code);
+    case End::Signalled: return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
+    case End::TimedOut:
+      return "timed out after " + std::to_string(timeout.count()) + " ms";
+  }
+  return "ended";
+}
+
+ChildOutcome run_in_forked_child(const std::function<int()>& work, std::chrono::milliseconds timeout) {
+  Pipe done;
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error(std::string("[fork] cannot start a child process: ") + std::strerror(errno));
+  if (pid == 0) {
+    done.close_end(0);
+    child_main(work, done.fd[1]);
+  }
+  done.close_end(1);
+  // The child writes one byte as it leaves, or dies and its end closes: either wakes poll. A
+  // child forked concurrently by another thread may hold a copy of the write end, so the wait
+  // also looks at the child itself between short polls.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t ended = ::waitpid(pid, &status, WNOHANG);
+    if (ended == pid) {
+      if (WIFSIGNALED(status)) return {ChildOutcome::End::Signalled, WTERMSIG(status)};
+      return {ChildOutcome::End::Exited, WEXITSTATUS(status)};
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      reap(pid);
+      return {ChildOutcome::End::TimedOut, 0};
+    }
+    pollfd p{done.fd[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50)));
+    if (ready > 0) {
+      const int status_now = reap(pid);  // it has written its byte or died: it is leaving
+      if (WIFSIGNALED(status_now)) return {ChildOutcome::End::Signalled, WTERMSIG(status_now)};
+      return {ChildOutcome::End::Exited, WEXITSTATUS(status_now)};
+    }
+  }
+}
+
+}  // namespace mixprec

@@ -1,0 +1,93 @@
+// run_in_forked_child: every way a child can end, and the parent unharmed by each.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <stdexcept>
+#include <thread>
+
+#include "mixprec/core/forked_child.h"
+
+namespace mixprec {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ForkedChild, AnExitStatusComesBack) {
+  EXPECT_EQ(run_in_forked_child([] { return 0; }, 60s).end, ChildOutcome::End::Exited);
+  const ChildOutcome seven = run_in_forked_child([] { return 7; }, 60s);
+  EXPECT_FALSE(seven.crashed());
+  EXPECT_EQ(seven.code, 7);
+  EXPECT_EQ(seven.describe(60s), "exited with status 7");
+}
+
+TEST(ForkedChild, AnExceptionInTheChildIsAnExitNotAnEscape) {
+  const ChildOutcome thrown = run_in_forked_child([]() -> int { throw std::runtime_error("no"); }, 60s);
+  EXPECT_EQ(thrown.end, ChildOutcome::End::Exited);
+  EXPECT_EQ(thrown.code, 125);
+}
+
+void exit_quietly(int) { ::_exit(0); }
+
+TEST(ForkedChild, ACrashKillsOnlyTheChild) {
+  int survivor = 41;
+  // A handler of the parent's (as a sanitizer or libFuzzer installs) that would turn the crash
+  // into a normal exit: the child runs with the default action instead and dies by the signal.
+  struct sigaction quiet {}, before {};
+  quiet.sa_handler = exit_quietly;
+  sigaction(SIGBUS, &quiet, &before);
+  for (const int sig : {SIGSEGV, SIGBUS, SIGABRT}) {
+    const ChildOutcome crash = run_in_forked_child(
+        [sig, &survivor] {
+          survivor = 0;  // the child's copy only
+          std::raise(sig);
+          return 0;
+        },
+        60s);
+    EXPECT_TRUE(crash.crashed());
+    EXPECT_EQ(crash.end, ChildOutcome::End::Signalled);
+    EXPECT_EQ(crash.code, sig);
+    EXPECT_NE(crash.describe(60s).find("killed by signal " + std::to_string(sig)), std::string::npos);
+  }
+  sigaction(SIGBUS, &before, nullptr);
+  EXPECT_EQ(survivor, 41);
+}
+
+TEST(ForkedChild, ANullDereferenceIsASegfault) {
+  const ChildOutcome crash = run_in_forked_child(
+      [] {
+        volatile int* nowhere = nullptr;
+        return *nowhere;
+      },
+      60s);
+  EXPECT_EQ(crash.end, ChildOutcome::End::Signalled);
+  EXPECT_EQ(crash.code, SIGSEGV);
+}
+
+TEST(ForkedChild, AHangIsKilledAtTheTimeout) {
+  const ChildOutcome hung = run_in_forked_child(
+      [] {
+        for (;;) ::pause();
+        return 0;
+      },
+      100ms);
+  EXPECT_EQ(hung.end, ChildOutcome::End::TimedOut);
+  EXPECT_TRUE(hung.crashed());
+  EXPECT_EQ(hung.describe(100ms), "timed out after 100 ms");
+}
+
+TEST(ForkedChild, WorksWhileOtherThreadsRun) {
+  // The parent's other threads do not exist in the child; the child does not need them.
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load()) std::this_thread::yield();
+  });
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(run_in_forked_child([i] { return i; }, 60s).code, i);
+  stop = true;
+  busy.join();
+}
+
+}  // namespace
+}  // namespace mixprec
