@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "mixprec/core/error.h"
@@ -36,8 +39,29 @@ struct Pipe {
   }
 };
 
-[[noreturn]] void child_main(const std::function<int()>& work, int done_fd) {
-  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) std::signal(sig, SIG_DFL);
+// The signals that mean the code crashed (rather than that someone stopped the process).
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+
+// Every handler the parent installed is the parent's business: the CLI's removes the run's
+// temporary files (the parent's CXI being written), a sanitizer's or libFuzzer's reports a crash
+// as the parent's. The child runs with the default action for every signal, ignores SIGINT
+// (Ctrl-C reaches the whole process group; the parent decides), and dies with the parent.
+void reset_signals_in_child() {
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) (void)::sigaction(sig, &fallback, nullptr);  // KILL, STOP: refused
+  std::signal(SIGINT, SIG_IGN);
+  sigset_t crashes;
+  sigemptyset(&crashes);
+  for (const int sig : kCrashSignals) sigaddset(&crashes, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &crashes, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+[[noreturn]] void child_main(const std::function<int()>& work, int done_fd, pid_t parent) {
+  reset_signals_in_child();
+  if (::getppid() != parent) ::_exit(kUncaughtStatus);  // the parent died before prctl
   int status = kUncaughtStatus;
   try {
     status = work();
@@ -58,6 +82,10 @@ int reap(pid_t pid) {
 
 }  // namespace
 
+bool ChildOutcome::crash_signal() const {
+  return end == End::Signalled && std::find(std::begin(kCrashSignals), std::end(kCrashSignals), code) != std::end(kCrashSignals);
+}
+
 std::string ChildOutcome::describe(std::chrono::milliseconds timeout) const {
   switch (end) {
     case End::Exited: return "exited with status " + std::to_string(code);
@@ -70,11 +98,12 @@ std::string ChildOutcome::describe(std::chrono::milliseconds timeout) const {
 
 ChildOutcome run_in_forked_child(const std::function<int()>& work, std::chrono::milliseconds timeout) {
   Pipe done;
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw Error(std::string("[fork] cannot start a child process: ") + std::strerror(errno));
   if (pid == 0) {
     done.close_end(0);
-    child_main(work, done.fd[1]);
+    child_main(work, done.fd[1], parent);
   }
   done.close_end(1);
   // The child writes one byte as it leaves, or dies and its end closes: either wakes poll. A

@@ -142,13 +142,15 @@ void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options) {
         }
       },
       options.probe_timeout);
-  if (outcome.crashed()) {
-    const std::string file = split_frame_source(spec).first;
+  if (outcome.exited()) return;
+  const std::string file = split_frame_source(spec).first;
+  const std::string how = " (a probe process " + outcome.describe(options.probe_timeout) +
+                          "); the file was not opened in this process";
+  if (outcome.crash_signal() || outcome.end == ChildOutcome::End::TimedOut)
     throw Error(std::string("[") + kOp + "] " + file + ": corrupt HDF5 file: libhdf5 " +
-                (outcome.end == ChildOutcome::End::TimedOut ? "did not finish" : "crashed") +
-                " reading it (a probe process " + outcome.describe(options.probe_timeout) +
-                "); the file was not opened in this process");
-  }
+                (outcome.crash_signal() ? "crashed" : "did not finish") + " reading it" + how);
+  // Killed from outside (the OOM killer, a SIGTERM): the file may be sound.
+  throw Error(std::string("[") + kOp + "] " + file + ": could not be checked" + how);
 }
 
 // Each part on its own, as the pipeline would reach it even when an earlier one is refused: a

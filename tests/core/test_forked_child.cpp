@@ -19,7 +19,8 @@ using namespace std::chrono_literals;
 TEST(ForkedChild, AnExitStatusComesBack) {
   EXPECT_EQ(run_in_forked_child([] { return 0; }, 60s).end, ChildOutcome::End::Exited);
   const ChildOutcome seven = run_in_forked_child([] { return 7; }, 60s);
-  EXPECT_FALSE(seven.crashed());
+  EXPECT_TRUE(seven.exited());
+  EXPECT_FALSE(seven.crash_signal());
   EXPECT_EQ(seven.code, 7);
   EXPECT_EQ(seven.describe(60s), "exited with status 7");
 }
@@ -47,7 +48,7 @@ TEST(ForkedChild, ACrashKillsOnlyTheChild) {
           return 0;
         },
         60s);
-    EXPECT_TRUE(crash.crashed());
+    EXPECT_TRUE(crash.crash_signal());
     EXPECT_EQ(crash.end, ChildOutcome::End::Signalled);
     EXPECT_EQ(crash.code, sig);
     EXPECT_NE(crash.describe(60s).find("killed by signal " + std::to_string(sig)), std::string::npos);
@@ -66,6 +67,27 @@ TEST(ForkedChild, ABadReadIsASegfault) {
   EXPECT_EQ(crash.code, SIGSEGV);
 }
 
+TEST(ForkedChild, StoppingIsNotCrashingAndCtrlCIsTheParentsToHandle) {
+  const ChildOutcome terminated = run_in_forked_child(
+      [] {
+        std::raise(SIGTERM);
+        return 0;
+      },
+      60s);
+  EXPECT_EQ(terminated.end, ChildOutcome::End::Signalled);
+  EXPECT_EQ(terminated.code, SIGTERM);
+  EXPECT_FALSE(terminated.crash_signal());
+  // SIGINT (a Ctrl-C reaches the whole process group) is ignored in the child.
+  const ChildOutcome interrupted = run_in_forked_child(
+      [] {
+        std::raise(SIGINT);
+        return 3;
+      },
+      60s);
+  EXPECT_TRUE(interrupted.exited());
+  EXPECT_EQ(interrupted.code, 3);
+}
+
 TEST(ForkedChild, AHangIsKilledAtTheTimeout) {
   const ChildOutcome hung = run_in_forked_child(
       [] {
@@ -74,7 +96,8 @@ TEST(ForkedChild, AHangIsKilledAtTheTimeout) {
       },
       100ms);
   EXPECT_EQ(hung.end, ChildOutcome::End::TimedOut);
-  EXPECT_TRUE(hung.crashed());
+  EXPECT_FALSE(hung.exited());
+  EXPECT_FALSE(hung.crash_signal());
   EXPECT_EQ(hung.describe(100ms), "timed out after 100 ms");
 }
 

@@ -8,9 +8,11 @@
 // parallel_for, no OpenMP region), no lock another thread may have held at the fork (glibc's
 // malloc is reset at fork and may be used). It leaves through _exit, so no atexit handler and
 // no static destructor of the parent's objects runs twice (libhdf5's would flush the parent's
-// open files). Signals that mean a crash are reset to their default in the child, so a crash
-// there ends the child by that signal even under a sanitizer or libFuzzer (whose handlers
-// would otherwise report it, and save an artifact, as the parent's own).
+// open files). Every signal is at its default action in the child (SIGINT ignored: Ctrl-C is the
+// parent's to handle), so a crash there ends the child by its signal whatever handlers the
+// parent has (the CLI's would remove the run's temporary files; a sanitizer's or libFuzzer's
+// would report the crash, and save an artifact, as the parent's own). The child dies with the
+// parent (PR_SET_PDEATHSIG).
 #include <chrono>
 #include <functional>
 #include <string>
@@ -22,7 +24,8 @@ struct ChildOutcome {
   End end = End::Exited;
   int code = 0;  // the exit status (Exited) or the signal number (Signalled)
 
-  bool crashed() const { return end != End::Exited; }
+  bool exited() const { return end == End::Exited; }  // it came through, with any status
+  bool crash_signal() const;  // killed by SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP or SIGSYS
   // "exited with status 0", "killed by signal 11 (Segmentation fault)", "timed out after 2000 ms".
   std::string describe(std::chrono::milliseconds timeout) const;
 };
