@@ -23,6 +23,19 @@ using test_support::error_of;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A frame file of `frames` synthetic frames of `detector` (seed `seed`) with its mask, geometry
+// and ground truth, as `stream produce --synthetic` writes it.
+void write_synthetic(const std::string& path, const std::string& detector, uint64_t seed, int64_t frames) {
+  const SyntheticDetector det(detector_geometry(detector), {}, seed);
+  Hdf5FrameWriter writer(path, det.geometry(), det.bad_pixel_mask());
+  SyntheticFrame f;
+  for (int64_t i = 0; i < frames; ++i) {
+    det.generate(i, f);
+    writer.append(f.adu, f.peaks);
+  }
+  writer.close();
+}
+
 TEST(Hdf5Frames, SplitsTheDatasetFromTheFileName) {
   EXPECT_EQ(split_frame_source("run.h5"), std::make_pair(std::string("run.h5"), std::string("/entry_1/data_1/data")));
   EXPECT_EQ(split_frame_source("run.h5:/data/frames"), std::make_pair(std::string("run.h5"), std::string("/data/frames")));
@@ -195,16 +208,7 @@ TEST(Hdf5Frames, BadFilesAreClearErrors) {
 TEST(Hdf5Frames, TruncatedAndCorruptFilesAreErrorsNotCrashes) {
   test::TempDir dir("frames_truncated");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 3);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 4; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(good, "single", 3, 4);
   const auto size = std::filesystem::file_size(good);
   std::vector<float> frame(352 * 384);
   for (double keep : {0.9, 0.5, 0.1, 0.001}) {
@@ -236,16 +240,7 @@ TEST(Hdf5Frames, CorruptedMetadataIsAnErrorOrAGoodReadNeverACrash) {
   // full. Every outcome must be a mixprec::Error or a complete read.
   test::TempDir dir("frames_corrupt");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 8);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 2; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(good, "single", 8, 2);
   std::ifstream in(good, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::size_t window = std::min<std::size_t>(bytes.size(), 65536);
@@ -313,30 +308,14 @@ TEST(Hdf5FramesProbe, AFileThatCrashesLibhdf5IsAClearErrorAndThisProcessLivesOn)
   // Still alive, and libhdf5 here untouched by the file: a sound file reads.
   test::TempDir dir("frames_probe_crash");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 5);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    det.generate(0, f);
-    writer.append(f.adu, f.peaks);
-    writer.close();
-  }
+  write_synthetic(good, "single", 5, 1);
   EXPECT_EQ(Hdf5FrameReader(good).frames(), 1);
 }
 
 TEST(Hdf5FramesProbe, ASoundFileReadsTheSameWithEveryProbe) {
   test::TempDir dir("frames_probe_same");
   const std::string path = dir.file("quad.h5");
-  const SyntheticDetector det(detector_geometry("quad"), {}, 23);
-  {
-    Hdf5FrameWriter writer(path, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 4; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(path, "quad", 23, 4);
   Hdf5FrameReader unprobed(path, {.probe = Hdf5Probe::Off});
   const ReadBack reference = read_back(unprobed);
   ASSERT_EQ(reference.frames.size(), 4u);
@@ -373,16 +352,7 @@ TEST(Hdf5FramesProbe, AFileThatChangesBetweenProbeAndOpenIsStillAClearError) {
   // two, each way it can: removed, made unreadable garbage, cut short, replaced by the crash.
   test::TempDir dir("frames_probe_changed");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 9);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 3; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(good, "single", 9, 3);
   const std::string path = dir.file("changing.h5");
   const auto probed_copy = [&] {
     std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
