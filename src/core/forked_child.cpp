@@ -21,11 +21,12 @@ namespace {
 
 constexpr int kUncaughtStatus = 125;
 
-// Both ends of a pipe, closed on every path.
+// Both ends of a pipe, closed on every path (non-blocking: the child writes one byte, the
+// parent polls).
 struct Pipe {
   int fd[2] = {-1, -1};
   Pipe() {
-    if (::pipe2(fd, O_CLOEXEC) != 0)
+    if (::pipe2(fd, O_CLOEXEC | O_NONBLOCK) != 0)
       throw Error(std::string("[fork] cannot make a pipe: ") + std::strerror(errno));
   }
   ~Pipe() {
@@ -72,12 +73,24 @@ void reset_signals_in_child() {
   ::_exit(status);
 }
 
-// Waits for the child's pid, retrying when a signal (libFuzzer's SIGALRM) interrupts.
-int reap(pid_t pid) {
+ChildOutcome from_wait_status(int status) {
+  if (WIFSIGNALED(status)) return {ChildOutcome::End::Signalled, WTERMSIG(status)};
+  return {ChildOutcome::End::Exited, WEXITSTATUS(status)};
+}
+
+// How a child that is leaving (it wrote its byte or closed its end) ended: its wait status
+// (retried when a signal, e.g. libFuzzer's SIGALRM, interrupts), or, when this process does
+// not keep its children's statuses (SIGCHLD ignored: waitpid fails with ECHILD), the byte it
+// wrote (none: a signal killed it, which one is lost).
+ChildOutcome outcome_of_leaving(pid_t pid, int done_fd) {
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t ended;
+  while ((ended = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
-  return status;
+  if (ended == pid) return from_wait_status(status);
+  unsigned char byte = 0;
+  if (::read(done_fd, &byte, 1) == 1) return {ChildOutcome::End::Exited, byte};
+  return {ChildOutcome::End::Signalled, 0};
 }
 
 }  // namespace
@@ -89,7 +102,9 @@ bool ChildOutcome::crash_signal() const {
 std::string ChildOutcome::describe(std::chrono::milliseconds timeout) const {
   switch (end) {
     case End::Exited: return "exited with status " + std::to_string(code);
-    case End::Signalled: return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
+    case End::Signalled:
+      if (code == 0) return "killed by a signal";
+      return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
     case End::TimedOut:
       return "timed out after " + std::to_string(timeout.count()) + " ms";
   }
@@ -111,25 +126,17 @@ ChildOutcome run_in_forked_child(const std::function<int()>& work, std::chrono::
   // also looks at the child itself between short polls.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    int status = 0;
-    const pid_t ended = ::waitpid(pid, &status, WNOHANG);
-    if (ended == pid) {
-      if (WIFSIGNALED(status)) return {ChildOutcome::End::Signalled, WTERMSIG(status)};
-      return {ChildOutcome::End::Exited, WEXITSTATUS(status)};
-    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       ::kill(pid, SIGKILL);
-      reap(pid);
+      (void)outcome_of_leaving(pid, done.fd[0]);
       return {ChildOutcome::End::TimedOut, 0};
     }
     pollfd p{done.fd[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50)));
-    if (ready > 0) {
-      const int status_now = reap(pid);  // it has written its byte or died: it is leaving
-      if (WIFSIGNALED(status_now)) return {ChildOutcome::End::Signalled, WTERMSIG(status_now)};
-      return {ChildOutcome::End::Exited, WEXITSTATUS(status_now)};
-    }
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50))) > 0)
+      return outcome_of_leaving(pid, done.fd[0]);
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return from_wait_status(status);
   }
 }
 

@@ -101,6 +101,26 @@ TEST(ForkedChild, AHangIsKilledAtTheTimeout) {
   EXPECT_EQ(hung.describe(100ms), "timed out after 100 ms");
 }
 
+TEST(ForkedChild, AProcessThatIgnoresSIGCHLDStillLearnsHowTheChildEnded) {
+  // With SIGCHLD ignored the kernel reaps children at once and waitpid has no status to give:
+  // the byte the child writes as it leaves tells an exit from a death.
+  struct sigaction ignore {}, before {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGCHLD, &ignore, &before);
+  const ChildOutcome five = run_in_forked_child([] { return 5; }, 60s);
+  const ChildOutcome crash = run_in_forked_child(
+      [] {
+        std::raise(SIGSEGV);
+        return 0;
+      },
+      60s);
+  sigaction(SIGCHLD, &before, nullptr);
+  EXPECT_TRUE(five.exited());
+  EXPECT_EQ(five.code, 5);
+  EXPECT_FALSE(crash.exited());
+  EXPECT_EQ(crash.describe(60s), "killed by a signal");
+}
+
 TEST(ForkedChild, WorksWhileOtherThreadsRun) {
   // The parent's other threads do not exist in the child; the child does not need them.
   std::atomic<bool> stop{false};
