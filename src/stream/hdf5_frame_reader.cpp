@@ -23,9 +23,6 @@ constexpr const char* kGeometry = "/entry_1/instrument_1/detector_1";
 constexpr const char* kTruth = "/entry_1/ground_truth";
 // The probe's walk of the chunk index stops here: a crafted file may declare a billion chunks.
 constexpr int64_t kMaxProbedChunks = int64_t{1} << 20;
-// How the probe child tells the parent the file did not even open (an Error the parent will
-// meet again and report itself).
-constexpr int kProbeRefused = 1;
 
 // The sample type of an HDF5 datatype, or nothing when it is not one we read.
 std::optional<SampleType> sample_type_of(hid_t type) {
@@ -111,6 +108,31 @@ std::vector<T> read_column(hid_t file, const std::string& path, hid_t memory_typ
   return values;
 }
 
+// Looks every chunk of `dataset` (of shape `dims`, when it is chunked) up in its chunk index:
+// the B-tree nodes a read of that chunk walks, with no data read. At most kMaxProbedChunks,
+// in row-major order. What libhdf5 refuses here is refused again when the frame is read.
+void look_up_every_chunk(hid_t dataset, const std::vector<hsize_t>& dims) {
+  const hdf5::Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  const int rank = static_cast<int>(dims.size());
+  std::vector<hsize_t> chunk(dims.size()), at(dims.size(), 0);
+  const auto empty = [](const std::vector<hsize_t>& v) { return std::find(v.begin(), v.end(), hsize_t{0}) != v.end(); };
+  if (plist.valid() && H5Pget_layout(plist.get()) == H5D_CHUNKED &&
+      H5Pget_chunk(plist.get(), rank, chunk.data()) == rank && !empty(chunk) && !empty(dims)) {
+    for (int64_t looked = 0; looked < kMaxProbedChunks; ++looked) {
+      hsize_t bytes = 0;
+      (void)H5Dget_chunk_storage_size(dataset, at.data(), &bytes);
+      int d = rank - 1;  // on to the next chunk: the last axis fastest
+      for (; d >= 0; --d) {
+        at[d] += chunk[d];
+        if (at[d] < dims[d]) break;
+        at[d] = 0;
+      }
+      if (d < 0) break;
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+}
+
 }  // namespace
 
 std::pair<std::string, std::string> split_frame_source(std::string_view spec) {
@@ -131,15 +153,13 @@ struct Hdf5FrameReader::Impl {
 
 void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options) {
   if (options.probe == Hdf5Probe::Off) return;
+  // An Error in the child (a file the reader refuses) is an exit too: the parent then opens
+  // the file and reports that Error itself.
   const ChildOutcome outcome = run_in_forked_child(
       [&] {
-        try {
-          Hdf5FrameReader reader(spec, {.probe = Hdf5Probe::Off});
-          reader.read_through(options.probe);
-          return 0;
-        } catch (const Error&) {
-          return kProbeRefused;
-        }
+        Hdf5FrameReader reader(spec, {.probe = Hdf5Probe::Off});
+        reader.read_through(options.probe);
+        return 0;
       },
       options.probe_timeout);
   if (outcome.exited()) return;
@@ -166,31 +186,11 @@ void Hdf5FrameReader::read_through(Hdf5Probe depth) {
   attempt([&] { (void)bad_pixel_mask(); });
   attempt([&] { (void)geometry(); });
   attempt([&] { (void)ground_truth(); });
-  // Every chunk looked up in the chunk index (its B-tree nodes are what a frame read walks);
-  // no data is read. Only read_raw below: the child must not use the thread pool (convert).
-  attempt([&] {
-    hdf5::Handle plist = hdf5::check_id(H5Dget_create_plist(m.dataset.get()), H5Pclose, kOp, m.file_path,
-                                        "H5Dget_create_plist");
-    if (H5Pget_layout(plist.get()) != H5D_CHUNKED) return;
-    const std::size_t rank = m.has_panel_axis ? 4 : 3;
-    std::vector<hsize_t> chunk(rank), dims(rank), at(rank, 0);
-    if (H5Pget_chunk(plist.get(), static_cast<int>(rank), chunk.data()) != static_cast<int>(rank)) return;
-    dims = {static_cast<hsize_t>(m.frames), static_cast<hsize_t>(m.rows), static_cast<hsize_t>(m.cols)};
-    if (m.has_panel_axis) dims.insert(dims.begin() + 1, static_cast<hsize_t>(m.panels));
-    if (m.frames == 0 || std::find(chunk.begin(), chunk.end(), hsize_t{0}) != chunk.end()) return;
-    for (int64_t looked = 0; looked < kMaxProbedChunks; ++looked) {
-      hsize_t bytes = 0;
-      if (H5Dget_chunk_storage_size(m.dataset.get(), at.data(), &bytes) < 0) H5Eclear2(H5E_DEFAULT);
-      std::size_t d = rank;  // the next chunk in row-major order
-      while (d > 0) {
-        --d;
-        at[d] += chunk[d];
-        if (at[d] < dims[d]) break;
-        at[d] = 0;
-        if (d == 0) return;
-      }
-    }
-  });
+  // Only read_raw below, never read(): the child must not use the thread pool (convert).
+  std::vector<hsize_t> dims = {static_cast<hsize_t>(m.frames), static_cast<hsize_t>(m.rows),
+                               static_cast<hsize_t>(m.cols)};
+  if (m.has_panel_axis) dims.insert(dims.begin() + 1, static_cast<hsize_t>(m.panels));
+  look_up_every_chunk(m.dataset.get(), dims);
   if (m.frames == 0) return;
   if (depth == Hdf5Probe::AllFrames) {
     for (int64_t i = 0; i < m.frames; ++i) attempt([&] { (void)read_raw(i); });
