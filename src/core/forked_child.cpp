@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,8 +47,9 @@ constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTR
 // Every handler the parent installed is the parent's business: the CLI's removes the run's
 // temporary files (the parent's CXI being written), a sanitizer's or libFuzzer's reports a crash
 // as the parent's. The child runs with the default action for every signal, ignores SIGINT
-// (Ctrl-C reaches the whole process group; the parent decides), and dies with the parent.
-void reset_signals_in_child() {
+// (Ctrl-C reaches the whole process group; the parent decides), dies with the parent, and
+// leaves no core file (its crash is expected and reported by the parent).
+void prepare_child() {
   struct sigaction fallback {};
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
@@ -58,10 +60,12 @@ void reset_signals_in_child() {
   for (const int sig : kCrashSignals) sigaddset(&crashes, sig);
   ::pthread_sigmask(SIG_UNBLOCK, &crashes, nullptr);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const rlimit no_core{0, 0};
+  (void)::setrlimit(RLIMIT_CORE, &no_core);
 }
 
 [[noreturn]] void child_main(const std::function<int()>& work, int done_fd, pid_t parent) {
-  reset_signals_in_child();
+  prepare_child();
   if (::getppid() != parent) ::_exit(kUncaughtStatus);  // the parent died before prctl
   int status = kUncaughtStatus;
   try {
