@@ -21,7 +21,8 @@
 // this process opens a file, a forked child process does the reader's work on it first
 // (core/forked_child.h, Hdf5Probe below); when libhdf5 kills the child or hangs in it, the
 // reader throws Error "corrupt HDF5 file ... libhdf5 crashed reading it" and this process never
-// touches the file. docs/STREAM.md "Corrupt HDF5 files" has what is probed and its cost.
+// touches the file. docs/STREAM.md ("Corrupt HDF5 files that crash libhdf5") has what is
+// probed, what it costs per file and what it leaves open.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -62,7 +63,8 @@ struct Hdf5ReadOptions {
 
 // The probe on its own: returns when a forked child came through `options.probe` on the file
 // (with or without an Error, which the reader then reports itself); Error naming the file when
-// libhdf5 crashed in the child or did not finish within the timeout. Error when it cannot fork.
+// libhdf5 crashed in the child or did not finish within the timeout ("corrupt HDF5 file"), or
+// the child was killed by another signal ("could not be checked"). Error when it cannot fork.
 void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options = {});
 
 class Hdf5FrameReader {
@@ -98,7 +100,7 @@ class Hdf5FrameReader {
 
  private:
   friend void probe_hdf5_frames(std::string_view, const Hdf5ReadOptions&);
-  // The probe child's work (in this process: the child calls it on a reader opened unprobed).
+  // The probe child's work, on a reader it opened with Hdf5Probe::Off.
   void read_through(Hdf5Probe depth);
 
   struct Impl;
