@@ -2,11 +2,13 @@
 
 #include <cerrno>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
 #include "hdf5_handle.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/forked_child.h"
 #include "mixprec/stream/hdf5_frames.h"
 
 namespace mixprec::stream {
@@ -19,6 +21,8 @@ constexpr int64_t kMaxFrameElements = int64_t{1} << 28;
 constexpr int64_t kMaxTruthRows = int64_t{1} << 28;
 constexpr const char* kGeometry = "/entry_1/instrument_1/detector_1";
 constexpr const char* kTruth = "/entry_1/ground_truth";
+// The probe's walk of the chunk index stops here: a crafted file may declare a billion chunks.
+constexpr int64_t kMaxProbedChunks = int64_t{1} << 20;
 
 // The sample type of an HDF5 datatype, or nothing when it is not one we read.
 std::optional<SampleType> sample_type_of(hid_t type) {
@@ -104,6 +108,31 @@ std::vector<T> read_column(hid_t file, const std::string& path, hid_t memory_typ
   return values;
 }
 
+// Looks every chunk of `dataset` (of shape `dims`, when it is chunked) up in its chunk index:
+// the B-tree nodes a read of that chunk walks, with no data read. At most kMaxProbedChunks,
+// in row-major order. What libhdf5 refuses here is refused again when the frame is read.
+void look_up_every_chunk(hid_t dataset, const std::vector<hsize_t>& dims) {
+  const hdf5::Handle plist(H5Dget_create_plist(dataset), H5Pclose);
+  const int rank = static_cast<int>(dims.size());
+  std::vector<hsize_t> chunk(dims.size()), at(dims.size(), 0);
+  const auto empty = [](const std::vector<hsize_t>& v) { return std::find(v.begin(), v.end(), hsize_t{0}) != v.end(); };
+  if (plist.valid() && H5Pget_layout(plist.get()) == H5D_CHUNKED &&
+      H5Pget_chunk(plist.get(), rank, chunk.data()) == rank && !empty(chunk) && !empty(dims)) {
+    for (int64_t looked = 0; looked < kMaxProbedChunks; ++looked) {
+      hsize_t bytes = 0;
+      (void)H5Dget_chunk_storage_size(dataset, at.data(), &bytes);
+      int d = rank - 1;  // on to the next chunk: the last axis fastest
+      for (; d >= 0; --d) {
+        at[d] += chunk[d];
+        if (at[d] < dims[d]) break;
+        at[d] = 0;
+      }
+      if (d < 0) break;
+    }
+  }
+  H5Eclear2(H5E_DEFAULT);
+}
+
 }  // namespace
 
 std::pair<std::string, std::string> split_frame_source(std::string_view spec) {
@@ -122,7 +151,58 @@ struct Hdf5FrameReader::Impl {
   std::vector<std::byte> staging;  // one frame in the file's type
 };
 
-Hdf5FrameReader::Hdf5FrameReader(std::string_view spec) : impl_(std::make_unique<Impl>()) {
+void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options) {
+  if (options.probe == Hdf5Probe::Off) return;
+  // An Error in the child (a file the reader refuses) is an exit too: the parent then opens
+  // the file and reports that Error itself.
+  const ChildOutcome outcome = run_in_forked_child(
+      [&] {
+        Hdf5FrameReader reader(spec, {.probe = Hdf5Probe::Off});
+        reader.read_through(options.probe);
+        return 0;
+      },
+      options.probe_timeout);
+  if (outcome.exited()) return;
+  const std::string file = split_frame_source(spec).first;
+  const std::string how = " (a probe process " + outcome.describe(options.probe_timeout) +
+                          "); the file was not opened in this process";
+  if (outcome.crash_signal() || outcome.end == ChildOutcome::End::TimedOut)
+    throw Error(std::string("[") + kOp + "] " + file + ": corrupt HDF5 file: libhdf5 " +
+                (outcome.crash_signal() ? "crashed" : "did not finish") + " reading it" + how);
+  // Killed from outside (the OOM killer, a SIGTERM): the file may be sound.
+  throw Error(std::string("[") + kOp + "] " + file + ": could not be checked" + how);
+}
+
+// Each part on its own, as the pipeline would reach it even when an earlier one is refused: a
+// bad mask must not keep the frames from being probed.
+void Hdf5FrameReader::read_through(Hdf5Probe depth) {
+  Impl& m = *impl_;
+  const auto attempt = [](auto&& part) {
+    try {
+      part();
+    } catch (const Error&) {
+    }
+  };
+  attempt([&] { (void)bad_pixel_mask(); });
+  attempt([&] { (void)geometry(); });
+  attempt([&] { (void)ground_truth(); });
+  // Only read_raw below, never read(): the child must not use the thread pool (convert).
+  std::vector<hsize_t> dims = {static_cast<hsize_t>(m.frames), static_cast<hsize_t>(m.rows),
+                               static_cast<hsize_t>(m.cols)};
+  if (m.has_panel_axis) dims.insert(dims.begin() + 1, static_cast<hsize_t>(m.panels));
+  look_up_every_chunk(m.dataset.get(), dims);
+  if (m.frames == 0) return;
+  if (depth == Hdf5Probe::AllFrames) {
+    for (int64_t i = 0; i < m.frames; ++i) attempt([&] { (void)read_raw(i); });
+  } else {
+    attempt([&] { (void)read_raw(0); });
+    attempt([&] { (void)read_raw(m.frames - 1); });
+  }
+}
+
+Hdf5FrameReader::Hdf5FrameReader(std::string_view spec, const Hdf5ReadOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  probe_hdf5_frames(spec, options);
   Impl& m = *impl_;
   std::tie(m.file_path, m.dataset_path) = split_frame_source(spec);
   hdf5::silence_errors();

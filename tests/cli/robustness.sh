@@ -225,7 +225,7 @@ usage_exit_codes)
   run 2 "${tiny_video[@]}" --steps 1 --precision fp8 --out video
   run 2 "${tiny_video[@]}" --steps 1 --preset huge --out video
   run 2 "${tiny_video[@]}" --steps 1 --context-noise -1 --out video
-  expect_err "--context-noise .*must be >= 0"
+  expect_err "--context-noise, --context-blur and --context-sharpen must be >= 0"
   run 2 "${tiny_video[@]}" --steps 1 --unroll 2 --out video
   expect_err "--unroll needs --prediction direct"
   run 2 "${tiny_video[@]}" --steps 1 --prediction direct --self-context 0.5 --out video

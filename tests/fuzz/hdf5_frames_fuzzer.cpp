@@ -1,13 +1,20 @@
 // libFuzzer target for the HDF5 frame reader (stream/hdf5_frames.h; see run.sh). The input is
-// written to a file (libhdf5 reads files) and opened as a frame file; everything the pipeline
-// reads is read: the first frames raw and converted to f32, the bad-pixel mask, the geometry,
-// the ground truth. Every input must either be refused with mixprec::Error or give values
-// that keep the reader's promises (shapes as declared, buffers of the declared sizes, true
-// peaks on existing panels and frames). ASan and UBSan make any bad access in our code a
-// crash. libhdf5 itself is Debian's, uninstrumented: a crash inside it is reported too (with
-// its stack), since the reader's job is to keep such files from reaching the pipeline.
+// written to a file (libhdf5 reads files) and opened as a frame file the way the pipeline opens
+// one: with the reader's default probe, a forked child doing the reader's work first
+// (core/forked_child.h), so that a crash inside libhdf5 (Debian's, uninstrumented) kills the
+// child and becomes a clean Error here. Then everything the pipeline reads is read: the first
+// and the last frame (the ones the default probe reads; the frames between are covered by the
+// probe's walk of the chunk index only) raw and converted to f32, the bad-pixel mask, the
+// geometry, the ground truth. Every input must either be refused with mixprec::Error or give
+// values that keep the reader's promises (shapes as declared, buffers of the declared sizes,
+// true peaks on existing panels and frames). ASan and UBSan make any bad access in our code a
+// crash, here in the parent: the child came through, so the parent runs the same code on the
+// same file. The child resets the crash signals to their defaults, so libFuzzer and ASan's
+// handlers (which would report the child's crash as this process's and save an artifact) never
+// run there; itimers (libFuzzer's -timeout) are not inherited by a forked child.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -52,13 +59,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (!written) return 0;
   }
   try {
-    Hdf5FrameReader reader(scratch_path());
+    // A probe that hangs is killed well before libFuzzer's -timeout (run.sh: 10 s) would call
+    // it a hang of this process.
+    Hdf5FrameReader reader(scratch_path(), {.probe_timeout = std::chrono::seconds(5)});
     check(reader.frames() >= 0 && reader.panels() >= 1 && reader.rows() >= 1 && reader.cols() >= 1);
     const auto elements = static_cast<std::size_t>(reader.frame_elements());
-    // A few frames, each way the pipeline reads them; a huge declared frame is refused by the
-    // reader's own limit before any buffer is made.
+    // The probed frames, each way the pipeline reads them; a huge declared frame is refused by
+    // the reader's own limit before any buffer is made.
     std::vector<float> f32(elements);
-    for (int64_t i = 0; i < std::min<int64_t>(reader.frames(), 3); ++i) {
+    for (const int64_t i : {int64_t{0}, reader.frames() - 1}) {
+      if (i < 0 || i >= reader.frames()) continue;
       const auto raw = reader.read_raw(i);
       check(raw.size() == elements * sample_size(reader.sample_type()));
       reader.read(i, f32.data(), mixprec::DType::F32);

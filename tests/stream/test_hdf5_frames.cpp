@@ -23,6 +23,19 @@ using test_support::error_of;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A frame file of `frames` synthetic frames of `detector` (seed `seed`) with its mask, geometry
+// and ground truth, as `stream produce --synthetic` writes it.
+void write_synthetic(const std::string& path, const std::string& detector, uint64_t seed, int64_t frames) {
+  const SyntheticDetector det(detector_geometry(detector), {}, seed);
+  Hdf5FrameWriter writer(path, det.geometry(), det.bad_pixel_mask());
+  SyntheticFrame f;
+  for (int64_t i = 0; i < frames; ++i) {
+    det.generate(i, f);
+    writer.append(f.adu, f.peaks);
+  }
+  writer.close();
+}
+
 TEST(Hdf5Frames, SplitsTheDatasetFromTheFileName) {
   EXPECT_EQ(split_frame_source("run.h5"), std::make_pair(std::string("run.h5"), std::string("/entry_1/data_1/data")));
   EXPECT_EQ(split_frame_source("run.h5:/data/frames"), std::make_pair(std::string("run.h5"), std::string("/data/frames")));
@@ -195,16 +208,7 @@ TEST(Hdf5Frames, BadFilesAreClearErrors) {
 TEST(Hdf5Frames, TruncatedAndCorruptFilesAreErrorsNotCrashes) {
   test::TempDir dir("frames_truncated");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 3);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 4; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(good, "single", 3, 4);
   const auto size = std::filesystem::file_size(good);
   std::vector<float> frame(352 * 384);
   for (double keep : {0.9, 0.5, 0.1, 0.001}) {
@@ -236,16 +240,7 @@ TEST(Hdf5Frames, CorruptedMetadataIsAnErrorOrAGoodReadNeverACrash) {
   // full. Every outcome must be a mixprec::Error or a complete read.
   test::TempDir dir("frames_corrupt");
   const std::string good = dir.file("good.h5");
-  const SyntheticDetector det(detector_geometry("single"), {}, 8);
-  {
-    Hdf5FrameWriter writer(good, det.geometry(), det.bad_pixel_mask());
-    SyntheticFrame f;
-    for (int64_t i = 0; i < 2; ++i) {
-      det.generate(i, f);
-      writer.append(f.adu, f.peaks);
-    }
-    writer.close();
-  }
+  write_synthetic(good, "single", 8, 2);
   std::ifstream in(good, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::size_t window = std::min<std::size_t>(bytes.size(), 65536);
@@ -273,6 +268,120 @@ TEST(Hdf5Frames, CorruptedMetadataIsAnErrorOrAGoodReadNeverACrash) {
     }
   }
   EXPECT_EQ(errors + reads, 60);
+}
+
+// Everything a reader gives, frames in the file's own type, for comparing two readers.
+struct ReadBack {
+  std::vector<std::vector<std::byte>> frames;
+  std::vector<uint8_t> mask;
+  std::vector<std::pair<double, double>> placement;
+  std::vector<std::vector<TruePeak>> truth;
+};
+
+ReadBack read_back(Hdf5FrameReader& reader) {
+  ReadBack r;
+  for (int64_t i = 0; i < reader.frames(); ++i) {
+    const auto raw = reader.read_raw(i);
+    r.frames.emplace_back(raw.begin(), raw.end());
+  }
+  r.mask = reader.bad_pixel_mask();
+  const DetectorGeometry geometry = reader.geometry().value();
+  for (const PanelPlacement& p : geometry.placement) r.placement.push_back({p.origin_x, p.origin_y});
+  r.truth = reader.ground_truth().value();
+  return r;
+}
+
+const std::string kLibhdf5Crash = MIXPREC_SOURCE_DIR "/tests/fuzz/hdf5_libhdf5_crashes/h5lexists_segv.h5";
+
+TEST(Hdf5FramesProbe, AFileThatCrashesLibhdf5IsAClearErrorAndThisProcessLivesOn) {
+  // Debian's libhdf5 1.10.8 segfaults in H5Lexists on this file (a corrupt local heap); the
+  // probe child dies of it instead of this process.
+  ASSERT_TRUE(std::filesystem::exists(kLibhdf5Crash));
+  for (int twice = 0; twice < 2; ++twice) {
+    const std::string message = error_of([] { Hdf5FrameReader reader(kLibhdf5Crash); });
+    EXPECT_TRUE(contains(message, "h5lexists_segv.h5: corrupt HDF5 file: libhdf5 crashed reading it")) << message;
+    EXPECT_TRUE(contains(message, "killed by signal")) << message;
+    EXPECT_TRUE(contains(message, "not opened in this process")) << message;
+  }
+  const std::string probed = error_of([] { probe_hdf5_frames(kLibhdf5Crash, {.probe = Hdf5Probe::AllFrames}); });
+  EXPECT_TRUE(contains(probed, "libhdf5 crashed")) << probed;
+  // Still alive, and libhdf5 here untouched by the file: a sound file reads.
+  test::TempDir dir("frames_probe_crash");
+  const std::string good = dir.file("good.h5");
+  write_synthetic(good, "single", 5, 1);
+  EXPECT_EQ(Hdf5FrameReader(good).frames(), 1);
+}
+
+TEST(Hdf5FramesProbe, ASoundFileReadsTheSameWithEveryProbe) {
+  test::TempDir dir("frames_probe_same");
+  const std::string path = dir.file("quad.h5");
+  write_synthetic(path, "quad", 23, 4);
+  Hdf5FrameReader unprobed(path, {.probe = Hdf5Probe::Off});
+  const ReadBack reference = read_back(unprobed);
+  ASSERT_EQ(reference.frames.size(), 4u);
+  for (const Hdf5Probe probe : {Hdf5Probe::Metadata, Hdf5Probe::AllFrames}) {
+    Hdf5FrameReader reader(path, {.probe = probe});
+    const ReadBack got = read_back(reader);
+    EXPECT_EQ(got.frames, reference.frames);
+    EXPECT_EQ(got.mask, reference.mask);
+    EXPECT_EQ(got.placement, reference.placement);
+    ASSERT_EQ(got.truth.size(), reference.truth.size());
+    for (std::size_t i = 0; i < got.truth.size(); ++i) {
+      ASSERT_EQ(got.truth[i].size(), reference.truth[i].size());
+      for (std::size_t k = 0; k < got.truth[i].size(); ++k) {
+        EXPECT_EQ(got.truth[i][k].x, reference.truth[i][k].x);
+        EXPECT_EQ(got.truth[i][k].y, reference.truth[i][k].y);
+        EXPECT_EQ(got.truth[i][k].panel, reference.truth[i][k].panel);
+      }
+    }
+  }
+}
+
+TEST(Hdf5FramesProbe, AFileRefusedInTheProbeIsTheReadersOwnClearError) {
+  // The child came through (with an Error): the reader reports the file's fault itself.
+  test::TempDir dir("frames_probe_refused");
+  const std::string text = dir.file("text.h5");
+  std::ofstream(text) << "not hdf5";
+  EXPECT_NO_THROW(probe_hdf5_frames(text));
+  EXPECT_TRUE(contains(error_of([&] { Hdf5FrameReader{text}; }), "not a readable HDF5 file"));
+  EXPECT_TRUE(contains(error_of([&] { Hdf5FrameReader(dir.file("none.h5")); }), "none.h5: cannot read the file"));
+}
+
+TEST(Hdf5FramesProbe, AFileThatChangesBetweenProbeAndOpenIsStillAClearError) {
+  // The reader is probe_hdf5_frames then an unprobed open; here the file changes between the
+  // two, each way it can: removed, made unreadable garbage, cut short, replaced by the crash.
+  test::TempDir dir("frames_probe_changed");
+  const std::string good = dir.file("good.h5");
+  write_synthetic(good, "single", 9, 3);
+  const std::string path = dir.file("changing.h5");
+  const auto probed_copy = [&] {
+    std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
+    probe_hdf5_frames(path);
+  };
+  const auto open_and_read = [&] {
+    Hdf5FrameReader reader(path, {.probe = Hdf5Probe::Off});
+    std::vector<float> frame(static_cast<std::size_t>(reader.frame_elements()));
+    for (int64_t i = 0; i < reader.frames(); ++i) reader.read(i, frame.data(), DType::F32);
+    (void)reader.ground_truth();
+  };
+  probed_copy();
+  std::filesystem::remove(path);
+  EXPECT_TRUE(contains(error_of(open_and_read), "changing.h5: cannot read the file")) << error_of(open_and_read);
+
+  probed_copy();
+  std::ofstream(path, std::ios::trunc) << "garbage now";
+  EXPECT_TRUE(contains(error_of(open_and_read), "changing.h5: not a readable HDF5 file"));
+
+  probed_copy();
+  std::filesystem::resize_file(path, std::filesystem::file_size(good) / 2);
+  const std::string cut = error_of(open_and_read);
+  EXPECT_TRUE(contains(cut, "changing.h5") && contains(cut, "truncated")) << cut;
+
+  // Replaced by a file libhdf5 crashes on: the unprobed open would crash, the probed one (the
+  // reader's default) refuses it; the probe is per open, never cached by name.
+  probed_copy();
+  std::filesystem::copy_file(kLibhdf5Crash, path, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_TRUE(contains(error_of([&] { Hdf5FrameReader{path}; }), "libhdf5 crashed"));
 }
 
 TEST(Hdf5Frames, BadGroundTruthAndMaskAreErrors) {

@@ -15,6 +15,15 @@
 // corrupt file) become mixprec::Error naming the file and HDF5's reason; nothing is read past
 // a buffer. One reader or writer must not be used from two threads at once (libhdf5 itself is
 // not thread-safe in Debian's serial build).
+//
+// Some corrupt files crash libhdf5 itself instead of making it return an error (Debian's 1.10.8
+// segfaults in H5Lexists on a corrupt local heap: tests/fuzz/hdf5_libhdf5_crashes/). So before
+// this process opens a file, a forked child process does the reader's work on it first
+// (core/forked_child.h, Hdf5Probe below); when libhdf5 kills the child or hangs in it, the
+// reader throws Error "corrupt HDF5 file ... libhdf5 crashed reading it" and this process never
+// touches the file. docs/STREAM.md ("Corrupt HDF5 files that crash libhdf5") has what is
+// probed, what it costs per file and what it leaves open.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,11 +47,32 @@ inline constexpr std::string_view kMaskDataset = "/entry_1/data_1/mask";
 // the last ":/" so file names with colons still work.
 std::pair<std::string, std::string> split_frame_source(std::string_view spec);
 
+// What the child process does with a file before this process opens it.
+enum class Hdf5Probe {
+  Off,       // nothing: for a file known to be sound (one this process just wrote)
+  Metadata,  // what the reader does at open and setup: the file, the dataset, its shape and
+             // type, the mask, the geometry, the ground truth; the first and the last frame
+             // read; every chunk of the frame dataset looked up in its index (up to 2^20)
+  AllFrames, // the same and every frame read once: the whole dataset is read twice
+};
+
+struct Hdf5ReadOptions {
+  Hdf5Probe probe = Hdf5Probe::Metadata;
+  std::chrono::milliseconds probe_timeout{60'000};  // then the child is killed: Error
+};
+
+// The probe on its own: returns when a forked child came through `options.probe` on the file
+// (with or without an Error, which the reader then reports itself); Error naming the file when
+// libhdf5 crashed in the child or did not finish within the timeout ("corrupt HDF5 file"), or
+// the child was killed by another signal ("could not be checked"). Error when it cannot fork.
+void probe_hdf5_frames(std::string_view spec, const Hdf5ReadOptions& options = {});
+
 class Hdf5FrameReader {
  public:
-  // Opens and checks the dataset: Error for a missing or unreadable file, a missing dataset,
-  // rank other than 3 or 4, an element type outside the list above, or an empty frame shape.
-  explicit Hdf5FrameReader(std::string_view spec);
+  // Probes the file (options.probe, above), then opens and checks the dataset: Error for a
+  // file libhdf5 crashes on, a missing or unreadable file, a missing dataset, rank other than
+  // 3 or 4, an element type outside the list above, or an empty frame shape.
+  explicit Hdf5FrameReader(std::string_view spec, const Hdf5ReadOptions& options = {});
   ~Hdf5FrameReader();
   Hdf5FrameReader(Hdf5FrameReader&&) noexcept;
   Hdf5FrameReader& operator=(Hdf5FrameReader&&) noexcept;
@@ -69,6 +99,10 @@ class Hdf5FrameReader {
   std::optional<std::vector<std::vector<TruePeak>>> ground_truth() const;  // (N) lists
 
  private:
+  friend void probe_hdf5_frames(std::string_view, const Hdf5ReadOptions&);
+  // The probe child's work, on a reader it opened with Hdf5Probe::Off.
+  void read_through(Hdf5Probe depth);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
