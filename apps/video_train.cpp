@@ -122,7 +122,7 @@ int video_train(Args args, const Communicator& world) {
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
   bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
-       degrade_each_frame = false;
+       degrade_each_frame = false, anchor_map = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -185,6 +185,11 @@ int video_train(Args args, const Communicator& world) {
          "direct residual models: also predict a flow and warp the last frame by it before "
          "adding the change, so shapes move instead of being redrawn (docs/VIDEO.md; --init from "
          "a model without it starts from its weights)");
+  p.flag("--anchor-map", &anchor_map,
+         "direct residual models: a motion model with an anchor whose frames are read from the "
+         "anchor (the newest real frame a stream starts from) through a map composed with each "
+         "frame's flow, so warping never blurs a frame twice (implies --motion and --anchor; "
+         "docs/VIDEO.md)");
   p.flag("--restorer", &restorer,
          "direct residual models with 1 context frame: learn to restore a frame degraded by "
          "--context-blur and --context-noise (its context is the frame itself) instead of "
@@ -254,6 +259,13 @@ int video_train(Args args, const Communicator& world) {
   if (free_run_regression != 1.0 && free_run == 0)
     throw UsageError{"video train: --free-run-regression weighs frames after a free run: it needs "
                      "--free-run"};
+  if (anchor_map) {
+    if (!(direct && residual))
+      throw UsageError{"video train: --anchor-map needs --prediction direct and --residual"};
+    if (!init_from.empty())
+      throw UsageError{"video train: --anchor-map trains from scratch (no --init yet)"};
+    motion = anchor = true;
+  }
   if (anchor && !direct)
     throw UsageError{"video train: --anchor needs --prediction direct"};
   if (motion && !(direct && residual))
@@ -289,6 +301,7 @@ int video_train(Args args, const Communicator& world) {
   config.context_noise_level = noise_level;
   config.anchor_frame = anchor;
   config.motion = motion;
+  config.anchor_map = anchor_map;
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
@@ -338,6 +351,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"noise-level", noise_level ? "1" : "0"},
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
+                                {"anchor-map", anchor_map ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -449,14 +463,18 @@ int video_train(Args args, const Communicator& world) {
                             : 0;
     // One frame more when the newest context frame is to be predicted from the ones before it.
     const int64_t length = free_run + context_frames + (own > 0 ? 1 : 0) + unroll;
-    std::vector<Tensor> window = anchor ? videos.anchored_windows(batch * world.size(), length, gen)
-                                        : videos.windows(batch * world.size(), length, gen);
+    // An anchor-map model's anchor is its newest true context frame, which the loss takes from
+    // the window itself.
+    const bool drawn_anchor = anchor && !anchor_map;
+    std::vector<Tensor> window = drawn_anchor
+                                     ? videos.anchored_windows(batch * world.size(), length, gen)
+                                     : videos.windows(batch * world.size(), length, gen);
     // A restorer's context is its target frame itself, degraded by the loss's context options.
     if (restorer) window.front() = window.back();
     for (Tensor& frames : window) frames = rank_share(world, frames);
     fork_per_rank(world, gen);
     Tensor anchor_frames;
-    if (anchor) {
+    if (drawn_anchor) {
       anchor_frames = window.front();
       window.erase(window.begin());
     }

@@ -143,6 +143,9 @@ void check_config(const UNetVideoConfig& c) {
   for (int64_t l : c.attention_levels)
     MIXPREC_CHECK(l >= 0 && l < static_cast<int64_t>(c.channel_mults.size()),
                   "[UNetVideo] attention level ", l, " does not exist");
+  MIXPREC_CHECK(!c.anchor_map || (c.motion && c.anchor_frame),
+                "[UNetVideo] an anchor map needs a motion model with an anchor frame ('", c.name,
+                "')");
 }
 
 }  // namespace

@@ -200,6 +200,39 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
   return last.defined() ? clamp(frame_of(sampled, last), -1.0, 1.0) : sampled;
 }
 
+AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
+                                const Tensor& displacement) {
+  const int64_t channels = anchor.size(1);
+  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 2 &&
+                    displacement.dim() == 4 && displacement.size(1) == 2 &&
+                    anchor.size(0) == prediction.size(0) &&
+                    displacement.size(0) == prediction.size(0) &&
+                    anchor.size(2) == prediction.size(2) && anchor.size(3) == prediction.size(3) &&
+                    displacement.size(2) == prediction.size(2) &&
+                    displacement.size(3) == prediction.size(3),
+                "[anchor_map_frame] expected prediction [B, ", channels + 2,
+                ", H, W], anchor [B, ", channels, ", H, W] and displacement [B, 2, H, W], got ",
+                shape_to_string(prediction.shape()), ", ", shape_to_string(anchor.shape()), " and ",
+                shape_to_string(displacement.shape()));
+  const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
+  const Tensor composed = add(flow, warp(displacement.to(DType::F32), flow));
+  const Tensor frame = add(warp(anchor.to(DType::F32), composed),
+                           mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
+  return {.frame = frame, .displacement = composed};
+}
+
+AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
+                                        const Tensor& context_sigma, const Tensor& anchor,
+                                        const Tensor& displacement) {
+  MIXPREC_CHECK(model.config().anchor_map, "[sample_anchor_map_frames] not an anchor-map model");
+  NoGrad no_grad;
+  AnchorMapFrame next = anchor_map_frame(
+      direct_forward(model, context, context_sigma, model.config().frame_channels), anchor,
+      displacement);
+  next.frame = clamp(next.frame, -1.0, 1.0);
+  return next;
+}
+
 Tensor restore_frames(UNetVideo& restorer, const Tensor& frames) {
   MIXPREC_CHECK(restorer.config().context_frames == 1 && !restorer.config().motion &&
                     !restorer.config().anchor_frame && frames.dim() == 4 &&
@@ -293,10 +326,13 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   const auto k = static_cast<std::size_t>(model.config().context_frames);
   MIXPREC_CHECK(options.prediction == Prediction::Direct,
                 "[video_rollout_loss] is the loss of a direct predictor");
-  MIXPREC_CHECK(anchor.defined() == model.config().anchor_frame,
+  const bool anchor_map = model.config().anchor_map;
+  MIXPREC_CHECK(anchor.defined() == (model.config().anchor_frame && !anchor_map),
                 "[video_rollout_loss] ",
-                model.config().anchor_frame ? "an anchor model needs its anchor frame"
-                                            : "an anchor frame for a model without one");
+                anchor_map                    ? "an anchor-map model's anchor is its newest true "
+                                                "context frame: pass none"
+                : model.config().anchor_frame ? "an anchor model needs its anchor frame"
+                                              : "an anchor frame for a model without one");
   MIXPREC_CHECK(!model.config().motion || options.residual,
                 "[video_rollout_loss] a motion model predicts the change from its warped last "
                 "frame: it needs residual");
@@ -320,10 +356,15 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                                                           static_cast<double>(free_max + 1)));
   const std::size_t first = free_max - free_run;  // the window index of the oldest context frame
   std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
-  Tensor sigma, anchor_input;
+  Tensor sigma, anchor_input, displacement;
   {
     NoGrad no_grad;
     if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
+    if (anchor_map) {  // the map starts at the newest true frame, as a stream's does
+      anchor_input = quantize_8bit(window[first + k - 1].to(DType::F32)).contiguous(cl);
+      displacement = Tensor::zeros({batch, 2, window[0].size(2), window[0].size(3)}, DType::F32,
+                                   cl);
+    }
     const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
     const std::vector<Tensor> true_frames(begin, begin + static_cast<std::ptrdiff_t>(k));
     if (options.degrade_each_frame) {  // the K frames as K * B samples: a draw each
@@ -348,8 +389,15 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
     input = with_anchor(anchor_input, input);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
-    Step made{.raw = frame_of(out, options.residual ? frames.back() : Tensor()),
+    Step made{.raw = Tensor(),
               .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor()};
+    if (anchor_map) {
+      AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, displacement);
+      made.raw = rendered.frame;
+      displacement = rendered.displacement;
+    } else {
+      made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
+    }
     Tensor next = clamp(made.raw, -1.0, 1.0);
     if (options.quantize_context) {
       Tensor rounding;

@@ -26,6 +26,7 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
   const UNetVideoConfig& c = model.config();
   const int64_t k = c.context_frames;
   const bool direct = info.prediction == Prediction::Direct;
+  MIXPREC_CHECK(!c.anchor_map, "[plan_video_precision] anchor-map models are not planned yet");
   const NoiseSchedule schedule = NoiseSchedule::cosine(info.schedule_steps);
 
   // Held-out clips of K context frames and the frame after them, as one batch (8-bit, as a

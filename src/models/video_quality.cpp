@@ -1,6 +1,7 @@
 #include "mixprec/models/video_quality.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -81,53 +82,108 @@ FrameMeasures measure_frame(const Tensor& frame) {
   return m;
 }
 
-int64_t count_shapes(const Tensor& frame, double edge_gradient, int64_t min_pixels) {
+int64_t count_shapes(const Tensor& frame, const ShapeCriteria& criteria) {
   const Tensor p = unit_planes(frame, "count_shapes");
   const int64_t h = p.size(1), w = p.size(2), n = h * w;
   const double* v = p.data<double>();
-  // Edge map: the largest central-difference gradient over the channels (one-sided at borders).
-  std::vector<uint8_t> edge(static_cast<std::size_t>(n), 0);
+  // Edge map: the largest central-difference gradient over the channels (one-sided at borders),
+  // and which channel it was in.
+  std::vector<double> gradient(static_cast<std::size_t>(n), 0);
+  std::vector<int64_t> channel(static_cast<std::size_t>(n), 0);
   for (int64_t y = 0; y < h; ++y)
     for (int64_t x = 0; x < w; ++x) {
       const int64_t x0 = std::max<int64_t>(x - 1, 0), x1 = std::min(x + 1, w - 1);
       const int64_t y0 = std::max<int64_t>(y - 1, 0), y1 = std::min(y + 1, h - 1);
-      double g2 = 0;
+      const auto i = static_cast<std::size_t>(y * w + x);
       for (int64_t c = 0; c < 3; ++c) {
         const double* q = v + c * n;
         const double gx = (q[y * w + x1] - q[y * w + x0]) / static_cast<double>(x1 - x0);
         const double gy = (q[y1 * w + x] - q[y0 * w + x]) / static_cast<double>(y1 - y0);
-        g2 = std::max(g2, gx * gx + gy * gy);
+        const double g = std::hypot(gx, gy);
+        if (g > gradient[i]) {
+          gradient[i] = g;
+          channel[i] = c;
+        }
       }
-      edge[static_cast<std::size_t>(y * w + x)] = g2 > edge_gradient * edge_gradient ? 1 : 0;
     }
+  const auto is_edge = [&](std::size_t i) { return gradient[i] > criteria.edge_gradient; };
   // 4-connected regions of non-edge pixels, by an explicit stack (no recursion on a large frame).
-  std::vector<int64_t> sizes, stack;
-  std::vector<uint8_t> seen(edge);
+  constexpr int64_t kUnlabelled = -1, kEdge = -2;
+  std::vector<int64_t> label(static_cast<std::size_t>(n), kUnlabelled), sizes, stack;
+  for (std::size_t i = 0; i < label.size(); ++i)
+    if (is_edge(i)) label[i] = kEdge;
+  const auto neighbours = [&](int64_t i, auto&& visit) {
+    const int64_t y = i / w, x = i % w;
+    if (y > 0) visit(i - w);
+    if (y + 1 < h) visit(i + w);
+    if (x > 0) visit(i - 1);
+    if (x + 1 < w) visit(i + 1);
+  };
   for (int64_t start = 0; start < n; ++start) {
-    if (seen[static_cast<std::size_t>(start)]) continue;
+    if (label[static_cast<std::size_t>(start)] != kUnlabelled) continue;
+    const auto region = static_cast<int64_t>(sizes.size());
     int64_t size = 0;
-    seen[static_cast<std::size_t>(start)] = 1;
+    label[static_cast<std::size_t>(start)] = region;
     stack.push_back(start);
     while (!stack.empty()) {
       const int64_t i = stack.back();
       stack.pop_back();
       ++size;
-      const int64_t y = i / w, x = i % w;
-      const int64_t next[4][2] = {{y - 1, x}, {y + 1, x}, {y, x - 1}, {y, x + 1}};
-      for (const auto& [yy, xx] : next) {
-        if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-        const auto j = static_cast<std::size_t>(yy * w + xx);
-        if (!seen[j]) {
-          seen[j] = 1;
-          stack.push_back(yy * w + xx);
+      neighbours(i, [&](int64_t j) {
+        if (label[static_cast<std::size_t>(j)] == kUnlabelled) {
+          label[static_cast<std::size_t>(j)] = region;
+          stack.push_back(j);
         }
-      }
+      });
     }
     sizes.push_back(size);
   }
-  std::sort(sizes.begin(), sizes.end());
+  if (sizes.empty()) return 0;
+  const auto background = static_cast<int64_t>(
+      std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
+  // Outline sharpness of an edge pixel: its gradient over the height of the step it belongs to,
+  // the range of its channel in the (2r + 1)^2 window around it. For a straight edge blurred by a
+  // Gaussian of sigma px this is (1 / (sigma sqrt(2 pi))) / erf(r / (sigma sqrt 2)), falling
+  // towards 1 / (2r) as the blur widens.
+  constexpr int64_t r = 3;
+  const auto outline_sharpness = [&](int64_t i) {
+    const int64_t y = i / w, x = i % w;
+    const double* q = v + channel[static_cast<std::size_t>(i)] * n;
+    double lo = 1, hi = 0;
+    for (int64_t yy = std::max<int64_t>(y - r, 0); yy <= std::min(y + r, h - 1); ++yy)
+      for (int64_t xx = std::max<int64_t>(x - r, 0); xx <= std::min(x + r, w - 1); ++xx) {
+        lo = std::min(lo, q[yy * w + xx]);
+        hi = std::max(hi, q[yy * w + xx]);
+      }
+    return gradient[static_cast<std::size_t>(i)] / std::max(hi - lo, 1e-12);
+  };
+  // Each region's outline: the edge pixels 4-adjacent to it, each counted once per region.
+  std::vector<double> outline_sum(sizes.size(), 0);
+  std::vector<int64_t> outline_count(sizes.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (label[static_cast<std::size_t>(i)] != kEdge) continue;
+    const double s = outline_sharpness(i);
+    std::array<int64_t, 4> touched{};
+    std::size_t count = 0;
+    neighbours(i, [&](int64_t j) {
+      const int64_t region = label[static_cast<std::size_t>(j)];
+      if (region >= 0 && std::find(touched.begin(), touched.begin() + count, region) ==
+                             touched.begin() + count)
+        touched[count++] = region;
+    });
+    for (std::size_t t = 0; t < count; ++t) {
+      outline_sum[static_cast<std::size_t>(touched[t])] += s;
+      ++outline_count[static_cast<std::size_t>(touched[t])];
+    }
+  }
   int64_t shapes = 0;
-  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) shapes += sizes[i] >= min_pixels ? 1 : 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    if (static_cast<int64_t>(k) == background || sizes[k] < criteria.min_pixels) continue;
+    const double sharp = outline_count[k] == 0
+                             ? 0.0
+                             : outline_sum[k] / static_cast<double>(outline_count[k]);
+    shapes += sharp >= criteria.min_outline_sharpness ? 1 : 0;
+  }
   return shapes;
 }
 

@@ -28,6 +28,10 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
     contexts.push_back(f.contiguous().reshape({1, k * f.size(1), f.size(2), f.size(3)}));
   }
   context_ = cat(contexts, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+  const bool anchor_map = model.config().anchor_map;
+  MIXPREC_CHECK(!anchor_map || (anchors.empty() && options.restorer == nullptr),
+                "[BatchedVideoStream] an anchor-map model reads its frames from the newest first "
+                "frame: it takes no anchor frames and no restorer");
   MIXPREC_CHECK(anchors.empty() || (model.config().anchor_frame &&
                                     anchors.size() == first_frames.size()),
                 "[BatchedVideoStream] ", anchors.size(), " anchor frames for ",
@@ -36,7 +40,9 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
   if (model.config().anchor_frame) {
     std::vector<Tensor> own;
     for (std::size_t i = 0; i < first_frames.size(); ++i) {
-      const Tensor a = anchors.empty() ? first_frames[i].narrow(0, 0, 1) : anchors[i];
+      const Tensor a = !anchors.empty() ? anchors[i]
+                       : anchor_map      ? first_frames[i].narrow(0, k - 1, 1)
+                                         : first_frames[i].narrow(0, 0, 1);
       const Tensor& f = first_frames[0];
       MIXPREC_CHECK(a.dim() == 4 && a.size(0) == 1 && a.size(1) == f.size(1) &&
                         a.size(2) == f.size(2) && a.size(3) == f.size(3),
@@ -44,7 +50,12 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
                     f.size(2), ", ", f.size(3), "], got ", shape_to_string(a.shape()));
       own.push_back(quantize_8bit(a));
     }
+    if (anchor_map) map_source_ = cat(own, 0).to(DType::F32).contiguous(MemoryFormat::ChannelsLast);
     anchors_ = cat(own, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
+  }
+  if (anchor_map) {
+    displacement_ = Tensor::zeros({streams(), 2, context_.size(2), context_.size(3)}, DType::F32,
+                                  MemoryFormat::ChannelsLast);
   }
 }
 
@@ -95,7 +106,9 @@ Tensor BatchedVideoStream::next() {
     return std::vector<Tensor>{frames};
   };
   Tensor frames;
-  if (options_.graph) {
+  if (displacement_.defined()) {
+    frames = next_anchor_map_frames(with_anchor(anchors_, batch_context), sigma);
+  } else if (options_.graph) {
     if (sampler_graph_ == nullptr) {
       // The weights stay as they are for the stream's life: what depends only on them and on
       // the sampler's timesteps (embeddings, the time MLPs) is computed once, at capture.
@@ -119,10 +132,33 @@ Tensor BatchedVideoStream::next() {
   return frames;
 }
 
+Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const Tensor& sigma) {
+  auto sample = [&model = model_](const std::vector<Tensor>& in) {
+    const AnchorMapFrame next = sample_anchor_map_frames(model, in[0], in[1], in[2], in[3]);
+    return std::vector<Tensor>{next.frame, next.displacement};
+  };
+  const std::vector<Tensor> inputs{context, sigma, map_source_, displacement_};
+  if (!options_.graph) {
+    const std::vector<Tensor> out = sample(inputs);
+    displacement_ = out[1];
+    return out[0];
+  }
+  if (sampler_graph_ == nullptr) {
+    graph::CaptureOptions capture;
+    capture.fold_constants = true;
+    sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, capture);
+  }
+  const std::vector<Tensor> out = (*sampler_graph_)(inputs);
+  // Both live in the graph's arena until the next replay, which reads the map: copy them out.
+  displacement_ = out[1].clone();
+  return out[0].clone();
+}
+
 Tensor BatchedVideoStream::anchor(int64_t stream) const {
   MIXPREC_CHECK(stream >= 0 && stream < streams(), "[BatchedVideoStream] no stream ", stream, " (",
                 streams(), " streams)");
-  if (!anchors_.defined()) return {};
+  // An anchor-map stream has none to pass on: a continuing stream restarts its map.
+  if (!anchors_.defined() || displacement_.defined()) return {};
   return anchors_.narrow(0, stream, 1).to(DType::F32).contiguous();
 }
 

@@ -3,15 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "gpt_test_util.h"
 #include "video_test_util.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_streams.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/arith.h"
+#include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/optim/sgd.h"
@@ -499,6 +502,136 @@ TEST(Motion, ChangePenaltyAddsTheMeanAbsoluteChange) {
   EXPECT_NE(test_support::error_of([&] {
               video_rollout_loss(*plain_net, window, options, DType::F32, gen);
             }).find("change penalty"),
+            std::string::npos);
+}
+
+
+// An anchor-map model (motion + anchor + anchor_map): every frame is one bilinear read of the
+// anchor through a map composed with each frame's flow.
+std::unique_ptr<UNetVideo> anchor_map_net(Generator& gen) {
+  UNetVideoConfig c = test::tiny_unet(2);
+  c.motion = c.anchor_frame = c.anchor_map = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  nn::init::uniform_(test::parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
+  return net;
+}
+
+// A prediction of no change and the same flow (fx, 0) at every pixel, [1, 5, 8, 8].
+Tensor uniform_flow(double fx) {
+  Tensor p = Tensor::zeros({1, 5, 8, 8});
+  for (int64_t y = 0; y < 8; ++y)
+    for (int64_t x = 0; x < 8; ++x) p.set({0, 3, y, x}, fx);
+  return p;
+}
+
+TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs) {
+  Generator gen(13);
+  const Tensor anchor = quantize_8bit(Tensor::uniform({1, 3, 8, 8}, -1, 1, gen));
+  Tensor d = Tensor::zeros({1, 2, 8, 8});
+  AnchorMapFrame made;
+  for (int i = 0; i < 2; ++i) {
+    made = anchor_map_frame(uniform_flow(0.5), anchor, d);
+    d = made.displacement;
+  }
+  // Away from the right border (where positions are clamped) the map is exactly one pixel.
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 0; x < 6; ++x) {
+        ASSERT_EQ(d.value({0, 0, y, x}), 1.0);
+        ASSERT_EQ(made.frame.value({0, c, y, x}), anchor.value({0, c, y, x + 1}));
+      }
+  // The motion model's way, warping the warped frame, averages neighbours: a blur.
+  const Tensor twice = warp(warp(anchor, uniform_flow(0.5).narrow(1, 3, 2)),
+                            uniform_flow(0.5).narrow(1, 3, 2));
+  EXPECT_GT(test::max_abs_diff(twice.narrow(3, 0, 6), made.frame.narrow(3, 0, 6)), 0.05);
+  // Three steps of a whole pixel: three pixels over, the border clamped.
+  d = Tensor::zeros({1, 2, 8, 8});
+  for (int i = 0; i < 3; ++i) {
+    made = anchor_map_frame(uniform_flow(1.0), anchor, d);
+    d = made.displacement;
+  }
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 0; x < 8; ++x)
+        ASSERT_EQ(made.frame.value({0, c, y, x}), anchor.value({0, c, y, std::min<int64_t>(x + 3, 7)}));
+  // The change is added, twice, after the read.
+  Tensor changed = uniform_flow(0.0);
+  changed.set({0, 1, 2, 3}, 0.25);
+  made = anchor_map_frame(changed, anchor, Tensor::zeros({1, 2, 8, 8}));
+  EXPECT_EQ(made.frame.value({0, 1, 2, 3}), anchor.value({0, 1, 2, 3}) + 0.5);
+  EXPECT_NE(test_support::error_of([&] {
+              anchor_map_frame(Tensor::zeros({1, 3, 8, 8}), anchor, d);
+            }).find("[anchor_map_frame] expected prediction [B, 5, H, W]"),
+            std::string::npos);
+}
+
+TEST(AnchorMap, RolloutStartsTheMapAtTheNewestTrueFrameAndTrainsTheFlow) {
+  Generator gen(14);
+  const auto holder = anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(3, gen);
+  const VideoLossOptions options = {.prediction = Prediction::Direct,
+                                    .context_noise_max = 0,
+                                    .residual = true};
+  Generator g(0);
+  const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g);
+  {
+    NoGrad no_grad;
+    const Tensor newest = window[1].contiguous(kCl);
+    const Tensor out = by_hand(net, with_anchor(newest, context_of({window[0], window[1]})));
+    const Tensor frame =
+        anchor_map_frame(out, newest, Tensor::zeros({2, 2, 8, 8})).frame;
+    const Tensor want = mse_loss(frame, window[2].contiguous(kCl));
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-6 * want.item<double>());
+  }
+  loss.backward();
+  const Tensor grad = test::parameter(net, "conv_out.weight").grad().to(DType::F32);
+  EXPECT_GT(test::max_abs_diff(grad.narrow(0, 3, 2), Tensor::zeros({2, grad.size(1), 3, 3})), 0);
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, window, options, DType::F32, g, window[0]);
+            }).find("pass none"),
+            std::string::npos);
+  // The model file keeps the flag.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_anchor_map_test.safetensors").string();
+  save_video_model(path, net, {.config = net.config(), .prediction = Prediction::Direct,
+                               .residual = true});
+  VideoModelInfo info;
+  (void)load_video_model(path, &info);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(info.config.anchor_map);
+  UNetVideoConfig bad = test::tiny_unet(2);
+  bad.anchor_map = true;
+  EXPECT_NE(test_support::error_of([&] { UNetVideo wrong(bad, gen); })
+                .find("an anchor map needs a motion model with an anchor frame"),
+            std::string::npos);
+}
+
+TEST(AnchorMap, StreamReadsTheNewestFirstFrameAndItsGraphReplaysBitIdentically) {
+  Generator gen(15);
+  const auto holder = anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  VideoStream eager(net, NoiseSchedule::cosine(100), first, options);
+  options.graph = true;
+  VideoStream captured(net, NoiseSchedule::cosine(100), first, options);
+  const Tensor got = eager.next();
+  {
+    NoGrad no_grad;
+    const Tensor newest = first.narrow(0, 1, 1).contiguous(kCl);
+    const Tensor out = by_hand(
+        net, with_anchor(newest, context_of({first.narrow(0, 0, 1), first.narrow(0, 1, 1)})));
+    const Tensor want = quantize_8bit(
+        clamp(anchor_map_frame(out, newest, Tensor::zeros({1, 2, 8, 8})).frame, -1.0, 1.0));
+    EXPECT_EQ(test::max_abs_diff(got, want), 0);
+  }
+  EXPECT_EQ(test::max_abs_diff(captured.next(), got), 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(test::max_abs_diff(captured.next(), eager.next()), 0);
+  EXPECT_NE(test_support::error_of([&] {
+              BatchedVideoStream wrong(net, NoiseSchedule::cosine(100), {first}, options,
+                                       {first.narrow(0, 0, 1)});
+            }).find("takes no anchor frames"),
             std::string::npos);
 }
 

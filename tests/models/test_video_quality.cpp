@@ -34,6 +34,27 @@ TEST(CountShapes, FindsTheScenesShapesInRealFrames) {
   EXPECT_NEAR(detected / kFrames, truth / kFrames, 0.1);
 }
 
+// Mean shapes counted per frame over 200 held-out real frames, blurred by sigma px first.
+double shapes_per_frame(double sigma, const ShapeCriteria& criteria = {}) {
+  const data::MovingShapes ds = dataset();
+  double detected = 0;
+  for (int64_t v = 0; v < 200; ++v) {
+    const Tensor f = ds.frame(held_out(v), 37 * v % 1000);
+    detected += static_cast<double>(
+        count_shapes(quantize_8bit(sigma > 0 ? blurred(f, sigma) : f), criteria));
+  }
+  return detected / 200;
+}
+
+// A blob that has lost its sharp outline is not a shape, though it still has an outline: the
+// meter without the sharpness test counted most blurred shapes (session 11's false pass).
+TEST(CountShapes, SoftBlobsWithOutlinesAreNotShapes) {
+  EXPECT_GT(shapes_per_frame(0.5), 1.9);  // a bilinear resampling's softness still counts
+  EXPECT_LT(shapes_per_frame(1.0), 0.6);
+  EXPECT_LT(shapes_per_frame(1.5), 0.1);
+  EXPECT_GT(shapes_per_frame(1.5, {.min_outline_sharpness = 0}), 1.5);
+}
+
 TEST(CountShapes, BlankAndBlurredFramesHaveNoShapes) {
   EXPECT_EQ(count_shapes(Tensor::zeros({3, 32, 32})), 0);
   // Two squares far apart on a flat background: two shapes, and none once blurred away.

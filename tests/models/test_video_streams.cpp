@@ -58,11 +58,12 @@ TEST(BatchedVideoStream, MatchesSeparateStreamsWithinF32Rounding) {
 }
 
 // In bf16 a batched forward rounds some intermediate values differently from a single one
-// (measured: at most 0.0075 on the first frame, 0.02 after six frames fed back); the bounds
-// are two bf16 steps at 1 (2^-6) for the first frame and four after feedback.
+// (blocking and summation order depend on the batch). Measured: at most 0.0075 on the first
+// frame; after six frames fed back 0.02 (AMD Zen 4) and 0.0315 (Xeon with AMX). The bounds are two bf16 steps at 1
+// (2^-6) for the first frame and eight after feedback.
 TEST(BatchedVideoStream, MatchesSeparateStreamsWithinBf16Rounding) {
-  expect_batched_matches_separate({1, 0.0, DType::BF16, 0x1p-6, 0x1p-5});
-  expect_batched_matches_separate({2, 0.1, DType::BF16, 0x1p-6, 0x1p-5});
+  expect_batched_matches_separate({1, 0.0, DType::BF16, 0x1p-6, 0x1p-4});
+  expect_batched_matches_separate({2, 0.1, DType::BF16, 0x1p-6, 0x1p-4});
 }
 
 TEST(BatchedVideoStream, OptionsApplyFromTheNextFrameAndBadInputIsRejected) {

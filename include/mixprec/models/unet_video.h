@@ -25,6 +25,11 @@
 // pixel reads where its content was) plus the predicted change. Moving a shape is then a smooth,
 // nearly constant field over it instead of a new drawing of its edges every frame: an unsure
 // model moves the shape a little wrongly instead of fading it into the background.
+// Anchor map (Config::anchor_map, a motion model with an anchor): the frame is not the newest
+// context frame warped but the anchor warped, through a displacement map the stream carries and
+// composes with each frame's flow (anchor_map_frame, video_diffusion.h). Every frame is then
+// one bilinear read of a real frame, so the blur of warping does not compound over a stream and
+// a shape's colours cannot drift; the change channel paints only what the anchor cannot show.
 // Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
 // context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
 // embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
@@ -57,6 +62,7 @@ struct UNetVideoConfig {
   bool context_noise_level = false;                // the context's noise std is an input
   bool anchor_frame = false;                       // the stream's first frame leads the context
   bool motion = false;                             // two more outputs: a flow (see motion_flow)
+  bool anchor_map = false;  // frames are read from the anchor through a composed map (motion)
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
   // Channels of the prediction: the frame's, then the flow's two for a motion model.

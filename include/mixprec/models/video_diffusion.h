@@ -140,6 +140,28 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
+// An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 5, H, W] is the
+// network's change (3 channels) and flow f (2); `displacement` d [B, 2, H, W] (pixels, f32) maps
+// each pixel of the previous frame to where its content is in `anchor` [B, 3, H, W] (zeros for
+// the anchor itself). The flow composes with it, d' = f + warp(d, f): a pixel reads where its
+// content was one frame ago and, from there, where that was in the anchor. The frame is the
+// anchor read through d' plus twice the change, unclamped. Inside a rigidly moving shape d is
+// affine, so reading it bilinearly is exact, and each frame is one bilinear read of a real
+// frame: the blur of warping does not compound over a stream. Differentiable.
+struct AnchorMapFrame {
+  Tensor frame;         // [B, 3, H, W] f32
+  Tensor displacement;  // d' [B, 2, H, W] f32
+};
+AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
+                                const Tensor& displacement);
+
+// An anchor-map model's next frames, as a stream makes them (no gradient): the network once on
+// `context` (with_anchor's result, the anchor in front) and `context_sigma`, then
+// anchor_map_frame with the frame clamped to [-1, 1].
+AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
+                                        const Tensor& context_sigma, const Tensor& anchor,
+                                        const Tensor& displacement);
+
 // frames [B, 3, H, W] in [-1, 1] -> the same frames restored by `restorer` (a direct residual
 // model with one context frame, `video train --restorer`): frames + 2 * its change, clamped to
 // [-1, 1], f32. No gradient. What a stream runs on every frame it predicts.

@@ -32,15 +32,21 @@ FrameMeasures measure_frame(const Tensor& frame);
 
 // Shapes visible in a frame. Edge pixels are those whose largest per-channel central-difference
 // gradient exceeds edge_gradient; the 4-connected regions of the other pixels are the background
-// (the largest) and the shapes (every other region of at least min_pixels). The dataset's
-// backgrounds are smooth (gradients well below the threshold) and its shapes have one-pixel
-// anti-aliased outlines, so an occluded shape still counts by its visible part, and a shape
-// blurred into the background loses its outline and is no longer counted. On 200 held-out
-// frames it finds 2.05 shapes per frame where the scenes hold 2.08 (mean error 0.08 per frame).
-inline constexpr double kEdgeGradient = 0.05;  // [0, 1] intensity per pixel
-inline constexpr int64_t kMinShapePixels = 12;
-int64_t count_shapes(const Tensor& frame, double edge_gradient = kEdgeGradient,
-                     int64_t min_pixels = kMinShapePixels);
+// (the largest) and the candidate shapes (every other region of at least min_pixels). A candidate
+// is a shape when its outline is sharp: the mean, over the edge pixels around it, of each one's
+// gradient divided by the height of the step it sits on (the range of its channel in the 7x7
+// window around it) is at least min_outline_sharpness. The ratio does not depend on a shape's
+// contrast, and blur lowers it: a soft blob keeps an outline but not a sharp one. The dataset's
+// backgrounds are smooth (gradients well below the threshold), so an occluded shape still counts
+// by its visible part. On 200 held-out real frames (scenes of 2.08 shapes) it finds 2.05 shapes
+// per frame (mean error 0.08), on the same frames blurred by a Gaussian of 0.5 / 0.7 / 1 / 1.5 px
+// 2.00 / 1.14 / 0.38 / 0.04 (without the sharpness test: 2.04 / 1.94 / 1.54 / 1.11).
+struct ShapeCriteria {
+  double edge_gradient = 0.05;  // [0, 1] intensity per pixel
+  int64_t min_pixels = 12;
+  double min_outline_sharpness = 0.2;
+};
+int64_t count_shapes(const Tensor& frame, const ShapeCriteria& criteria = {});
 
 // A fixed, untrained convolutional encoder (seeded He-normal weights, three 3x3 stride-2 ReLU
 // layers of 32, 64 and 128 channels) whose per-channel spatial means and standard deviations form

@@ -49,7 +49,9 @@ class BatchedVideoStream {
   // first_frames: one [K, 3, H, W] per stream in [-1, 1], oldest first, K = the model's
   // context_frames, all the same size. An anchor model (Config::anchor_frame) keeps one frame
   // per stream in front of every context: anchors[i] [1, 3, H, W], or by default the stream's
-  // oldest first frame (8-bit, as in training).
+  // oldest first frame (8-bit, as in training). An anchor-map model (Config::anchor_map) reads
+  // every frame from its newest first frame through a map that starts there; it takes no anchors
+  // (a continuing stream restarts its map at the newest recent frame).
   BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
                      const std::vector<Tensor>& first_frames, StreamOptions options,
                      const std::vector<Tensor>& anchors = {});
@@ -70,20 +72,27 @@ class BatchedVideoStream {
   // The last K frames of stream i, [K, 3, H, W] f32, oldest first: what a new stream needs to
   // continue this one (on a model converted to another precision, say).
   Tensor recent_frames(int64_t stream) const;
-  // Stream i's anchor frame [1, 3, H, W] f32 (an anchor model's; undefined otherwise): what a
-  // continuing stream passes on with recent_frames.
+  // Stream i's anchor frame [1, 3, H, W] f32 (an anchor model's; undefined otherwise, and for an
+  // anchor-map model): what a continuing stream passes on with recent_frames.
   Tensor anchor(int64_t stream) const;
 
  private:
+  // An anchor-map model's frames from the network's `context` input: advances displacement_.
+  Tensor next_anchor_map_frames(const Tensor& context, const Tensor& sigma);
+
   UNetVideo& model_;
   NoiseSchedule schedule_;
   StreamOptions options_;
   DType model_dtype_;
   Tensor context_;  // the last K frames of every stream [N, 3K, H, W], model dtype, channels_last
   Tensor anchors_;  // an anchor model's anchor of every stream [N, 3, H, W], same; else undefined
+  // An anchor-map model's map of every stream [N, 2, H, W] and the frames it reads from (the
+  // anchors, 8-bit values in f32: exactly what training reads), f32; else undefined.
+  Tensor displacement_, map_source_;
   int64_t index_ = 0;
-  // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames, made for
-  // the options in force (set_options drops it).
+  // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames (an
+  // anchor-map model's: (context, sigma, anchor, map) -> frames, map), made for the options in
+  // force (set_options drops it).
   std::unique_ptr<graph::CompiledFunction> sampler_graph_;
 };
 
