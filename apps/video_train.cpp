@@ -113,7 +113,8 @@ int video_train(Args args, const Communicator& world) {
               loss_name = "mse";
   RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
   int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
-  double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0;
+  double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0,
+         map_supervision = 0.0;
   double free_run_regression = 1.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0,
@@ -190,6 +191,9 @@ int video_train(Args args, const Communicator& world) {
          "anchor (the newest real frame a stream starts from) through a map composed with each "
          "frame's flow, so warping never blurs a frame twice (implies --motion and --anchor; "
          "docs/VIDEO.md)");
+  p.option("--map-supervision", &map_supervision,
+           "anchor-map models: weight of the endpoint error (pixels) of the model's map against "
+           "the true one the renderer knows, where it is defined (0: off; docs/VIDEO.md)");
   p.flag("--restorer", &restorer,
          "direct residual models with 1 context frame: learn to restore a frame degraded by "
          "--context-blur and --context-noise (its context is the frame itself) instead of "
@@ -262,10 +266,10 @@ int video_train(Args args, const Communicator& world) {
   if (anchor_map) {
     if (!(direct && residual))
       throw UsageError{"video train: --anchor-map needs --prediction direct and --residual"};
-    if (!init_from.empty())
-      throw UsageError{"video train: --anchor-map trains from scratch (no --init yet)"};
     motion = anchor = true;
   }
+  if (!(map_supervision >= 0) || (map_supervision > 0 && !anchor_map))
+    throw UsageError{"video train: --map-supervision must be >= 0 and needs --anchor-map"};
   if (anchor && !direct)
     throw UsageError{"video train: --anchor needs --prediction direct"};
   if (motion && !(direct && residual))
@@ -319,6 +323,9 @@ int video_train(Args args, const Communicator& world) {
       throw UsageError{"video train: --init " + init_from + " holds a model with " +
                        (from.config.anchor_frame && !anchor ? "an anchor: pass --anchor"
                                                             : "motion: pass --motion")};
+    if (from.config.anchor_map && !anchor_map)
+      throw UsageError{"video train: --init " + init_from +
+                       " holds an anchor-map model: pass --anchor-map"};
     if (anchor == from.config.anchor_frame && motion == from.config.motion)
       model.load_state_dict(source->state_dict());
     else
@@ -352,6 +359,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"anchor", anchor ? "1" : "0"},
                                 {"motion", motion ? "1" : "0"},
                                 {"anchor-map", anchor_map ? "1" : "0"},
+                                {"map-supervision", exact_text(map_supervision)},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -466,9 +474,14 @@ int video_train(Args args, const Communicator& world) {
     // An anchor-map model's anchor is its newest true context frame, which the loss takes from
     // the window itself.
     const bool drawn_anchor = anchor && !anchor_map;
-    std::vector<Tensor> window = drawn_anchor
-                                     ? videos.anchored_windows(batch * world.size(), length, gen)
-                                     : videos.windows(batch * world.size(), length, gen);
+    std::vector<data::WindowOrigin> origins;
+    std::vector<Tensor> window =
+        drawn_anchor ? videos.anchored_windows(batch * world.size(), length, gen)
+                     : videos.windows(batch * world.size(), length, gen, DType::F32,
+                                      MemoryFormat::ChannelsLast, &origins);
+    if (world.distributed() && !origins.empty())  // this rank's share, as rank_share takes
+      origins = std::vector<data::WindowOrigin>(
+          origins.begin() + batch * world.rank(), origins.begin() + batch * (world.rank() + 1));
     // A restorer's context is its target frame itself, degraded by the loss's context options.
     if (restorer) window.front() = window.back();
     for (Tensor& frames : window) frames = rank_share(world, frames);
@@ -488,7 +501,11 @@ int video_train(Args args, const Communicator& world) {
                                                    .free_run_max = free_run,
                                                    .free_run_regression = free_run_regression,
                                                    .regression = regression,
-                                                   .change_penalty = change_penalty};
+                                                   .change_penalty = change_penalty,
+                                                   .map_weight = map_supervision,
+                                                   .map_target = [&](int64_t a, int64_t f) {
+                                                     return videos.anchor_maps(origins, a, f);
+                                                   }};
     Tensor loss, total;
     double critic_loss = 0, adversarial_loss = 0, distribution_loss = 0;
     {

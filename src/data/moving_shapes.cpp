@@ -172,18 +172,42 @@ std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DTy
 }
 
 std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generator& gen,
-                                          DType dtype, MemoryFormat format) const {
-  return draw_windows(batch, length, gen, dtype, format, false);
+                                          DType dtype, MemoryFormat format,
+                                          std::vector<WindowOrigin>* origins) const {
+  return draw_windows(batch, length, gen, dtype, format, false, origins);
+}
+
+std::pair<Tensor, Tensor> MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
+                                                    int64_t anchor_offset, int64_t offset) const {
+  MIXPREC_CHECK(!origins.empty() && anchor_offset >= 0 && offset >= 0,
+                "[MovingShapes::anchor_maps] expected windows and offsets >= 0, got ",
+                origins.size(), " windows, offsets ", anchor_offset, " and ", offset);
+  const auto batch = static_cast<int64_t>(origins.size());
+  const int64_t h = config_.height, w = config_.width;
+  Tensor offsets = Tensor::empty({batch, 2, h, w}), valid = Tensor::empty({batch, 1, h, w});
+  for (const WindowOrigin& o : origins)
+    check_frame_index("MovingShapes::anchor_maps", o.video,
+                      o.first + std::max(anchor_offset, offset));
+  parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) {
+      const WindowOrigin& o = origins[static_cast<std::size_t>(b)];
+      scene_anchor_map(scene(o.video), o.first + anchor_offset, o.first + offset,
+                       offsets.data<float>() + b * 2 * h * w, valid.data<float>() + b * h * w);
+    }
+  });
+  return {offsets.contiguous(MemoryFormat::ChannelsLast),
+          valid.contiguous(MemoryFormat::ChannelsLast)};
 }
 
 std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length, Generator& gen,
                                                    DType dtype, MemoryFormat format) const {
-  return draw_windows(batch, length, gen, dtype, format, true);
+  return draw_windows(batch, length, gen, dtype, format, true, nullptr);
 }
 
 std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Generator& gen,
                                                DType dtype, MemoryFormat format,
-                                               bool anchored) const {
+                                               bool anchored,
+                                               std::vector<WindowOrigin>* origins) const {
   MIXPREC_CHECK(batch >= 1, "[MovingShapes::windows] batch must be >= 1, got ", batch);
   MIXPREC_CHECK(length >= 2 && length <= config_.frames_per_video,
                 "[MovingShapes::windows] length must be in [2, frames_per_video = ",
@@ -199,6 +223,10 @@ std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Ge
   for (auto& [video, t] : picks) {
     video = draw_below(gen, config_.num_videos);
     t = (length - 1) + draw_below(gen, config_.frames_per_video - (length - 1));
+  }
+  if (origins != nullptr) {
+    origins->clear();
+    for (const auto& [video, t] : picks) origins->push_back({video, t - length + 1});
   }
   // times[b]: the frame times of pair b, oldest first, the anchor's in front.
   std::vector<std::vector<int64_t>> times(static_cast<std::size_t>(batch));

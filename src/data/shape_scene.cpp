@@ -237,6 +237,88 @@ void render_scene_hwc(const ShapeScene& scene, int64_t t, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = 2.0f * out[i] - 1.0f;
 }
 
+namespace {
+
+// A shape at one frame, for the anchor map: its centre and rotation (double).
+struct Pose {
+  double cx = 0, cy = 0, theta = 0;
+};
+
+Pose pose_of(const ShapeSpec& s, int64_t h, int64_t w, int64_t t) {
+  const auto [cx, cy] = shape_position(s, h, w, t);
+  return {cx, cy, s.angle + s.spin * static_cast<double>(t)};
+}
+
+// The renderer's signed distance (pixels, negative inside) of point (x, y) to the edge of `s` at
+// `pose`, in double; the renderer's alpha is clamp(0.5 - distance, 0, 1).
+double signed_distance(const ShapeSpec& s, const Pose& pose, double x, double y) {
+  const double dx = x - pose.cx, dy = y - pose.cy;
+  const double c = det_cos(pose.theta), sn = det_sin(pose.theta);
+  switch (s.kind) {
+    case ShapeKind::Circle:
+      return std::sqrt(dx * dx + dy * dy) - s.size;
+    case ShapeKind::Rectangle:
+      return std::max(std::fabs(c * dx + sn * dy) - s.size,
+                      std::fabs(c * dy - sn * dx) - s.size * s.aspect);
+    case ShapeKind::Triangle:
+    default: {
+      double most = -1e300;
+      for (const auto& n : kTriangleNormals)
+        most = std::max(most, (c * n[0] - sn * n[1]) * dx + (sn * n[0] + c * n[1]) * dy);
+      return most - 0.5 * s.size;
+    }
+  }
+}
+
+// The topmost shape covering (x, y) at the poses given, and whether it covers it wholly (alpha
+// 1); -1 when none covers it at all.
+std::pair<int, bool> topmost(const ShapeScene& scene, const std::vector<Pose>& poses, double x,
+                             double y) {
+  for (int i = static_cast<int>(scene.shapes.size()) - 1; i >= 0; --i) {
+    const double d = signed_distance(scene.shapes[static_cast<std::size_t>(i)],
+                                     poses[static_cast<std::size_t>(i)], x, y);
+    if (d < 0.5) return {i, d <= -0.5};
+  }
+  return {-1, false};
+}
+
+}  // namespace
+
+void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
+                      float* valid) {
+  const int64_t h = scene.height, w = scene.width;
+  std::vector<Pose> now, then;
+  for (const ShapeSpec& s : scene.shapes) {
+    now.push_back(pose_of(s, h, w, t));
+    then.push_back(pose_of(s, h, w, anchor));
+  }
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
+      const int64_t i = y * w + x;
+      offsets[i] = offsets[h * w + i] = 0.0f;
+      valid[i] = 0.0f;
+      const auto [shape, whole] = topmost(scene, now, px, py);
+      if (shape < 0) {  // background now: the same pixel of the anchor, if it shows background
+        valid[i] = topmost(scene, then, px, py).first < 0 ? 1.0f : 0.0f;
+        continue;
+      }
+      if (!whole) continue;  // an outline pixel: a mix of two contents
+      // The same point of the shape at the anchor time: rotate back by the spin in between.
+      const Pose& p = now[static_cast<std::size_t>(shape)];
+      const Pose& a = then[static_cast<std::size_t>(shape)];
+      const double turn = a.theta - p.theta, c = det_cos(turn), sn = det_sin(turn);
+      const double dx = px - p.cx, dy = py - p.cy;
+      const double qx = a.cx + c * dx - sn * dy, qy = a.cy + sn * dx + c * dy;
+      if (qx < 0 || qy < 0 || qx > static_cast<double>(w) || qy > static_cast<double>(h)) continue;
+      const auto [front, whole_then] = topmost(scene, then, qx, qy);
+      if (front != shape || !whole_then) continue;  // hidden, or on its outline, back then
+      offsets[i] = static_cast<float>(qx - px);
+      offsets[h * w + i] = static_cast<float>(qy - py);
+      valid[i] = 1.0f;
+    }
+}
+
 Tensor render_scene(const ShapeScene& scene, int64_t t) {
   validate_scene(scene, "render_scene");
   MIXPREC_CHECK(t >= 0, "[render_scene] frame index must be >= 0, got ", t);

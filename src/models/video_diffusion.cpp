@@ -339,6 +339,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   MIXPREC_CHECK(options.change_penalty >= 0 && (options.change_penalty == 0 || model.config().motion),
                 "[video_rollout_loss] a change penalty is for motion models, and >= 0");
   MIXPREC_CHECK(options.free_run_max >= 0, "[video_rollout_loss] negative free run");
+  MIXPREC_CHECK(options.map_weight >= 0 &&
+                    (options.map_weight == 0 || (anchor_map && options.map_target)),
+                "[video_rollout_loss] a map weight is for anchor-map models, with a map_target");
   MIXPREC_CHECK(options.free_run_regression >= 0 && options.free_run_regression <= 1,
                 "[video_rollout_loss] free_run_regression must be in [0, 1]");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
@@ -432,6 +435,15 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     if (weight != 1.0) loss = mul(loss, weight);
     if (options.change_penalty > 0)
       loss = add(loss, mul(mean_abs(mul(made.change, 2.0)), options.change_penalty));
+    if (options.map_weight > 0) {
+      const auto [want, valid] = options.map_target(static_cast<int64_t>(first + k - 1),
+                                                    static_cast<int64_t>(free_max + k + j));
+      const Tensor error = sub(displacement, want);
+      const Tensor endpoint =
+          sqrt(add(sum(mul(error, error), {1}, true), Tensor::scalar(1e-6)));
+      const double defined = std::max(1.0, sum(valid).item<double>());
+      loss = add(loss, mul(sum(mul(endpoint, valid)), options.map_weight / defined));
+    }
     total = j == 0 ? loss : add(total, loss);
   }
   return mul(total, 1.0 / static_cast<double>(targets));

@@ -9,6 +9,7 @@
 
 #include "mixprec/core/parallel.h"
 #include "mixprec/data/moving_shapes.h"
+#include "mixprec/ops/conv.h"
 #include "support/error_of.h"
 
 namespace mixprec::data {
@@ -345,6 +346,99 @@ TEST(DeterministicTrig, MatchesLibmClosely) {
   }
   EXPECT_EQ(det_sin(0.0), 0.0);
   EXPECT_EQ(det_cos(0.0), 1.0);
+}
+
+
+// The true anchor map: reading the anchor frame through it gives frame t wherever it is defined
+// (rigid motion and spin, warp's sampling convention), away from outlines, where bilinear reads
+// mix in an edge pixel.
+TEST(AnchorMap, ReadingTheAnchorThroughTheTrueMapGivesTheFrame) {
+  const MovingShapes ds({}, 3);
+  for (int64_t video : {0, 5, 17}) {
+    const ShapeScene scene = ds.scene(video);
+    constexpr int64_t kAnchor = 40, kT = 47, n = 64 * 64;
+    Tensor offsets = Tensor::empty({1, 2, 64, 64}), valid = Tensor::empty({1, 1, 64, 64});
+    scene_anchor_map(scene, kAnchor, kT, offsets.data<float>(), valid.data<float>());
+    const Tensor read = warp(ds.frame(video, kAnchor).unsqueeze(0), offsets);
+    const Tensor want = ds.frame(video, kT).unsqueeze(0);
+    const float* v = valid.data<float>();
+    int64_t checked = 0, defined = 0;
+    double worst = 0;
+    for (int64_t y = 2; y < 62; ++y)
+      for (int64_t x = 2; x < 62; ++x) {
+        defined += v[y * 64 + x] > 0;
+        bool inner = true;  // defined in the 5x5 around it too
+        for (int64_t dy = -2; dy <= 2; ++dy)
+          for (int64_t dx = -2; dx <= 2; ++dx) inner &= v[(y + dy) * 64 + x + dx] > 0;
+        if (!inner) continue;
+        ++checked;
+        for (int64_t c = 0; c < 3; ++c)
+          worst = std::max(worst, std::abs(static_cast<double>(read.value({0, c, y, x})) -
+                                           want.value({0, c, y, x})));
+      }
+    EXPECT_GT(defined, n / 2) << "video " << video;
+    EXPECT_GT(checked, n / 3) << "video " << video;
+    // Shading is linear inside a shape but clamped to [0, 1], so a bilinear read is off by a
+    // little where the clamp begins (measured: at most 0.013, under two 8-bit levels).
+    EXPECT_LT(worst, 0.02) << "video " << video;
+  }
+}
+
+// Content hidden at the anchor time has no place in the anchor: undefined. So are outlines.
+TEST(AnchorMap, HiddenContentAndOutlinesAreUndefined) {
+  ShapeScene scene{.height = 32, .width = 32};
+  scene.background.color0 = scene.background.color1 = {0.2f, 0.2f, 0.2f};
+  // A red square moving right from under a static blue one in front.
+  const ShapeSpec red{.kind = ShapeKind::Rectangle, .x = 10, .y = 16, .vx = 1, .size = 4,
+                      .color = {1, 0, 0}};
+  const ShapeSpec blue{.kind = ShapeKind::Rectangle, .x = 10, .y = 16, .size = 6,
+                       .color = {0, 0, 1}};
+  scene.shapes = {red, blue};
+  std::vector<float> offsets(2 * 32 * 32), valid(32 * 32);
+  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data());
+  // At t = 8 the red square is centred at x = 18: its pixel at x = 17 came from x = 9, under
+  // the blue square back then.
+  EXPECT_EQ(valid[16 * 32 + 17], 0.0f);
+  // Its pixel at x = 21 came from x = 13, also hidden; none of the red square is defined.
+  EXPECT_EQ(valid[16 * 32 + 21], 0.0f);
+  // The blue square does not move: offset 0 inside it.
+  EXPECT_EQ(valid[16 * 32 + 10], 1.0f);
+  EXPECT_EQ(offsets[16 * 32 + 10], 0.0f);
+  // The background far from both: 0, defined.
+  EXPECT_EQ(valid[2 * 32 + 2], 1.0f);
+  // A rim pixel of a circle, partly covered (its centre 0.2 px outside the radius): undefined.
+  scene.shapes = {ShapeSpec{.kind = ShapeKind::Circle, .x = 16, .y = 16, .size = 5.3}};
+  scene_anchor_map(scene, 0, 0, offsets.data(), valid.data());
+  EXPECT_EQ(valid[15 * 32 + 21], 0.0f);
+  EXPECT_EQ(valid[15 * 32 + 20], 1.0f);
+  // Without the blue square in front, the red square's inside reads 8 pixels back.
+  scene.shapes = {red};
+  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data());
+  EXPECT_EQ(valid[16 * 32 + 18], 1.0f);
+  EXPECT_NEAR(offsets[16 * 32 + 18], -8.0, 1e-5);
+  EXPECT_NEAR(offsets[32 * 32 + 16 * 32 + 18], 0.0, 1e-5);
+  // Where the square was at t = 0 and is not now: background now, not in the anchor.
+  EXPECT_EQ(valid[16 * 32 + 9], 0.0f);
+}
+
+TEST(AnchorMap, WindowOriginsNameTheFramesAndMapsFollowThem) {
+  const MovingShapes ds({}, 1);
+  Generator gen(2);
+  std::vector<WindowOrigin> origins;
+  const std::vector<Tensor> w = ds.windows(3, 4, gen, DType::F32, MemoryFormat::ChannelsLast, &origins);
+  ASSERT_EQ(origins.size(), 3u);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 4; ++i)
+      EXPECT_TRUE(bit_identical(w[static_cast<std::size_t>(i)].select(0, static_cast<int64_t>(b)).contiguous(),
+                                ds.frame(origins[b].video, origins[b].first + i)));
+  const auto [offsets, valid] = ds.anchor_maps(origins, 1, 3);
+  EXPECT_EQ(offsets.shape(), (Shape{3, 2, 64, 64}));
+  std::vector<float> want(2 * 64 * 64), want_valid(64 * 64);
+  scene_anchor_map(ds.scene(origins[2].video), origins[2].first + 1, origins[2].first + 3,
+                   want.data(), want_valid.data());
+  const Tensor got = offsets.select(0, 2).contiguous();
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got.data<float>()[i], want[i]);
+  EXPECT_THAT(error_of([&] { (void)ds.anchor_maps({}, 0, 1); }), HasSubstr("[MovingShapes::anchor_maps]"));
 }
 
 }  // namespace

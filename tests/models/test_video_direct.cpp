@@ -607,6 +607,51 @@ TEST(AnchorMap, RolloutStartsTheMapAtTheNewestTrueFrameAndTrainsTheFlow) {
             std::string::npos);
 }
 
+// The map supervision adds weight x the mean endpoint error over the defined pixels; the target
+// is asked for the graded frame against the newest true context frame.
+TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
+  Generator gen(16);
+  const auto holder = anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  const std::vector<Tensor> window = window_of(3, gen);
+  VideoLossOptions options = {.prediction = Prediction::Direct,
+                              .context_noise_max = 0,
+                              .residual = true};
+  Generator g0(0), g1(0);
+  const double plain = video_rollout_loss(net, window, options, DType::F32, g0).item<double>();
+  // Defined on the left half only; the true map is 0 there.
+  Tensor valid = Tensor::zeros({2, 1, 8, 8});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 0; x < 4; ++x) valid.set({b, 0, y, x}, 1.0);
+  std::vector<std::pair<int64_t, int64_t>> asked;
+  options.map_weight = 0.25;
+  options.map_target = [&](int64_t anchor, int64_t frame) {
+    asked.emplace_back(anchor, frame);
+    return std::pair{Tensor::zeros({2, 2, 8, 8}), valid};
+  };
+  const double supervised = video_rollout_loss(net, window, options, DType::F32, g1).item<double>();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], (std::pair<int64_t, int64_t>{1, 2}));
+  NoGrad no_grad;
+  // One frame from a zero map: the map is the flow itself.
+  const Tensor flow = by_hand(net, with_anchor(window[1], context_of({window[0], window[1]})))
+                          .narrow(1, 3, 2).to(DType::F64).contiguous();
+  double sum = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t y = 0; y < 8; ++y)
+      for (int64_t x = 0; x < 4; ++x) {
+        const double fx = flow.value({b, 0, y, x}), fy = flow.value({b, 1, y, x});
+        sum += std::sqrt(fx * fx + fy * fy + 1e-6);
+      }
+  EXPECT_NEAR(supervised - plain, 0.25 * sum / 64, 1e-5);
+  options.map_target = nullptr;
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(net, window, options, DType::F32, gen);
+            }).find("with a map_target"),
+            std::string::npos);
+}
+
 TEST(AnchorMap, StreamReadsTheNewestFirstFrameAndItsGraphReplaysBitIdentically) {
   Generator gen(15);
   const auto holder = anchor_map_net(gen);

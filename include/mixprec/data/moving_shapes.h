@@ -45,6 +45,12 @@ struct MovingShapesConfig {
   int64_t held_out(int64_t i) const { return num_videos + i; }
 };
 
+// Where a training window came from: its video and the time of its first frame.
+struct WindowOrigin {
+  int64_t video = 0;
+  int64_t first = 0;
+};
+
 class MovingShapes {
  public:
   // Throws mixprec::Error for an invalid config.
@@ -71,9 +77,18 @@ class MovingShapes {
   // [length - 1, frames_per_video), the `length` (2 <= length <= frames_per_video) consecutive
   // frames t - length + 1, ..., t; result[i] holds frame t - length + 1 + i of every pair.
   // batch(b, gen) is windows(b, 2, gen): the same draws, the same frames.
+  // `origins`, if given, receives where each window came from.
   std::vector<Tensor> windows(int64_t batch, int64_t length, Generator& gen,
                               DType dtype = DType::F32,
-                              MemoryFormat format = MemoryFormat::ChannelsLast) const;
+                              MemoryFormat format = MemoryFormat::ChannelsLast,
+                              std::vector<WindowOrigin>* origins = nullptr) const;
+
+  // The true anchor maps (shape_scene.h, scene_anchor_map) of frame `offset` of each window
+  // with respect to its frame `anchor_offset` (offsets from the window's first frame, >= 0):
+  // {offsets [B, 2, H, W], valid [B, 1, H, W]}, f32, channels_last. What
+  // an anchor-map model's map should be, where it is defined.
+  std::pair<Tensor, Tensor> anchor_maps(const std::vector<WindowOrigin>& origins,
+                                        int64_t anchor_offset, int64_t offset) const;
 
   // windows() with one more frame per pair in front: frame u of the same video, u drawn from
   // [0, frames_per_video) after all of windows()'s draws (one word per pair, in order), so the
@@ -90,7 +105,8 @@ class MovingShapes {
 
  private:
   std::vector<Tensor> draw_windows(int64_t batch, int64_t length, Generator& gen, DType dtype,
-                                   MemoryFormat format, bool anchored) const;
+                                   MemoryFormat format, bool anchored,
+                                   std::vector<WindowOrigin>* origins) const;
 
   MovingShapesConfig config_;
   uint64_t seed_;

@@ -87,6 +87,17 @@ void render_scene_hwc(const ShapeScene& scene, int64_t t, float* out);
 // Frame t as a [3, height, width] f32 tensor in [-1, 1]. Validates the scene.
 Tensor render_scene(const ShapeScene& scene, int64_t t);
 
+// The true anchor map of frame t with respect to frame `anchor` of the same scene: where each
+// pixel's content is in the anchor frame, as an offset from the pixel (pixels; x, then y), the
+// displacement an anchor-map model reads its frame through (models::anchor_map_frame). Defined
+// (valid 1) for a pixel whose centre is wholly inside its topmost shape at t and whose content is
+// wholly inside that shape, and in front, at the anchor time: the shape's rigid motion, its spin
+// included; and for a pixel that is background in both frames: 0. Elsewhere (outlines, content
+// hidden or outside the frame at the anchor time) valid is 0 and the offset 0. `offsets` holds
+// 2 * height * width floats ([2, H, W]), `valid` height * width. The scene must be valid.
+void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
+                      float* valid);
+
 // Deterministic sine and cosine (double, error < 1e-15 for |x| < 1e6): the same bits on
 // every machine, unlike libm's.
 double det_sin(double x);

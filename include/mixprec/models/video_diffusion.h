@@ -9,6 +9,8 @@
 // learns to produce a clean next frame from imperfect previous ones instead of copying their
 // artefacts; a model with Config::context_noise_level is also told sigma.
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,15 @@ struct VideoLossOptions {
   // moves a shape whole, nothing: with lambda < 1 the change still paints what no flow can
   // bring (background a shape uncovers), and shapes move rather than fade.
   double change_penalty = 0;
+  // Anchor-map models (Config::anchor_map): weight of the mean endpoint error of the map against
+  // the true one (sqrt(|d - d*|^2 + 1e-6), pixels, over the pixels where it is defined) on every
+  // graded frame. A photometric loss says nothing about the map inside a flat shape, where any
+  // map reads the same colour, until the error reaches an edge frames later and tears the shape;
+  // the true map holds the whole shape to its rigid motion. 0: off.
+  double map_weight = 0;
+  // The true map of window frame `frame` with respect to window frame `anchor`:
+  // {offsets [B, 2, H, W], valid [B, 1, H, W]} (data::MovingShapes::anchor_maps).
+  std::function<std::pair<Tensor, Tensor>(int64_t anchor, int64_t frame)> map_target;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
