@@ -7,6 +7,7 @@
 #include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/image.h"
+#include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
@@ -203,19 +204,20 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& displacement) {
   const int64_t channels = anchor.size(1);
-  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 2 &&
+  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 3 &&
                     displacement.dim() == 4 && displacement.size(1) == 2 &&
                     anchor.size(0) == prediction.size(0) &&
                     displacement.size(0) == prediction.size(0) &&
                     anchor.size(2) == prediction.size(2) && anchor.size(3) == prediction.size(3) &&
                     displacement.size(2) == prediction.size(2) &&
                     displacement.size(3) == prediction.size(3),
-                "[anchor_map_frame] expected prediction [B, ", channels + 2,
+                "[anchor_map_frame] expected prediction [B, ", channels + 3,
                 ", H, W], anchor [B, ", channels, ", H, W] and displacement [B, 2, H, W], got ",
                 shape_to_string(prediction.shape()), ", ", shape_to_string(anchor.shape()), " and ",
                 shape_to_string(displacement.shape()));
   const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
-  const Tensor composed = add(flow, warp(displacement.to(DType::F32), flow));
+  const Tensor gate = sigmoid(prediction.narrow(1, channels + 2, 1).to(DType::F32));
+  const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), gate);
   const Tensor frame = add(warp(anchor.to(DType::F32), composed),
                            mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
   return {.frame = frame, .displacement = composed};

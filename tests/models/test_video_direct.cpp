@@ -516,11 +516,15 @@ std::unique_ptr<UNetVideo> anchor_map_net(Generator& gen) {
   return net;
 }
 
-// A prediction of no change and the same flow (fx, 0) at every pixel, [1, 5, 8, 8].
-Tensor uniform_flow(double fx) {
-  Tensor p = Tensor::zeros({1, 5, 8, 8});
+// A prediction of no change, the same flow (fx, 0) at every pixel and the gate open (its logit
+// 30: sigmoid rounds to 1 in f32), [1, 6, 8, 8].
+Tensor uniform_flow(double fx, double gate_logit = 30) {
+  Tensor p = Tensor::zeros({1, 6, 8, 8});
   for (int64_t y = 0; y < 8; ++y)
-    for (int64_t x = 0; x < 8; ++x) p.set({0, 3, y, x}, fx);
+    for (int64_t x = 0; x < 8; ++x) {
+      p.set({0, 3, y, x}, fx);
+      p.set({0, 5, y, x}, gate_logit);
+    }
   return p;
 }
 
@@ -554,6 +558,11 @@ TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs
     for (int64_t y = 0; y < 8; ++y)
       for (int64_t x = 0; x < 8; ++x)
         ASSERT_EQ(made.frame.value({0, c, y, x}), anchor.value({0, c, y, std::min<int64_t>(x + 3, 7)}));
+  // A closed gate reads the anchor in place, whatever the map so far: what uncovered background
+  // needs.
+  made = anchor_map_frame(uniform_flow(0.0, -30), anchor, d);
+  EXPECT_EQ(test::max_abs_diff(made.frame, anchor), 0);
+  EXPECT_LT(test::max_abs_diff(made.displacement, Tensor::zeros({1, 2, 8, 8})), 1e-12);
   // The change is added, twice, after the read.
   Tensor changed = uniform_flow(0.0);
   changed.set({0, 1, 2, 3}, 0.25);
@@ -561,7 +570,7 @@ TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs
   EXPECT_EQ(made.frame.value({0, 1, 2, 3}), anchor.value({0, 1, 2, 3}) + 0.5);
   EXPECT_NE(test_support::error_of([&] {
               anchor_map_frame(Tensor::zeros({1, 3, 8, 8}), anchor, d);
-            }).find("[anchor_map_frame] expected prediction [B, 5, H, W]"),
+            }).find("[anchor_map_frame] expected prediction [B, 6, H, W]"),
             std::string::npos);
 }
 
@@ -634,14 +643,15 @@ TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], (std::pair<int64_t, int64_t>{1, 2}));
   NoGrad no_grad;
-  // One frame from a zero map: the map is the flow itself.
-  const Tensor flow = by_hand(net, with_anchor(window[1], context_of({window[0], window[1]})))
-                          .narrow(1, 3, 2).to(DType::F64).contiguous();
+  // One frame from a zero map: the map is the gated flow.
+  const Tensor out = by_hand(net, with_anchor(window[1], context_of({window[0], window[1]})))
+                         .to(DType::F64).contiguous();
   double sum = 0;
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t y = 0; y < 8; ++y)
       for (int64_t x = 0; x < 4; ++x) {
-        const double fx = flow.value({b, 0, y, x}), fy = flow.value({b, 1, y, x});
+        const double gate = 1 / (1 + std::exp(-out.value({b, 5, y, x})));
+        const double fx = gate * out.value({b, 3, y, x}), fy = gate * out.value({b, 4, y, x});
         sum += std::sqrt(fx * fx + fy * fy + 1e-6);
       }
   EXPECT_NEAR(supervised - plain, 0.25 * sum / 64, 1e-5);

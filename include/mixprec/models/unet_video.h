@@ -65,8 +65,11 @@ struct UNetVideoConfig {
   bool anchor_map = false;  // frames are read from the anchor through a composed map (motion)
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
-  // Channels of the prediction: the frame's, then the flow's two for a motion model.
-  int64_t output_channels() const { return frame_channels + (motion ? 2 : 0); }
+  // Channels of the prediction: the frame's, then the flow's two for a motion model, then an
+  // anchor-map model's gate.
+  int64_t output_channels() const {
+    return frame_channels + (motion ? 2 : 0) + (anchor_map ? 1 : 0);
+  }
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
   // attention at 16x16; base 128; and an ~880M-parameter model of the seed documents' size.

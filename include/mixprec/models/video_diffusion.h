@@ -151,14 +151,17 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
-// An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 5, H, W] is the
-// network's change (3 channels) and flow f (2); `displacement` d [B, 2, H, W] (pixels, f32) maps
-// each pixel of the previous frame to where its content is in `anchor` [B, 3, H, W] (zeros for
-// the anchor itself). The flow composes with it, d' = f + warp(d, f): a pixel reads where its
-// content was one frame ago and, from there, where that was in the anchor. The frame is the
-// anchor read through d' plus twice the change, unclamped. Inside a rigidly moving shape d is
-// affine, so reading it bilinearly is exact, and each frame is one bilinear read of a real
-// frame: the blur of warping does not compound over a stream. Differentiable.
+// An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 6, H, W] is the
+// network's change (3 channels), flow f (2) and gate logit (1); `displacement` d [B, 2, H, W]
+// (pixels, f32) maps each pixel of the previous frame to where its content is in `anchor`
+// [B, 3, H, W] (zeros for the anchor itself). The flow composes with it, gated:
+// d' = sigmoid(gate) * (f + warp(d, f)). Open, a pixel reads where its content was one frame ago
+// and, from there, where that was in the anchor; closed, it reads the anchor in place. Without
+// the gate, background a shape uncovers would keep the shape's map (the still background's flow
+// is 0) and the shape would leave a trail of itself. The frame is the anchor read through d' plus
+// twice the change, unclamped. Inside a rigidly moving shape d is affine, so reading it
+// bilinearly is exact, and each frame is one bilinear read of a real frame: the blur of warping
+// does not compound over a stream. Differentiable.
 struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
