@@ -216,7 +216,15 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                 shape_to_string(prediction.shape()), ", ", shape_to_string(anchor.shape()), " and ",
                 shape_to_string(displacement.shape()));
   const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
-  const Tensor gate = sigmoid(prediction.narrow(1, channels + 2, 1).to(DType::F32));
+  // The gate is a step, exactly open (1) or closed (0): a sigmoid's 0.99 would shrink the map by
+  // 1% a frame and pull every shape back to where it was in the anchor. The step is a clamp of a
+  // slope of 2^60 (0 for logits <= 0); its gradient is the sigmoid's (straight through).
+  const Tensor logit = prediction.narrow(1, channels + 2, 1).to(DType::F32);
+  Tensor gate = clamp(mul(logit.detach(), 0x1p60), 0.0, 1.0);
+  if (grad_enabled()) {
+    const Tensor soft = sigmoid(logit);
+    gate = add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
+  }
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), gate);
   const Tensor frame = add(warp(anchor.to(DType::F32), composed),
                            mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));

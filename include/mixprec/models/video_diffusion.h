@@ -155,8 +155,9 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
 // network's change (3 channels), flow f (2) and gate logit (1); `displacement` d [B, 2, H, W]
 // (pixels, f32) maps each pixel of the previous frame to where its content is in `anchor`
 // [B, 3, H, W] (zeros for the anchor itself). The flow composes with it, gated:
-// d' = sigmoid(gate) * (f + warp(d, f)). Open, a pixel reads where its content was one frame ago
-// and, from there, where that was in the anchor; closed, it reads the anchor in place. Without
+// d' = step(gate) * (f + warp(d, f)), the step's gradient the sigmoid's. Open (gate > 0), a pixel
+// reads where its content was one frame ago and, from there, where that was in the anchor;
+// closed, it reads the anchor in place. Without
 // the gate, background a shape uncovers would keep the shape's map (the still background's flow
 // is 0) and the shape would leave a trail of itself. The frame is the anchor read through d' plus
 // twice the change, unclamped. Inside a rigidly moving shape d is affine, so reading it
