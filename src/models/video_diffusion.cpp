@@ -202,9 +202,10 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
 }
 
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
-                                const Tensor& displacement) {
+                                const Tensor& last, const Tensor& displacement) {
   const int64_t channels = anchor.size(1);
   MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 3 &&
+                    last.shape() == anchor.shape() &&
                     displacement.dim() == 4 && displacement.size(1) == 2 &&
                     anchor.size(0) == prediction.size(0) &&
                     displacement.size(0) == prediction.size(0) &&
@@ -212,8 +213,9 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                     displacement.size(2) == prediction.size(2) &&
                     displacement.size(3) == prediction.size(3),
                 "[anchor_map_frame] expected prediction [B, ", channels + 3,
-                ", H, W], anchor [B, ", channels, ", H, W] and displacement [B, 2, H, W], got ",
-                shape_to_string(prediction.shape()), ", ", shape_to_string(anchor.shape()), " and ",
+                ", H, W], anchor and last [B, ", channels,
+                ", H, W] and displacement [B, 2, H, W], got ", shape_to_string(prediction.shape()),
+                ", ", shape_to_string(anchor.shape()), ", ", shape_to_string(last.shape()), " and ",
                 shape_to_string(displacement.shape()));
   const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
   // The gate is a step, exactly open (1) or closed (0): a sigmoid's 0.99 would shrink the map by
@@ -226,18 +228,21 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
     gate = add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
   }
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), gate);
-  const Tensor frame = add(warp(anchor.to(DType::F32), composed),
-                           mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
-  return {.frame = frame, .displacement = composed};
+  // Exactly one of the two reads (x * 1 + y * 0 is x): the anchor through the map, or the last
+  // frame in place.
+  const Tensor read = add(mul(warp(anchor.to(DType::F32), composed), gate),
+                          mul(last.to(DType::F32), sub(1.0, gate)));
+  const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
+  return {.frame = frame, .displacement = composed, .gate = gate};
 }
 
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
-                                        const Tensor& displacement) {
+                                        const Tensor& last, const Tensor& displacement) {
   MIXPREC_CHECK(model.config().anchor_map, "[sample_anchor_map_frames] not an anchor-map model");
   NoGrad no_grad;
   AnchorMapFrame next = anchor_map_frame(
-      direct_forward(model, context, context_sigma, model.config().frame_channels), anchor,
+      direct_forward(model, context, context_sigma, model.config().frame_channels), anchor, last,
       displacement);
   next.frame = clamp(next.frame, -1.0, 1.0);
   return next;
@@ -405,9 +410,12 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     Step made{.raw = Tensor(),
               .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor()};
     if (anchor_map) {
-      AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, displacement);
+      AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, frames.back(), displacement);
       made.raw = rendered.frame;
       displacement = rendered.displacement;
+      // Painting is what a closed pixel is for (background a shape uncovers); on an open one
+      // the map should do the work.
+      made.change = mul(made.change, rendered.gate.detach());
     } else {
       made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
     }

@@ -54,6 +54,7 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
     anchors_ = cat(own, 0).to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
   }
   if (anchor_map) {
+    last_shown_ = map_source_;
     displacement_ = Tensor::zeros({streams(), 2, context_.size(2), context_.size(3)}, DType::F32,
                                   MemoryFormat::ChannelsLast);
   }
@@ -124,6 +125,7 @@ Tensor BatchedVideoStream::next() {
   if (options_.still_threshold > 0)
     frames = keep_still_pixels(frames, newest_of(context_), options_.still_threshold);
   if (options_.quantize) frames = quantize_8bit(frames);
+  if (last_shown_.defined()) last_shown_ = frames.contiguous(MemoryFormat::ChannelsLast).clone();
   const Tensor newest = frames.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);
   context_ = context_.size(1) == c
                  ? newest
@@ -134,10 +136,11 @@ Tensor BatchedVideoStream::next() {
 
 Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const Tensor& sigma) {
   auto sample = [&model = model_](const std::vector<Tensor>& in) {
-    const AnchorMapFrame next = sample_anchor_map_frames(model, in[0], in[1], in[2], in[3]);
+    const AnchorMapFrame next =
+        sample_anchor_map_frames(model, in[0], in[1], in[2], in[3], in[4]);
     return std::vector<Tensor>{next.frame, next.displacement};
   };
-  const std::vector<Tensor> inputs{context, sigma, map_source_, displacement_};
+  const std::vector<Tensor> inputs{context, sigma, map_source_, last_shown_, displacement_};
   if (!options_.graph) {
     const std::vector<Tensor> out = sample(inputs);
     displacement_ = out[1];

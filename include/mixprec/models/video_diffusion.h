@@ -155,27 +155,29 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
 // network's change (3 channels), flow f (2) and gate logit (1); `displacement` d [B, 2, H, W]
 // (pixels, f32) maps each pixel of the previous frame to where its content is in `anchor`
 // [B, 3, H, W] (zeros for the anchor itself). The flow composes with it, gated:
-// d' = step(gate) * (f + warp(d, f)), the step's gradient the sigmoid's. Open (gate > 0), a pixel
-// reads where its content was one frame ago and, from there, where that was in the anchor;
-// closed, it reads the anchor in place. Without
-// the gate, background a shape uncovers would keep the shape's map (the still background's flow
-// is 0) and the shape would leave a trail of itself. The frame is the anchor read through d' plus
-// twice the change, unclamped. Inside a rigidly moving shape d is affine, so reading it
-// bilinearly is exact, and each frame is one bilinear read of a real frame: the blur of warping
-// does not compound over a stream. Differentiable.
+// d' = step(gate) * (f + warp(d, f)), the step's gradient the sigmoid's. An open pixel (gate > 0)
+// reads where its content was one frame ago and, from there, where that was in the anchor: a
+// moving shape. A closed one reads `last` [B, 3, H, W], the previous frame, in place: still
+// background, copied exactly, and background a shape uncovered, once painted by the change. (Read
+// from the anchor in place instead, uncovered background would show the shape that was there in
+// the anchor; kept composing, it would keep the shape's map and trail it.) The frame is that read
+// plus twice the change, unclamped. Inside a rigidly moving shape d is affine, so reading it
+// bilinearly is exact, and a shape is one bilinear read of a real frame however long the stream:
+// the blur of warping does not compound. Differentiable.
 struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
+  Tensor gate;          // [B, 1, H, W] f32, exactly 0 or 1
 };
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
-                                const Tensor& displacement);
+                                const Tensor& last, const Tensor& displacement);
 
 // An anchor-map model's next frames, as a stream makes them (no gradient): the network once on
 // `context` (with_anchor's result, the anchor in front) and `context_sigma`, then
 // anchor_map_frame with the frame clamped to [-1, 1].
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
-                                        const Tensor& displacement);
+                                        const Tensor& last, const Tensor& displacement);
 
 // frames [B, 3, H, W] in [-1, 1] -> the same frames restored by `restorer` (a direct residual
 // model with one context frame, `video train --restorer`): frames + 2 * its change, clamped to

@@ -86,9 +86,10 @@ class BatchedVideoStream {
   DType model_dtype_;
   Tensor context_;  // the last K frames of every stream [N, 3K, H, W], model dtype, channels_last
   Tensor anchors_;  // an anchor model's anchor of every stream [N, 3, H, W], same; else undefined
-  // An anchor-map model's map of every stream [N, 2, H, W] and the frames it reads from (the
-  // anchors, 8-bit values in f32: exactly what training reads), f32; else undefined.
-  Tensor displacement_, map_source_;
+  // An anchor-map model's map of every stream [N, 2, H, W], the frames it reads shapes from (the
+  // anchors, 8-bit values in f32: exactly what training reads) and the last frames shown (f32,
+  // what its still pixels copy); else undefined.
+  Tensor displacement_, map_source_, last_shown_;
   int64_t index_ = 0;
   // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames (an
   // anchor-map model's: (context, sigma, anchor, map) -> frames, map), made for the options in
