@@ -204,7 +204,7 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& last, const Tensor& displacement) {
   const int64_t channels = anchor.size(1);
-  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 3 &&
+  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 4 &&
                     last.shape() == anchor.shape() &&
                     displacement.dim() == 4 && displacement.size(1) == 2 &&
                     anchor.size(0) == prediction.size(0) &&
@@ -212,28 +212,32 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                     anchor.size(2) == prediction.size(2) && anchor.size(3) == prediction.size(3) &&
                     displacement.size(2) == prediction.size(2) &&
                     displacement.size(3) == prediction.size(3),
-                "[anchor_map_frame] expected prediction [B, ", channels + 3,
+                "[anchor_map_frame] expected prediction [B, ", channels + 4,
                 ", H, W], anchor and last [B, ", channels,
                 ", H, W] and displacement [B, 2, H, W], got ", shape_to_string(prediction.shape()),
                 ", ", shape_to_string(anchor.shape()), ", ", shape_to_string(last.shape()), " and ",
                 shape_to_string(displacement.shape()));
   const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
-  // The gate is a step, exactly open (1) or closed (0): a sigmoid's 0.99 would shrink the map by
-  // 1% a frame and pull every shape back to where it was in the anchor. The step is a clamp of a
-  // slope of 2^60 (0 for logits <= 0); its gradient is the sigmoid's (straight through).
-  const Tensor logit = prediction.narrow(1, channels + 2, 1).to(DType::F32);
-  Tensor gate = clamp(mul(logit.detach(), 0x1p60), 0.0, 1.0);
-  if (grad_enabled()) {
+  // Each gate is a step, exactly 1 or 0: a sigmoid's 0.99 would shrink the map by 1% a frame and
+  // pull every shape back to where it was in the anchor. The step is a clamp of a slope of 2^60
+  // (0 for logits <= 0); its gradient is the sigmoid's (straight through).
+  const auto step = [&](int64_t at) {
+    const Tensor logit = prediction.narrow(1, at, 1).to(DType::F32);
+    Tensor gate = clamp(mul(logit.detach(), 0x1p60), 0.0, 1.0);
+    if (!grad_enabled()) return gate;
     const Tensor soft = sigmoid(logit);
-    gate = add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
-  }
-  const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), gate);
-  // Exactly one of the two reads (x * 1 + y * 0 is x): the anchor through the map, or the last
-  // frame in place.
-  const Tensor read = add(mul(warp(anchor.to(DType::F32), composed), gate),
-                          mul(last.to(DType::F32), sub(1.0, gate)));
+    return add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
+  };
+  const Tensor open = step(channels + 2), in_place = step(channels + 3);
+  const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
+  // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the
+  // anchor in place or the last frame in place.
+  const Tensor still = add(mul(anchor.to(DType::F32), in_place),
+                           mul(last.to(DType::F32), sub(1.0, in_place)));
+  const Tensor read =
+      add(mul(warp(anchor.to(DType::F32), composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
-  return {.frame = frame, .displacement = composed, .gate = gate};
+  return {.frame = frame, .displacement = composed, .gate = open};
 }
 
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,

@@ -516,13 +516,15 @@ std::unique_ptr<UNetVideo> anchor_map_net(Generator& gen) {
   return net;
 }
 
-// A prediction of no change, the same flow (fx, 0) at every pixel and the gate open, [1, 6, 8, 8].
-Tensor uniform_flow(double fx, double gate_logit = 0.01) {
-  Tensor p = Tensor::zeros({1, 6, 8, 8});
+// A prediction of no change, the same flow (fx, 0) at every pixel and the gates' logits,
+// [1, 7, 8, 8]: by default the map open.
+Tensor uniform_flow(double fx, double open_logit = 0.01, double in_place_logit = 0) {
+  Tensor p = Tensor::zeros({1, 7, 8, 8});
   for (int64_t y = 0; y < 8; ++y)
     for (int64_t x = 0; x < 8; ++x) {
       p.set({0, 3, y, x}, fx);
-      p.set({0, 5, y, x}, gate_logit);
+      p.set({0, 5, y, x}, open_logit);
+      p.set({0, 6, y, x}, in_place_logit);
     }
   return p;
 }
@@ -563,6 +565,9 @@ TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs
   made = anchor_map_frame(uniform_flow(0.0, -0.01), anchor, last, d);
   EXPECT_EQ(test::max_abs_diff(made.frame, last), 0);
   EXPECT_EQ(test::max_abs_diff(made.displacement, Tensor::zeros({1, 2, 8, 8})), 0);
+  // Or, by the second gate, the anchor in place.
+  made = anchor_map_frame(uniform_flow(0.0, -0.01, 0.01), anchor, last, d);
+  EXPECT_EQ(test::max_abs_diff(made.frame, anchor), 0);
   // The change is added, twice, after the read.
   Tensor changed = uniform_flow(0.0);
   changed.set({0, 1, 2, 3}, 0.25);
@@ -570,7 +575,7 @@ TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs
   EXPECT_EQ(made.frame.value({0, 1, 2, 3}), anchor.value({0, 1, 2, 3}) + 0.5);
   EXPECT_NE(test_support::error_of([&] {
               anchor_map_frame(Tensor::zeros({1, 3, 8, 8}), anchor, last, d);
-            }).find("[anchor_map_frame] expected prediction [B, 6, H, W]"),
+            }).find("[anchor_map_frame] expected prediction [B, 7, H, W]"),
             std::string::npos);
 }
 

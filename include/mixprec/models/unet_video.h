@@ -66,9 +66,9 @@ struct UNetVideoConfig {
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
   // Channels of the prediction: the frame's, then the flow's two for a motion model, then an
-  // anchor-map model's gate.
+  // anchor-map model's two gates.
   int64_t output_channels() const {
-    return frame_channels + (motion ? 2 : 0) + (anchor_map ? 1 : 0);
+    return frame_channels + (motion ? 2 : 0) + (anchor_map ? 2 : 0);
   }
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and

@@ -151,23 +151,23 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           const Tensor& context_sigma, const Tensor& noise, int64_t steps,
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
-// An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 6, H, W] is the
-// network's change (3 channels), flow f (2) and gate logit (1); `displacement` d [B, 2, H, W]
+// An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 7, H, W] is the
+// network's change (3 channels), flow f (2) and two gate logits; `displacement` d [B, 2, H, W]
 // (pixels, f32) maps each pixel of the previous frame to where its content is in `anchor`
 // [B, 3, H, W] (zeros for the anchor itself). The flow composes with it, gated:
 // d' = step(gate) * (f + warp(d, f)), the step's gradient the sigmoid's. An open pixel (gate > 0)
 // reads where its content was one frame ago and, from there, where that was in the anchor: a
-// moving shape. A closed one reads `last` [B, 3, H, W], the previous frame, in place: still
-// background, copied exactly, and background a shape uncovered, once painted by the change. (Read
-// from the anchor in place instead, uncovered background would show the shape that was there in
-// the anchor; kept composing, it would keep the shape's map and trail it.) The frame is that read
+// moving shape. A closed one reads, by the second gate, the anchor in place (background the
+// anchor shows, exact whatever happened since) or `last` [B, 3, H, W], the previous frame, in
+// place (background the anchor does not show, once painted by the change). (Kept composing, a
+// pixel a shape uncovers would keep the shape's map and trail it.) The frame is that read
 // plus twice the change, unclamped. Inside a rigidly moving shape d is affine, so reading it
 // bilinearly is exact, and a shape is one bilinear read of a real frame however long the stream:
 // the blur of warping does not compound. Differentiable.
 struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
-  Tensor gate;          // [B, 1, H, W] f32, exactly 0 or 1
+  Tensor gate;          // [B, 1, H, W] f32: 1 where the map is open, else 0
 };
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& last, const Tensor& displacement);
