@@ -406,6 +406,11 @@ QualityVerdict judge(const WindowQuality& w, double tolerance) {
                   w.change < w.real_change ? "frozen: under half" : "flicker: over twice");
     v.failures.emplace_back(line);
   }
+  if (w.kid && *w.kid > kMaxKid) {
+    std::snprintf(line, sizeof line, "KID %.2e over %.0e (frames unlike the video's)", *w.kid,
+                  kMaxKid);
+    v.failures.emplace_back(line);
+  }
   if (std::abs(w.generated.shapes - w.real.shapes) > 1.0) {
     std::snprintf(line, sizeof line, "shapes %.2f vs real %.2f (more than 1 apart)",
                   w.generated.shapes, w.real.shapes);

@@ -147,6 +147,24 @@ TEST(VideoQualityMeter, AFrozenOrBlurredStreamIsNotAlive) {
   EXPECT_LT(*soft.psnr_first_10, 35);
 }
 
+// The KID bound: the real frames of a later window pass (shapes elsewhere, the same video), the
+// same frames softened by 1.5 px do not.
+TEST(VideoQualityMeter, KidBoundPassesALaterWindowAndFailsItBlurred) {
+  for (const double sigma : {0.0, 1.5}) {
+    const VideoQualityReport r = report_of(
+        100,
+        [sigma](const data::MovingShapes& ds, int64_t t) {
+          const Tensor later = ds.frame(held_out(7), t + 300);
+          return quantize_8bit(sigma > 0 ? blurred(later, sigma) : later);
+        },
+        100);
+    const QualityVerdict v = judge(r.windows[0]);
+    bool kid_failed = false;
+    for (const std::string& f : v.failures) kid_failed |= f.rfind("KID", 0) == 0;
+    EXPECT_EQ(kid_failed, sigma > 0) << "sigma " << sigma << " KID " << *r.windows[0].kid;
+  }
+}
+
 TEST(VideoQualityMeter, ReportIsValidJsonEvenForOneFrame) {
   for (const int64_t frames : {1, 2, 30}) {
     const VideoQualityReport r = report_of(
