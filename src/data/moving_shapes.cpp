@@ -177,14 +177,15 @@ std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generat
   return draw_windows(batch, length, gen, dtype, format, false, origins);
 }
 
-std::pair<Tensor, Tensor> MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
-                                                    int64_t anchor_offset, int64_t offset) const {
+AnchorMaps MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
+                                     int64_t anchor_offset, int64_t offset) const {
   MIXPREC_CHECK(!origins.empty() && anchor_offset >= 0 && offset >= 0,
                 "[MovingShapes::anchor_maps] expected windows and offsets >= 0, got ",
                 origins.size(), " windows, offsets ", anchor_offset, " and ", offset);
   const auto batch = static_cast<int64_t>(origins.size());
   const int64_t h = config_.height, w = config_.width;
-  Tensor offsets = Tensor::empty({batch, 2, h, w}), valid = Tensor::empty({batch, 1, h, w});
+  Tensor offsets = Tensor::empty({batch, 2, h, w}), valid = Tensor::empty({batch, 1, h, w}),
+         layer = Tensor::empty({batch, 1, h, w});
   for (const WindowOrigin& o : origins)
     check_frame_index("MovingShapes::anchor_maps", o.video,
                       o.first + std::max(anchor_offset, offset));
@@ -192,11 +193,12 @@ std::pair<Tensor, Tensor> MovingShapes::anchor_maps(const std::vector<WindowOrig
     for (int64_t b = lo; b < hi; ++b) {
       const WindowOrigin& o = origins[static_cast<std::size_t>(b)];
       scene_anchor_map(scene(o.video), o.first + anchor_offset, o.first + offset,
-                       offsets.data<float>() + b * 2 * h * w, valid.data<float>() + b * h * w);
+                       offsets.data<float>() + b * 2 * h * w, valid.data<float>() + b * h * w,
+                       layer.data<float>() + b * h * w);
     }
   });
-  return {offsets.contiguous(MemoryFormat::ChannelsLast),
-          valid.contiguous(MemoryFormat::ChannelsLast)};
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  return {offsets.contiguous(cl), valid.contiguous(cl), layer.contiguous(cl)};
 }
 
 std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length, Generator& gen,

@@ -285,7 +285,7 @@ std::pair<int, bool> topmost(const ShapeScene& scene, const std::vector<Pose>& p
 }  // namespace
 
 void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
-                      float* valid) {
+                      float* valid, float* layer) {
   const int64_t h = scene.height, w = scene.width;
   std::vector<Pose> now, then;
   for (const ShapeSpec& s : scene.shapes) {
@@ -299,6 +299,7 @@ void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float*
       offsets[i] = offsets[h * w + i] = 0.0f;
       valid[i] = 0.0f;
       const auto [shape, whole] = topmost(scene, now, px, py);
+      layer[i] = shape < 0 ? 0.0f : whole ? 1.0f : -1.0f;
       if (shape < 0) {  // background now: the same pixel of the anchor, if it shows background
         valid[i] = topmost(scene, then, px, py).first < 0 ? 1.0f : 0.0f;
         continue;

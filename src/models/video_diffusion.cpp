@@ -326,6 +326,19 @@ Tensor mean_abs(const Tensor& d) {
   return sub(mean(sqrt(add(mul(d, d), Tensor::scalar(kEps * kEps)))), Tensor::scalar(kEps));
 }
 
+// The binary cross-entropy of logits z against targets t in [0, 1], elementwise, in the form that
+// cannot overflow: relu(z) - t z + log(1 + exp(-|z|)).
+Tensor binary_cross_entropy(const Tensor& z, const Tensor& t) {
+  const Tensor magnitude = add(relu(z), relu(neg(z)));
+  return add(sub(relu(z), mul(t, z)), log(add(exp(neg(magnitude)), 1.0)));
+}
+
+// The mean of x over the elements where mask is 1 (0 when there are none).
+Tensor masked_mean(const Tensor& x, const Tensor& mask) {
+  const double count = std::max(1.0, sum(mask).item<double>());
+  return mul(sum(mul(x, mask)), 1.0 / count);
+}
+
 // The mean over every element of the per-pixel error `kind` measures (f32).
 Tensor regression_loss(const Tensor& predicted, const Tensor& target, RegressionLoss kind) {
   if (kind == RegressionLoss::Mse) return mse_loss(predicted, target);
@@ -405,6 +418,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   struct Step {
     Tensor raw;     // the unclamped frame, for the loss
     Tensor change;  // a motion model's change after the warp, for its penalty
+    Tensor gates;   // an anchor-map model's gate logits [B, 2, H, W]
   };
   auto step = [&]() {
     Tensor input = context_of(frames);
@@ -420,6 +434,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       // Painting is what a closed pixel is for (background a shape uncovers); on an open one
       // the map should do the work.
       made.change = mul(made.change, rendered.gate.detach());
+      made.gates = out.narrow(1, channels + 2, 2);
     } else {
       made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
     }
@@ -458,13 +473,19 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     if (options.change_penalty > 0)
       loss = add(loss, mul(mean_abs(mul(made.change, 2.0)), options.change_penalty));
     if (options.map_weight > 0) {
-      const auto [want, valid] = options.map_target(static_cast<int64_t>(first + k - 1),
-                                                    static_cast<int64_t>(free_max + k + j));
-      const Tensor error = sub(displacement, want);
+      const data::AnchorMaps truth = options.map_target(static_cast<int64_t>(first + k - 1),
+                                                        static_cast<int64_t>(free_max + k + j));
+      const Tensor error = sub(displacement, truth.offsets);
       const Tensor endpoint =
           sqrt(add(sum(mul(error, error), {1}, true), Tensor::scalar(1e-6)));
-      const double defined = std::max(1.0, sum(valid).item<double>());
-      loss = add(loss, mul(sum(mul(endpoint, valid)), options.map_weight / defined));
+      // layer: 1 shape, 0 background, -1 outline.
+      const Tensor inside = relu(truth.layer), background = sub(1.0, mul(truth.layer, truth.layer));
+      const Tensor gate_loss =
+          add(masked_mean(binary_cross_entropy(made.gates.narrow(1, 0, 1), inside),
+                          add(inside, background)),
+              masked_mean(binary_cross_entropy(made.gates.narrow(1, 1, 1), truth.valid),
+                          background));
+      loss = add(loss, mul(add(masked_mean(endpoint, truth.valid), gate_loss), options.map_weight));
     }
     total = j == 0 ? loss : add(total, loss);
   }

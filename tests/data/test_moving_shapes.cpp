@@ -358,7 +358,8 @@ TEST(AnchorMap, ReadingTheAnchorThroughTheTrueMapGivesTheFrame) {
     const ShapeScene scene = ds.scene(video);
     constexpr int64_t kAnchor = 40, kT = 47, n = 64 * 64;
     Tensor offsets = Tensor::empty({1, 2, 64, 64}), valid = Tensor::empty({1, 1, 64, 64});
-    scene_anchor_map(scene, kAnchor, kT, offsets.data<float>(), valid.data<float>());
+    std::vector<float> layer(64 * 64);
+    scene_anchor_map(scene, kAnchor, kT, offsets.data<float>(), valid.data<float>(), layer.data());
     const Tensor read = warp(ds.frame(video, kAnchor).unsqueeze(0), offsets);
     const Tensor want = ds.frame(video, kT).unsqueeze(0);
     const float* v = valid.data<float>();
@@ -394,26 +395,29 @@ TEST(AnchorMap, HiddenContentAndOutlinesAreUndefined) {
   const ShapeSpec blue{.kind = ShapeKind::Rectangle, .x = 10, .y = 16, .size = 6,
                        .color = {0, 0, 1}};
   scene.shapes = {red, blue};
-  std::vector<float> offsets(2 * 32 * 32), valid(32 * 32);
-  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data());
+  std::vector<float> offsets(2 * 32 * 32), valid(32 * 32), layer(32 * 32);
+  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data(), layer.data());
   // At t = 8 the red square is centred at x = 18: its pixel at x = 17 came from x = 9, under
   // the blue square back then.
   EXPECT_EQ(valid[16 * 32 + 17], 0.0f);
   // Its pixel at x = 21 came from x = 13, also hidden; none of the red square is defined.
   EXPECT_EQ(valid[16 * 32 + 21], 0.0f);
+  EXPECT_EQ(layer[16 * 32 + 21], 1.0f);  // but it is inside a shape
   // The blue square does not move: offset 0 inside it.
   EXPECT_EQ(valid[16 * 32 + 10], 1.0f);
   EXPECT_EQ(offsets[16 * 32 + 10], 0.0f);
   // The background far from both: 0, defined.
   EXPECT_EQ(valid[2 * 32 + 2], 1.0f);
+  EXPECT_EQ(layer[2 * 32 + 2], 0.0f);
   // A rim pixel of a circle, partly covered (its centre 0.2 px outside the radius): undefined.
   scene.shapes = {ShapeSpec{.kind = ShapeKind::Circle, .x = 16, .y = 16, .size = 5.3}};
-  scene_anchor_map(scene, 0, 0, offsets.data(), valid.data());
+  scene_anchor_map(scene, 0, 0, offsets.data(), valid.data(), layer.data());
   EXPECT_EQ(valid[15 * 32 + 21], 0.0f);
+  EXPECT_EQ(layer[15 * 32 + 21], -1.0f);
   EXPECT_EQ(valid[15 * 32 + 20], 1.0f);
   // Without the blue square in front, the red square's inside reads 8 pixels back.
   scene.shapes = {red};
-  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data());
+  scene_anchor_map(scene, 0, 8, offsets.data(), valid.data(), layer.data());
   EXPECT_EQ(valid[16 * 32 + 18], 1.0f);
   EXPECT_NEAR(offsets[16 * 32 + 18], -8.0, 1e-5);
   EXPECT_NEAR(offsets[32 * 32 + 16 * 32 + 18], 0.0, 1e-5);
@@ -431,13 +435,16 @@ TEST(AnchorMap, WindowOriginsNameTheFramesAndMapsFollowThem) {
     for (int64_t i = 0; i < 4; ++i)
       EXPECT_TRUE(bit_identical(w[static_cast<std::size_t>(i)].select(0, static_cast<int64_t>(b)).contiguous(),
                                 ds.frame(origins[b].video, origins[b].first + i)));
-  const auto [offsets, valid] = ds.anchor_maps(origins, 1, 3);
-  EXPECT_EQ(offsets.shape(), (Shape{3, 2, 64, 64}));
-  std::vector<float> want(2 * 64 * 64), want_valid(64 * 64);
+  const AnchorMaps maps = ds.anchor_maps(origins, 1, 3);
+  EXPECT_EQ(maps.offsets.shape(), (Shape{3, 2, 64, 64}));
+  std::vector<float> want(2 * 64 * 64), want_valid(64 * 64), want_layer(64 * 64);
   scene_anchor_map(ds.scene(origins[2].video), origins[2].first + 1, origins[2].first + 3,
-                   want.data(), want_valid.data());
-  const Tensor got = offsets.select(0, 2).contiguous();
+                   want.data(), want_valid.data(), want_layer.data());
+  const Tensor got = maps.offsets.select(0, 2).contiguous();
+  const Tensor got_layer = maps.layer.select(0, 2).contiguous();
   for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got.data<float>()[i], want[i]);
+  for (std::size_t i = 0; i < want_layer.size(); ++i)
+    ASSERT_EQ(got_layer.data<float>()[i], want_layer[i]);
   EXPECT_THAT(error_of([&] { (void)ds.anchor_maps({}, 0, 1); }), HasSubstr("[MovingShapes::anchor_maps]"));
 }
 

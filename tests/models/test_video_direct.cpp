@@ -623,8 +623,9 @@ TEST(AnchorMap, RolloutStartsTheMapAtTheNewestTrueFrameAndTrainsTheFlow) {
             std::string::npos);
 }
 
-// The map supervision adds weight x the mean endpoint error over the defined pixels; the target
-// is asked for the graded frame against the newest true context frame.
+// The map supervision adds weight x (the mean endpoint error over the defined pixels + the gates'
+// mean cross-entropies where their truth is defined); the truth is asked for the graded frame
+// against the newest true context frame.
 TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
   Generator gen(16);
   const auto holder = anchor_map_net(gen);
@@ -642,9 +643,10 @@ TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
       for (int64_t x = 0; x < 4; ++x) valid.set({b, 0, y, x}, 1.0);
   std::vector<std::pair<int64_t, int64_t>> asked;
   options.map_weight = 0.25;
+  Tensor layer = Tensor::full({2, 1, 8, 8}, -1.0);  // outlines everywhere: no gate truth
   options.map_target = [&](int64_t anchor, int64_t frame) {
     asked.emplace_back(anchor, frame);
-    return std::pair{Tensor::zeros({2, 2, 8, 8}), valid};
+    return data::AnchorMaps{Tensor::zeros({2, 2, 8, 8}), valid, layer};
   };
   const double supervised = video_rollout_loss(net, window, options, DType::F32, g1).item<double>();
   ASSERT_EQ(asked.size(), 1u);
@@ -662,6 +664,19 @@ TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
         sum += std::sqrt(fx * fx + fy * fy + 1e-6);
       }
   EXPECT_NEAR(supervised - plain, 0.25 * sum / 64, 1e-5);
+  // Inside a shape everywhere, no map defined: the map gate's cross-entropy against "open".
+  {
+    GradModeGuard grad(true);
+    valid.fill_(0.0);
+    layer.fill_(1.0);
+    Generator g2(0);
+    const double gated = video_rollout_loss(net, window, options, DType::F32, g2).item<double>();
+    double bce = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t y = 0; y < 8; ++y)
+        for (int64_t x = 0; x < 8; ++x) bce += std::log1p(std::exp(-out.value({b, 5, y, x})));
+    EXPECT_NEAR(gated - plain, 0.25 * bce / 128, 1e-5);
+  }
   options.map_target = nullptr;
   EXPECT_NE(test_support::error_of([&] {
               video_rollout_loss(net, window, options, DType::F32, gen);

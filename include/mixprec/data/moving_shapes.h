@@ -45,6 +45,13 @@ struct MovingShapesConfig {
   int64_t held_out(int64_t i) const { return num_videos + i; }
 };
 
+// The true anchor maps of a batch (scene_anchor_map), f32, channels_last: offsets [B, 2, H, W],
+// valid [B, 1, H, W] (1 where the offset is defined) and layer [B, 1, H, W] (1 shape, 0
+// background, -1 outline).
+struct AnchorMaps {
+  Tensor offsets, valid, layer;
+};
+
 // Where a training window came from: its video and the time of its first frame.
 struct WindowOrigin {
   int64_t video = 0;
@@ -85,10 +92,9 @@ class MovingShapes {
 
   // The true anchor maps (shape_scene.h, scene_anchor_map) of frame `offset` of each window
   // with respect to its frame `anchor_offset` (offsets from the window's first frame, >= 0):
-  // {offsets [B, 2, H, W], valid [B, 1, H, W]}, f32, channels_last. What
-  // an anchor-map model's map should be, where it is defined.
-  std::pair<Tensor, Tensor> anchor_maps(const std::vector<WindowOrigin>& origins,
-                                        int64_t anchor_offset, int64_t offset) const;
+  // What an anchor-map model's map and gates should be, where they are defined.
+  AnchorMaps anchor_maps(const std::vector<WindowOrigin>& origins, int64_t anchor_offset,
+                         int64_t offset) const;
 
   // windows() with one more frame per pair in front: frame u of the same video, u drawn from
   // [0, frames_per_video) after all of windows()'s draws (one word per pair, in order), so the

@@ -93,10 +93,12 @@ Tensor render_scene(const ShapeScene& scene, int64_t t);
 // (valid 1) for a pixel whose centre is wholly inside its topmost shape at t and whose content is
 // wholly inside that shape, and in front, at the anchor time: the shape's rigid motion, its spin
 // included; and for a pixel that is background in both frames: 0. Elsewhere (outlines, content
-// hidden or outside the frame at the anchor time) valid is 0 and the offset 0. `offsets` holds
-// 2 * height * width floats ([2, H, W]), `valid` height * width. The scene must be valid.
+// hidden or outside the frame at the anchor time) valid is 0 and the offset 0. `layer` says what
+// each pixel is at t: 1 wholly inside a shape, 0 background, -1 an outline (a mix). `offsets`
+// holds 2 * height * width floats ([2, H, W]), `valid` and `layer` height * width each. The scene
+// must be valid.
 void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
-                      float* valid);
+                      float* valid, float* layer);
 
 // Deterministic sine and cosine (double, error < 1e-15 for |x| < 1e6): the same bits on
 // every machine, unlike libm's.

@@ -16,6 +16,7 @@
 
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/data/moving_shapes.h"
 #include "mixprec/models/diffusion.h"
 #include "mixprec/models/unet_video.h"
 
@@ -76,15 +77,18 @@ struct VideoLossOptions {
   // moves a shape whole, nothing: with lambda < 1 the change still paints what no flow can
   // bring (background a shape uncovers), and shapes move rather than fade.
   double change_penalty = 0;
-  // Anchor-map models (Config::anchor_map): weight of the mean endpoint error of the map against
-  // the true one (sqrt(|d - d*|^2 + 1e-6), pixels, over the pixels where it is defined) on every
-  // graded frame. A photometric loss says nothing about the map inside a flat shape, where any
-  // map reads the same colour, until the error reaches an edge frames later and tears the shape;
-  // the true map holds the whole shape to its rigid motion. 0: off.
+  // Anchor-map models (Config::anchor_map): weight of the map's and the gates' error against the
+  // truth on every graded frame: the mean endpoint error of the map (sqrt(|d - d*|^2 + 1e-6),
+  // pixels, where the true map is defined), plus the mean binary cross-entropy of the map gate
+  // (open inside a shape, closed on background; outlines left out) and of the in-place gate on
+  // background (the anchor where it shows background, else the last frame). A photometric loss
+  // says nothing about the map inside a flat shape, where any map reads the same colour, until
+  // the error reaches an edge frames later and tears the shape; and a gate unsure at an outline
+  // closes there and erodes the shape a pixel at a time. 0: off.
   double map_weight = 0;
-  // The true map of window frame `frame` with respect to window frame `anchor`:
-  // {offsets [B, 2, H, W], valid [B, 1, H, W]} (data::MovingShapes::anchor_maps).
-  std::function<std::pair<Tensor, Tensor>(int64_t anchor, int64_t frame)> map_target;
+  // The truth for window frame `frame` with respect to window frame `anchor`
+  // (data::MovingShapes::anchor_maps).
+  std::function<data::AnchorMaps(int64_t anchor, int64_t frame)> map_target;
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
