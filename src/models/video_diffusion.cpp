@@ -232,10 +232,9 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
   // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the
   // anchor in place or the last frame in place.
-  const Tensor still = add(mul(anchor.to(DType::F32), in_place),
-                           mul(last.to(DType::F32), sub(1.0, in_place)));
-  const Tensor read =
-      add(mul(warp(anchor.to(DType::F32), composed), open), mul(still, sub(1.0, open)));
+  const Tensor source = anchor.to(DType::F32);
+  const Tensor still = add(mul(source, in_place), mul(last.to(DType::F32), sub(1.0, in_place)));
+  const Tensor read = add(mul(warp(source, composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
   return {.frame = frame, .displacement = composed, .gate = open};
 }
