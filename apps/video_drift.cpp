@@ -50,6 +50,7 @@ int run_video_drift(Args args) {
   std::string json_path;
   double context_noise = std::nan("");    // unset: the model file's level
   double still_threshold = std::nan("");  // unset: the model file's
+  bool free_maps = false;
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
               "report PSNR against the true continuation, frame by frame (next to the last true\n"
@@ -70,6 +71,9 @@ int run_video_drift(Args args) {
            "pixels whose sampled change stays below this in every channel keep the last frame's "
            "value (0: off; default: the model file's, else 0)",
            {.min = 0});
+  p.flag("--free-maps", &free_maps,
+         "an anchor-map model reads each frame through its map as composed, pixel by pixel, "
+         "instead of moving each open region as one rigid body (for comparison)");
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   p.option("--window", &window, "frames per window of the quality report", {.min = 1});
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
@@ -96,7 +100,8 @@ int run_video_drift(Args args) {
     models::StreamOptions options = stream_options(info, path,
                                                    {.steps = steps,
                                                     .context_noise = context_noise,
-                                                    .still_threshold = still_threshold});
+                                                    .still_threshold = still_threshold,
+                                                    .rigid_maps = !free_maps});
     options.restorer = restorer.get();
     const data::MovingShapes data = training_dataset(info, path);
     const data::MovingShapesConfig& config = data.config();

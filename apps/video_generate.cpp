@@ -75,7 +75,7 @@ int run_video_generate(Args args) {
   double still_threshold = std::nan("");  // unset: the model file's
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
   double fps = 25.0, context_noise = std::nan("");  // unset: the model file's level
-  bool realtime = false, json = false, eager = false;
+  bool realtime = false, json = false, eager = false, free_maps = false;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
               "sampled by DDIM conditioned on the previous ones (a direct model: one forward\n"
@@ -102,6 +102,9 @@ int run_video_generate(Args args) {
   p.option("--still-threshold", &still_threshold,
            "pixels whose sampled change stays below this in every channel keep the last frame's "
            "value (0: off; default: the model file's, else 0)");
+  p.flag("--free-maps", &free_maps,
+         "an anchor-map model reads each frame through its map as composed, pixel by pixel, "
+         "instead of moving each open region as one rigid body (for comparison)");
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
@@ -126,7 +129,8 @@ int run_video_generate(Args args) {
        .context_noise = context_noise,
        .still_threshold = still_threshold,
        .graph = !eager,
-       .restorer = restorer},
+       .restorer = restorer,
+       .rigid_maps = !free_maps},
       prec.weights, prec.plan);
   const models::VideoModelInfo& info = opened.info;
   const models::UNetVideo& model = *opened.model;

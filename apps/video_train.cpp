@@ -123,7 +123,7 @@ int video_train(Args args, const Communicator& world) {
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
   bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
-       degrade_each_frame = false, anchor_map = false;
+       degrade_each_frame = false, anchor_map = false, rigid_context = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -191,6 +191,9 @@ int video_train(Args args, const Communicator& world) {
          "anchor (the newest real frame a stream starts from) through a map composed with each "
          "frame's flow, so warping never blurs a frame twice (implies --motion and --anchor; "
          "docs/VIDEO.md)");
+  p.flag("--rigid-context", &rigid_context,
+         "anchor-map models: each unrolled frame becomes the next context as a stream shows it, "
+         "its shapes rigid sprites cut from the anchor (video generate's default; docs/VIDEO.md)");
   p.option("--map-supervision", &map_supervision,
            "anchor-map models: weight of the endpoint error (pixels) of the model's map against "
            "the true one the renderer knows, where it is defined (0: off; docs/VIDEO.md)");
@@ -268,6 +271,8 @@ int video_train(Args args, const Communicator& world) {
       throw UsageError{"video train: --anchor-map needs --prediction direct and --residual"};
     motion = anchor = true;
   }
+  if (rigid_context && !anchor_map)
+    throw UsageError{"video train: --rigid-context needs --anchor-map"};
   if (!(map_supervision >= 0) || (map_supervision > 0 && !anchor_map))
     throw UsageError{"video train: --map-supervision must be >= 0 and needs --anchor-map"};
   if (anchor && !direct)
@@ -360,6 +365,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"motion", motion ? "1" : "0"},
                                 {"anchor-map", anchor_map ? "1" : "0"},
                                 {"map-supervision", exact_text(map_supervision)},
+                                {"rigid-context", rigid_context ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -503,6 +509,7 @@ int video_train(Args args, const Communicator& world) {
                                                    .regression = regression,
                                                    .change_penalty = change_penalty,
                                                    .map_weight = map_supervision,
+                                                   .rigid_context = rigid_context,
                                                    .map_target = [&](int64_t a, int64_t f) {
                                                      return videos.anchor_maps(origins, a, f);
                                                    }};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/capture.h"
@@ -201,8 +202,319 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
   return last.defined() ? clamp(frame_of(sampled, last), -1.0, 1.0) : sampled;
 }
 
+namespace {
+
+// A rigid motion of the plane, p -> R (p - from) + to, R the rotation by the angle (cos, sin).
+struct Rigid {
+  double c = 1, s = 0, from_x = 0, from_y = 0, to_x = 0, to_y = 0;
+  double x(double px, double py) const { return c * (px - from_x) - s * (py - from_y) + to_x; }
+  double y(double px, double py) const { return s * (px - from_x) + c * (py - from_y) + to_y; }
+};
+
+// One batch element of rigid_layers. d [2, H, W], open [H, W] and the previous frame's map
+// previous [2, H, W] (or null) in; support [H, W] in (sprite labels, or null: make them here) and
+// out; out_d [2, H, W] and out_open [H, W] out.
+class RigidLayers {
+ public:
+  RigidLayers(const float* d, const float* open, const float* previous, int64_t h, int64_t w)
+      : d_(d), open_(open), previous_(previous), h_(h), w_(w), n_(h * w) {}
+
+  void run(const float* support_in, float* support_out, float* out_d, float* out_open) {
+    find_regions();
+    if (support_in != nullptr)
+      std::copy(support_in, support_in + n_, support_out);
+    else
+      make_support(support_out);
+    render(support_out, out_d, out_open);
+  }
+
+ private:
+  double px(int64_t i) const { return static_cast<double>(i % w_); }
+  double py(int64_t i) const { return static_cast<double>(i / w_); }
+  // Where pixel i reads, in the anchor (by this frame's map, or by the previous one).
+  double sx(int64_t i) const { return px(i) + d_[i]; }
+  double sy(int64_t i) const { return py(i) + d_[n_ + i]; }
+  // The anchor pixel nearest to where `r` takes pixel i, or -1 outside the frame.
+  int64_t nearest(const Rigid& r, int64_t i) const {
+    const auto x = static_cast<int64_t>(std::lround(r.x(px(i), py(i))));
+    const auto y = static_cast<int64_t>(std::lround(r.y(px(i), py(i))));
+    return x >= 0 && x < w_ && y >= 0 && y < h_ ? y * w_ + x : -1;
+  }
+
+  // The rigid motion that takes the pixels `used` closest to where they read (least squares:
+  // the 2-D Procrustes angle from the cross-covariance); with fewer than 3, the mean translation.
+  Rigid fit(const std::vector<int64_t>& used, const float* map) const {
+    const auto read_x = [&](int64_t i) { return px(i) + map[i]; };
+    const auto read_y = [&](int64_t i) { return py(i) + map[n_ + i]; };
+    Rigid r;
+    for (const int64_t i : used) {
+      r.from_x += px(i), r.from_y += py(i), r.to_x += read_x(i), r.to_y += read_y(i);
+    }
+    const auto m = static_cast<double>(used.size());
+    r.from_x /= m, r.from_y /= m, r.to_x /= m, r.to_y /= m;
+    if (used.size() < 3) return r;
+    double dot = 0, cross = 0;
+    for (const int64_t i : used) {
+      const double ax = px(i) - r.from_x, ay = py(i) - r.from_y;
+      const double bx = read_x(i) - r.to_x, by = read_y(i) - r.to_y;
+      dot += ax * bx + ay * by;
+      cross += ax * by - ay * bx;
+    }
+    const double angle = std::atan2(cross, dot);
+    r.c = std::cos(angle), r.s = std::sin(angle);
+    return r;
+  }
+  // fit, then fitted once more without the pixels it misses by more than a pixel (a frayed
+  // outline) unless that leaves fewer than half.
+  Rigid robust_fit(const std::vector<int64_t>& used, const float* map = nullptr) const {
+    if (map == nullptr) map = d_;
+    const Rigid first = fit(used, map);
+    std::vector<int64_t> inliers;
+    for (const int64_t i : used)
+      if (std::hypot(first.x(px(i), py(i)) - px(i) - map[i],
+                     first.y(px(i), py(i)) - py(i) - map[n_ + i]) <= 1.0)
+        inliers.push_back(i);
+    return inliers.size() * 2 >= used.size() && inliers.size() < used.size()
+               ? fit(inliers, map)
+               : first;
+  }
+
+  // Regions: 4-connected open pixels whose neighbours read anchor points 1 +- 0.75 px apart (a
+  // rigid map keeps distances however far it has turned; two shapes crossing read far apart).
+  void find_regions() {
+    region_of_.assign(static_cast<std::size_t>(n_), -1);
+    std::vector<int64_t> stack;
+    for (int64_t start = 0; start < n_; ++start) {
+      if (open_[start] <= 0.5f || region_of_[static_cast<std::size_t>(start)] >= 0) continue;
+      const auto id = static_cast<int64_t>(regions_.size());
+      regions_.emplace_back();
+      region_of_[static_cast<std::size_t>(start)] = id;
+      stack.push_back(start);
+      while (!stack.empty()) {
+        const int64_t i = stack.back();
+        stack.pop_back();
+        regions_.back().push_back(i);
+        const int64_t y = i / w_, x = i % w_;
+        for (const int64_t j : {y > 0 ? i - w_ : -1, y + 1 < h_ ? i + w_ : -1,
+                                x > 0 ? i - 1 : -1, x + 1 < w_ ? i + 1 : -1}) {
+          if (j < 0 || open_[j] <= 0.5f || region_of_[static_cast<std::size_t>(j)] >= 0 ||
+              std::abs(std::hypot(sx(j) - sx(i), sy(j) - sy(i)) - 1.0) > 0.75)
+            continue;
+          region_of_[static_cast<std::size_t>(j)] = id;
+          stack.push_back(j);
+        }
+      }
+    }
+  }
+
+  // The sprites: where this frame's regions read in the anchor (each pixel's fitted source,
+  // rounded), grown by one pixel (the holes a turned grid leaves, and the anti-aliased outline
+  // the gates leave out), as 8-connected components labelled 1, 2, ... (0: no sprite).
+  void make_support(float* support) const {
+    std::vector<uint8_t> hit(static_cast<std::size_t>(n_), 0), grown(hit.size(), 0);
+    for (const std::vector<int64_t>& region : regions_) {
+      const Rigid r = robust_fit(region);
+      for (const int64_t i : region)
+        if (const int64_t q = nearest(r, i); q >= 0) hit[static_cast<std::size_t>(q)] = 1;
+    }
+    for (int64_t i = 0; i < n_; ++i) {
+      const int64_t y = i / w_, x = i % w_;
+      for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h_ - 1); ++yy)
+        for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w_ - 1); ++xx)
+          grown[static_cast<std::size_t>(i)] |= hit[static_cast<std::size_t>(yy * w_ + xx)];
+    }
+    std::fill(support, support + n_, 0.0f);
+    std::vector<int64_t> stack;
+    float label = 0;
+    for (int64_t start = 0; start < n_; ++start) {
+      if (grown[static_cast<std::size_t>(start)] == 0 || support[start] != 0) continue;
+      support[start] = ++label;
+      stack.push_back(start);
+      while (!stack.empty()) {
+        const int64_t i = stack.back();
+        stack.pop_back();
+        const int64_t y = i / w_, x = i % w_;
+        for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h_ - 1); ++yy)
+          for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w_ - 1); ++xx) {
+            const int64_t j = yy * w_ + xx;
+            if (grown[static_cast<std::size_t>(j)] == 0 || support[j] != 0) continue;
+            support[j] = label;
+            stack.push_back(j);
+          }
+      }
+    }
+  }
+
+  // Each sprite moves by the rigid fit of the regions that read mostly inside it, and covers
+  // every pixel that motion takes into it. Where two sprites cover a pixel (one shape in front
+  // of another), the one whose region holds the pixel wins, else the one with more pixels. A
+  // sprite no region reads this frame stays where the previous map had it: a shape the gate
+  // misses once is not lost for good.
+  void render(const float* support, float* out_d, float* out_open) const {
+    const auto sprites = static_cast<int64_t>(*std::max_element(support, support + n_));
+    std::vector<std::vector<int64_t>> members(static_cast<std::size_t>(sprites) + 1);
+    std::vector<int64_t> sprite_of_region(regions_.size(), 0);
+    for (std::size_t k = 0; k < regions_.size(); ++k) {
+      const Rigid r = robust_fit(regions_[k]);
+      std::vector<int64_t> votes(static_cast<std::size_t>(sprites) + 1, 0);
+      for (const int64_t i : regions_[k])
+        if (const int64_t q = nearest(r, i); q >= 0)
+          ++votes[static_cast<std::size_t>(support[q])];
+      votes[0] = 0;  // reading outside every sprite is no vote
+      const auto best = std::max_element(votes.begin(), votes.end()) - votes.begin();
+      if (votes[static_cast<std::size_t>(best)] == 0) continue;
+      sprite_of_region[k] = best;
+      auto& m = members[static_cast<std::size_t>(best)];
+      m.insert(m.end(), regions_[k].begin(), regions_[k].end());
+    }
+    std::vector<Rigid> motion(members.size());
+    for (std::size_t s = 1; s < members.size(); ++s)
+      if (!members[s].empty()) motion[s] = robust_fit(members[s]);
+    if (previous_ != nullptr) {
+      // The previous frame's sprite pixels: where its map is not 0 (a rigid map is 0 only off
+      // the sprites, or for a sprite exactly where the anchor had it, which stays there anyway).
+      std::vector<std::vector<int64_t>> before(members.size());
+      for (int64_t i = 0; i < n_; ++i) {
+        if (previous_[i] == 0 && previous_[n_ + i] == 0) continue;
+        const auto x = static_cast<int64_t>(std::lround(px(i) + previous_[i]));
+        const auto y = static_cast<int64_t>(std::lround(py(i) + previous_[n_ + i]));
+        if (x < 0 || x >= w_ || y < 0 || y >= h_) continue;
+        const auto s = static_cast<std::size_t>(support[y * w_ + x]);
+        if (s > 0 && members[s].empty()) before[s].push_back(i);
+      }
+      for (std::size_t s = 1; s < members.size(); ++s)
+        if (!before[s].empty()) {
+          motion[s] = robust_fit(before[s], previous_);
+          members[s] = std::move(before[s]);
+        }
+    }
+    std::fill(out_d, out_d + 2 * n_, 0.0f);
+    std::fill(out_open, out_open + n_, 0.0f);
+    for (int64_t i = 0; i < n_; ++i) {
+      const int64_t region = region_of_[static_cast<std::size_t>(i)];
+      const int64_t own = region >= 0 ? sprite_of_region[static_cast<std::size_t>(region)] : 0;
+      int64_t chosen = 0;
+      for (std::size_t s = 1; s < members.size(); ++s) {
+        if (members[s].empty()) continue;
+        const int64_t q = nearest(motion[s], i);
+        if (q < 0 || static_cast<std::size_t>(support[q]) != s) continue;
+        if (static_cast<int64_t>(s) == own) {
+          chosen = own;
+          break;
+        }
+        if (chosen == 0 || members[s].size() > members[static_cast<std::size_t>(chosen)].size())
+          chosen = static_cast<int64_t>(s);
+      }
+      if (chosen == 0) continue;
+      const Rigid& r = motion[static_cast<std::size_t>(chosen)];
+      out_open[i] = 1.0f;
+      out_d[i] = static_cast<float>(r.x(px(i), py(i)) - px(i));
+      out_d[n_ + i] = static_cast<float>(r.y(px(i), py(i)) - py(i));
+    }
+  }
+
+  const float *d_, *open_, *previous_;
+  int64_t h_, w_, n_;
+  std::vector<std::vector<int64_t>> regions_;
+  std::vector<int64_t> region_of_;  // -1: closed
+};
+
+}  // namespace
+
+Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
+  MIXPREC_CHECK(anchor.dim() == 4 && support.dim() == 4 && support.size(1) == 1 &&
+                    support.size(0) == anchor.size(0) && support.size(2) == anchor.size(2) &&
+                    support.size(3) == anchor.size(3),
+                "[clean_plate] expected anchor [B, C, H, W] and support [B, 1, H, W], got ",
+                shape_to_string(anchor.shape()), " and ", shape_to_string(support.shape()));
+  const Tensor image = anchor.detach().to(DType::F32).contiguous();
+  const Tensor sprites = support.detach().to(DType::F32).contiguous();
+  Tensor out = Tensor::empty(image.shape(), DType::F32);
+  NoGrad no_grad;
+  capture::launch("clean_plate", {&image, &sprites}, {&out}, [](const capture::KernelArgs& k) {
+    const int64_t b = k.out(0).size(0), c = k.out(0).size(1), h = k.out(0).size(2),
+                  w = k.out(0).size(3), n = h * w;
+    std::vector<uint8_t> known(static_cast<std::size_t>(n)), next;
+    for (int64_t i = 0; i < b; ++i) {
+      const float* in = k.in(0).data<float>() + i * c * n;
+      const float* cover = k.in(1).data<float>() + i * n;
+      float* plate = k.out(0).data<float>() + i * c * n;
+      std::copy(in, in + c * n, plate);
+      for (int64_t j = 0; j < n; ++j) known[static_cast<std::size_t>(j)] = cover[j] == 0;
+      // Peel the unknown pixels from outside in: each becomes the mean of its known
+      // 8-neighbours (those known before this peel), until none is left.
+      for (bool left = true; left;) {
+        left = false;
+        next = known;
+        for (int64_t j = 0; j < n; ++j) {
+          if (known[static_cast<std::size_t>(j)]) continue;
+          const int64_t y = j / w, x = j % w;
+          int64_t count = 0;
+          std::vector<double> sum(static_cast<std::size_t>(c), 0.0);
+          for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h - 1); ++yy)
+            for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w - 1); ++xx) {
+              if (!known[static_cast<std::size_t>(yy * w + xx)]) continue;
+              ++count;
+              for (int64_t ch = 0; ch < c; ++ch) sum[static_cast<std::size_t>(ch)] += plate[ch * n + yy * w + xx];
+            }
+          if (count == 0) {
+            left = true;
+            continue;
+          }
+          for (int64_t ch = 0; ch < c; ++ch)
+            plate[ch * n + j] = static_cast<float>(sum[static_cast<std::size_t>(ch)] / static_cast<double>(count));
+          next[static_cast<std::size_t>(j)] = 1;
+        }
+        if (next == known) break;  // nothing known at all: leave the anchor as it is
+        known.swap(next);
+      }
+    }
+  });
+  return out;
+}
+
+RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
+                               const Tensor& support, const Tensor& previous) {
+  const auto same_plane = [&](const Tensor& t) {
+    return t.dim() == 4 && t.size(1) == 1 && t.size(0) == displacement.size(0) &&
+           t.size(2) == displacement.size(2) && t.size(3) == displacement.size(3);
+  };
+  MIXPREC_CHECK(displacement.dim() == 4 && displacement.size(1) == 2 && same_plane(open) &&
+                    (!support.defined() || same_plane(support)) &&
+                    (!previous.defined() || previous.shape() == displacement.shape()),
+                "[rigid_layers] expected displacement and previous [B, 2, H, W], open and support "
+                "[B, 1, H, W], got ", shape_to_string(displacement.shape()), ", ",
+                previous.defined() ? shape_to_string(previous.shape()) : "none", ", ",
+                shape_to_string(open.shape()), " and ",
+                support.defined() ? shape_to_string(support.shape()) : "none");
+  const Tensor d = displacement.detach().to(DType::F32).contiguous();
+  const Tensor gate = open.detach().to(DType::F32).contiguous();
+  const Tensor given = support.defined() ? support.detach().to(DType::F32).contiguous() : Tensor();
+  const Tensor before =
+      previous.defined() ? previous.detach().to(DType::F32).contiguous() : Tensor();
+  RigidLayersResult out{.displacement = Tensor::empty(d.shape(), DType::F32),
+                        .open = Tensor::empty(gate.shape(), DType::F32),
+                        .support = Tensor::empty(gate.shape(), DType::F32)};
+  NoGrad no_grad;
+  capture::launch(
+      "rigid_layers",
+      {&d, &gate, support.defined() ? &given : nullptr, previous.defined() ? &before : nullptr},
+      {&out.displacement, &out.open, &out.support}, [](const capture::KernelArgs& k) {
+        const int64_t b = k.out(0).size(0), h = k.out(0).size(2), w = k.out(0).size(3), n = h * w;
+        for (int64_t i = 0; i < b; ++i)
+          RigidLayers(k.in(0).data<float>() + i * 2 * n, k.in(1).data<float>() + i * n,
+                      k.optional(3) != nullptr ? k.optional(3)->data<float>() + i * 2 * n : nullptr,
+                      h, w)
+              .run(k.optional(2) != nullptr ? k.optional(2)->data<float>() + i * n : nullptr,
+                   k.out(2).data<float>() + i * n, k.out(0).data<float>() + i * 2 * n,
+                   k.out(1).data<float>() + i * n);
+      });
+  return out;
+}
+
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
-                                const Tensor& last, const Tensor& displacement) {
+                                const Tensor& last, const Tensor& displacement, bool rigid,
+                                const Tensor& support) {
   const int64_t channels = anchor.size(1);
   MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 4 &&
                     last.shape() == anchor.shape() &&
@@ -228,25 +540,38 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
     const Tensor soft = sigmoid(logit);
     return add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
   };
-  const Tensor open = step(channels + 2), in_place = step(channels + 3);
-  const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
+  Tensor open = step(channels + 2);
+  const Tensor in_place = step(channels + 3);
+  Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
+  Tensor sprites;
+  if (rigid) {
+    RigidLayersResult layers = rigid_layers(composed, open, support, displacement);
+    composed = layers.displacement, open = layers.open, sprites = layers.support;
+  }
   // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the
   // anchor in place or the last frame in place.
   const Tensor source = anchor.to(DType::F32);
+  if (rigid)
+    return {.frame = add(mul(warp(source, composed), open),
+                         mul(clean_plate(source, sprites), sub(1.0, open))),
+            .displacement = composed,
+            .gate = open,
+            .support = sprites};
   const Tensor still = add(mul(source, in_place), mul(last.to(DType::F32), sub(1.0, in_place)));
   const Tensor read = add(mul(warp(source, composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
-  return {.frame = frame, .displacement = composed, .gate = open};
+  return {.frame = frame, .displacement = composed, .gate = open, .support = sprites};
 }
 
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
-                                        const Tensor& last, const Tensor& displacement) {
+                                        const Tensor& last, const Tensor& displacement,
+                                        bool rigid, const Tensor& support) {
   MIXPREC_CHECK(model.config().anchor_map, "[sample_anchor_map_frames] not an anchor-map model");
   NoGrad no_grad;
   AnchorMapFrame next = anchor_map_frame(
       direct_forward(model, context, context_sigma, model.config().frame_channels), anchor, last,
-      displacement);
+      displacement, rigid, support);
   next.frame = clamp(next.frame, -1.0, 1.0);
   return next;
 }
@@ -375,6 +700,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                 "[video_rollout_loss] a map weight is for anchor-map models, with a map_target");
   MIXPREC_CHECK(options.free_run_regression >= 0 && options.free_run_regression <= 1,
                 "[video_rollout_loss] free_run_regression must be in [0, 1]");
+  MIXPREC_CHECK(!options.rigid_context || anchor_map,
+                "[video_rollout_loss] a rigid context is for anchor-map models");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
                 " free-run frames, ", k, " context frames and at least one target, got ",
@@ -390,7 +717,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                                                           static_cast<double>(free_max + 1)));
   const std::size_t first = free_max - free_run;  // the window index of the oldest context frame
   std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
-  Tensor sigma, anchor_input, displacement;
+  // displacement: the map the next frame composes with; map_error_of: the one the loss grades
+  // (the same, except with a rigid context: then the network's own composition of the frame).
+  Tensor sigma, anchor_input, displacement, sprites, map_error_of;
   {
     NoGrad no_grad;
     if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
@@ -425,11 +754,23 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     input = with_anchor(anchor_input, input);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     Step made{.raw = Tensor(),
-              .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor()};
+              .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor(),
+              .gates = Tensor()};
+    Tensor shown_frame;  // with rigid_context: the next context frame, as a rigid stream shows it
     if (anchor_map) {
       AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, frames.back(), displacement);
       made.raw = rendered.frame;
-      displacement = rendered.displacement;
+      if (options.rigid_context) {
+        NoGrad no_grad;
+        const AnchorMapFrame rigid = anchor_map_frame(out.detach(), anchor_input, frames.back(),
+                                                      displacement, true, sprites);
+        sprites = rigid.support;
+        shown_frame = quantize_8bit(clamp(rigid.frame, -1.0, 1.0)).contiguous(cl);
+        map_error_of = rendered.displacement;  // graded: the network's own composition
+        displacement = rigid.displacement;
+      } else {
+        displacement = map_error_of = rendered.displacement;
+      }
       // Painting is what a closed pixel is for (background a shape uncovers); on an open one
       // the map should do the work.
       made.change = mul(made.change, rendered.gate.detach());
@@ -438,7 +779,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
     }
     Tensor next = clamp(made.raw, -1.0, 1.0);
-    if (options.quantize_context) {
+    if (shown_frame.defined()) {
+      next = shown_frame;
+    } else if (options.quantize_context) {
       Tensor rounding;
       {
         NoGrad no_grad;
@@ -474,7 +817,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     if (options.map_weight > 0) {
       const data::AnchorMaps truth = options.map_target(static_cast<int64_t>(first + k - 1),
                                                         static_cast<int64_t>(free_max + k + j));
-      const Tensor error = sub(displacement, truth.offsets);
+      const Tensor error = sub(map_error_of, truth.offsets);
       const Tensor endpoint =
           sqrt(add(sum(mul(error, error), {1}, true), Tensor::scalar(1e-6)));
       // layer: 1 shape, 0 background, -1 outline.

@@ -141,7 +141,8 @@ StreamOptions stream_options(const VideoModelInfo& info, const std::string& path
           .residual = info.residual,
           .still_threshold =
               stream_setting(info, path, "stream_still_threshold", request.still_threshold),
-          .graph = request.graph};
+          .graph = request.graph,
+          .rigid_maps = request.rigid_maps};
 }
 
 }  // namespace mixprec::models

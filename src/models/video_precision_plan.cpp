@@ -58,10 +58,11 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
     EnableGrad grad;
     for (const Tensor& p : model.parameters()) p.zero_grad();
     Generator gen(o.seed ^ 0x91a7ULL);
-    const VideoLossOptions options{.prediction = info.prediction,
-                                   .context_noise_max = 0,
-                                   .quantize_context = true,
-                                   .residual = info.residual};
+    VideoLossOptions options;
+    options.prediction = info.prediction;
+    options.context_noise_max = 0;
+    options.quantize_context = true;
+    options.residual = info.residual;
     const Tensor loss =
         direct ? video_rollout_loss(model, window, options, DType::F32, gen, anchor)
                : video_diffusion_loss(model, schedule, context, window.back(), options,

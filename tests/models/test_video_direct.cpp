@@ -506,16 +506,6 @@ TEST(Motion, ChangePenaltyAddsTheMeanAbsoluteChange) {
 }
 
 
-// An anchor-map model (motion + anchor + anchor_map): every frame is one bilinear read of the
-// anchor through a map composed with each frame's flow.
-std::unique_ptr<UNetVideo> anchor_map_net(Generator& gen) {
-  UNetVideoConfig c = test::tiny_unet(2);
-  c.motion = c.anchor_frame = c.anchor_map = true;
-  auto net = std::make_unique<UNetVideo>(c, gen);
-  nn::init::uniform_(test::parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
-  return net;
-}
-
 // A prediction of no change, the same flow (fx, 0) at every pixel and the gates' logits,
 // [1, 7, 8, 8]: by default the map open.
 Tensor uniform_flow(double fx, double open_logit = 0.01, double in_place_logit = 0) {
@@ -581,7 +571,7 @@ TEST(AnchorMap, TwoHalfPixelStepsReadTheAnchorOnePixelOverWhereWarpingTwiceBlurs
 
 TEST(AnchorMap, RolloutStartsTheMapAtTheNewestTrueFrameAndTrainsTheFlow) {
   Generator gen(14);
-  const auto holder = anchor_map_net(gen);
+  const auto holder = test::anchor_map_net(gen);
   UNetVideo& net = *holder;
   const std::vector<Tensor> window = window_of(3, gen);
   const VideoLossOptions options = {.prediction = Prediction::Direct,
@@ -628,7 +618,7 @@ TEST(AnchorMap, RolloutStartsTheMapAtTheNewestTrueFrameAndTrainsTheFlow) {
 // against the newest true context frame.
 TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
   Generator gen(16);
-  const auto holder = anchor_map_net(gen);
+  const auto holder = test::anchor_map_net(gen);
   UNetVideo& net = *holder;
   const std::vector<Tensor> window = window_of(3, gen);
   VideoLossOptions options = {.prediction = Prediction::Direct,
@@ -686,10 +676,12 @@ TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
 
 TEST(AnchorMap, StreamReadsTheNewestFirstFrameAndItsGraphReplaysBitIdentically) {
   Generator gen(15);
-  const auto holder = anchor_map_net(gen);
+  const auto holder = test::anchor_map_net(gen);
   UNetVideo& net = *holder;
   const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  // Through the map as it composes (the rigid sprites have their own test, test_rigid_layers).
   StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  options.rigid_maps = false;
   VideoStream eager(net, NoiseSchedule::cosine(100), first, options);
   options.graph = true;
   VideoStream captured(net, NoiseSchedule::cosine(100), first, options);

@@ -1,8 +1,11 @@
 #pragma once
 // What the video model tests share: a UNetVideo small enough to run a stream in milliseconds.
 #include <cstdint>
+#include <memory>
 
+#include "gpt_test_util.h"
 #include "mixprec/models/unet_video.h"
+#include "mixprec/nn/init.h"
 
 namespace mixprec::models::test {
 
@@ -18,6 +21,17 @@ inline UNetVideoConfig tiny_unet(int64_t context_frames = 1, bool noise_level = 
   c.context_frames = context_frames;
   c.context_noise_level = noise_level;
   return c;
+}
+
+// An anchor-map model (motion + anchor + anchor_map) of two context frames whose output layer
+// is not zero: every frame is one bilinear read of the anchor through a map composed with each
+// frame's flow, and the flow and gates vary.
+inline std::unique_ptr<UNetVideo> anchor_map_net(Generator& gen) {
+  UNetVideoConfig c = tiny_unet(2);
+  c.motion = c.anchor_frame = c.anchor_map = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  nn::init::uniform_(parameter(*net, "conv_out.weight"), -0.2, 0.2, gen);
+  return net;
 }
 
 }  // namespace mixprec::models::test

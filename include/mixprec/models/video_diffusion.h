@@ -86,9 +86,16 @@ struct VideoLossOptions {
   // the error reaches an edge frames later and tears the shape; and a gate unsure at an outline
   // closes there and erodes the shape a pixel at a time. 0: off.
   double map_weight = 0;
+  // Anchor-map models: each unrolled frame becomes the next context as a rigid stream shows it
+  // (anchor_map_frame with rigid: sprites cut at the first unrolled frame, moved by rigid fits,
+  // over the clean plate; no gradient), and its rigid map is the one the next frame composes
+  // with. The loss still grades the frame the network's own map and gates make (that carries the
+  // gradient), but the network learns from the contexts a stream gives it, not from frames that
+  // fray as a per-pixel map's do.
+  bool rigid_context = false;
   // The truth for window frame `frame` with respect to window frame `anchor`
   // (data::MovingShapes::anchor_maps).
-  std::function<data::AnchorMaps(int64_t anchor, int64_t frame)> map_target;
+  std::function<data::AnchorMaps(int64_t anchor, int64_t frame)> map_target{};
 };
 
 // The denoising loss of one batch: context [B, 3K, H, W] (the K = Config::context_frames
@@ -172,16 +179,54 @@ struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
   Tensor gate;          // [B, 1, H, W] f32: 1 where the map is open, else 0
+  Tensor support;       // with `rigid`: the sprites (rigid_layers), else undefined
 };
+// With `rigid` (no gradient), the map and the open gate are rigid_layers(d', open, support,
+// displacement)'s, and the frame is only the sprites over the clean plate:
+//   frame = open · warp(anchor, d') + (1 - open) · clean_plate(anchor, support)
+// (no change painted, no gate for the anchor in place, no copy of `last`: a frame is made of the
+// anchor alone, so nothing a frame gets wrong is carried into the next).
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
-                                const Tensor& last, const Tensor& displacement);
+                                const Tensor& last, const Tensor& displacement, bool rigid = false,
+                                const Tensor& support = Tensor());
+
+// An anchor map and its open gate made rigid: each moving shape a sprite cut once from the
+// anchor and moved as one rigid body. displacement [B, 2, H, W] f32 (d'), open [B, 1, H, W] (1
+// where the map is open), support [B, 1, H, W] (the sprites: anchor pixels labelled 1, 2, ... by
+// sprite, 0 for none; undefined on a stream's first frame, which makes it).
+//   - Regions: 4-connected open pixels whose neighbours read anchor points about a pixel apart (a
+//     rigid map keeps distances however far it has turned; two shapes crossing read points far
+//     apart and stay two regions).
+//   - Sprites (first frame): where the regions read in the anchor, grown by a pixel (the
+//     anti-aliased outline), as 8-connected components.
+//   - Each sprite moves by the rotation and translation that fit the maps of the regions reading
+//     mostly inside it best (least squares, closed form; fitted again without the pixels more
+//     than a pixel off, so a frayed outline does not pull it), and is open exactly at the pixels
+//     that motion takes into it: the whole shape, whatever the gate left out or added. A sprite
+//     no region reads stays where `previous` (the last frame's map, if given) had it.
+// Why: a per-pixel map and gate, each a little wrong every frame, compound: a shape read through
+// them frays, rounds off and leaves fragments of its outline behind. The shapes of this data move
+// rigidly (they translate and spin), so the network's flow and gates decide how each moves, and
+// the shape itself is the anchor's. Not differentiable (a stream's sampling step, not training's).
+// The anchor without its sprites: anchor [B, C, H, W], support [B, 1, H, W] (rigid_layers) ->
+// the anchor where support is 0, and under each sprite the background filled in from around it
+// (peeled from the outside in: each pixel the mean of its already known 8-neighbours). What a
+// rigid stream shows where no sprite is.
+Tensor clean_plate(const Tensor& anchor, const Tensor& support);
+
+struct RigidLayersResult {
+  Tensor displacement, open, support;  // [B, 2, H, W], [B, 1, H, W], [B, 1, H, W] f32
+};
+RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
+                               const Tensor& support = Tensor(), const Tensor& previous = Tensor());
 
 // An anchor-map model's next frames, as a stream makes them (no gradient): the network once on
 // `context` (with_anchor's result, the anchor in front) and `context_sigma`, then
-// anchor_map_frame with the frame clamped to [-1, 1].
+// anchor_map_frame (rigid or not, with the stream's sprites) with the frame clamped to [-1, 1].
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
-                                        const Tensor& last, const Tensor& displacement);
+                                        const Tensor& last, const Tensor& displacement,
+                                        bool rigid = false, const Tensor& support = Tensor());
 
 // frames [B, 3, H, W] in [-1, 1] -> the same frames restored by `restorer` (a direct residual
 // model with one context frame, `video train --restorer`): frames + 2 * its change, clamped to

@@ -62,6 +62,7 @@ struct StreamRequest {
   double still_threshold = std::nan("");
   bool graph = false;  // StreamOptions::graph
   std::string restorer{};  // a restorer's model file (load_restorer), or "" for none
+  bool rigid_maps = true;  // StreamOptions::rigid_maps
 };
 StreamOptions stream_options(const VideoModelInfo& info, const std::string& path,
                              const StreamRequest& request);

@@ -38,6 +38,10 @@ struct StreamOptions {
   // blur and grain) run on every predicted frame before it is shown and becomes context: the
   // model's next frame is always conditioned on sharp frames. Not owned; null: none.
   UNetVideo* restorer = nullptr;
+  // An anchor-map model reads each frame through rigid_layers (each moving shape a sprite cut
+  // once from the anchor, moved as one rigid body); false: through its map and gate as they
+  // compose, pixel by pixel.
+  bool rigid_maps = true;
 };
 
 // Stream i is the stream a VideoStream would generate from first_frames[i] with seed
@@ -90,6 +94,7 @@ class BatchedVideoStream {
   // anchors, 8-bit values in f32: exactly what training reads) and the last frames shown (f32,
   // what its still pixels copy); else undefined.
   Tensor displacement_, map_source_, last_shown_;
+  Tensor sprites_;  // options_.rigid_maps: the stream's sprites (rigid_layers), once cut
   int64_t index_ = 0;
   // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames (an
   // anchor-map model's: (context, sigma, anchor, map) -> frames, map), made for the options in

@@ -1,0 +1,247 @@
+// Rigid layers: an anchor-map stream's shapes as sprites cut once from the anchor and moved as
+// rigid bodies (rigid_layers, clean_plate, and the stream and rollout that use them).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "video_test_util.h"
+#include "mixprec/mode/grad_mode.h"
+#include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_streams.h"
+#include "support/error_of.h"
+
+namespace mixprec::models {
+namespace {
+
+constexpr int64_t kSize = 32;
+
+// A square of side `side` with its top-left corner at (x0, y0).
+bool in_square(int64_t x, int64_t y, int64_t x0, int64_t y0, int64_t side) {
+  return x >= x0 && x < x0 + side && y >= y0 && y < y0 + side;
+}
+
+// A map [1, 2, S, S] and gate [1, 1, S, S] of one rigid motion on the pixels `inside` selects:
+// each such pixel reads the anchor at R(angle) (p - centre) + centre + shift.
+struct Field {
+  Tensor map = Tensor::zeros({1, 2, kSize, kSize});
+  Tensor open = Tensor::zeros({1, 1, kSize, kSize});
+};
+template <class Inside>
+void add_motion(Field& f, Inside inside, double angle, double cx, double cy, double shift_x,
+                double shift_y) {
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x) {
+      if (!inside(x, y)) continue;
+      const double ax = static_cast<double>(x) - cx, ay = static_cast<double>(y) - cy;
+      const double sx = std::cos(angle) * ax - std::sin(angle) * ay + cx + shift_x;
+      const double sy = std::sin(angle) * ax + std::cos(angle) * ay + cy + shift_y;
+      f.map.set({0, 0, y, x}, sx - static_cast<double>(x));
+      f.map.set({0, 1, y, x}, sy - static_cast<double>(y));
+      f.open.set({0, 0, y, x}, 1.0);
+    }
+}
+
+// The largest distance, over the pixels `inside` selects, between the map and that motion.
+template <class Inside>
+double motion_error(const Tensor& map, Inside inside, double angle, double cx, double cy,
+                    double shift_x, double shift_y) {
+  Field want;
+  add_motion(want, inside, angle, cx, cy, shift_x, shift_y);
+  double worst = 0;
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x)
+      if (inside(x, y))
+        for (int64_t c = 0; c < 2; ++c)
+          worst = std::max(worst, std::abs(map.value({0, c, y, x}) - want.map.value({0, c, y, x})));
+  return worst;
+}
+
+TEST(RigidLayers, RecoverATurnAndShiftFromANoisyMapWithOutliers) {
+  // A 10x10 square turned by 0.3 rad about its centre and shifted by (2.25, -1.5), each pixel's
+  // map off by up to 0.25 px, and four pixels of its outline 4 px off (a frayed edge). The
+  // sprite is open on the whole square and at most a rim of up to 3 px around it (the sprite
+  // is grown by a pixel, and turned onto the pixel grid).
+  const auto square = [](int64_t x, int64_t y) { return in_square(x, y, 10, 12, 10); };
+  Field f;
+  add_motion(f, square, 0.3, 14.5, 16.5, 2.25, -1.5);
+  Generator gen(3);
+  const Tensor noise = Tensor::uniform({1, 2, kSize, kSize}, -0.25, 0.25, gen);
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x)
+      if (square(x, y))
+        for (int64_t c = 0; c < 2; ++c)
+          f.map.set({0, c, y, x}, f.map.value({0, c, y, x}) + noise.value({0, c, y, x}));
+  for (const int64_t y : {12, 13, 14, 15}) f.map.set({0, 0, y, 10}, f.map.value({0, 0, y, 10}) + 4.0);
+  const RigidLayersResult got = rigid_layers(f.map, f.open);
+  // The fit is far closer to the motion than any pixel's own map.
+  EXPECT_LT(motion_error(got.displacement, square, 0.3, 14.5, 16.5, 2.25, -1.5), 0.12);
+  // One sprite, cut where the square reads, grown by a pixel; open where the motion takes a
+  // pixel into it: the whole square, and at most its one-pixel rim.
+  double sprites = 0;
+  for (int64_t i = 0; i < kSize * kSize; ++i)
+    sprites = std::max(sprites, got.support.value({0, 0, i / kSize, i % kSize}));
+  EXPECT_EQ(sprites, 1.0);
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x) {
+      const bool near = in_square(x, y, 7, 9, 16);
+      if (square(x, y)) {
+        ASSERT_EQ(got.open.value({0, 0, y, x}), 1.0) << x << "," << y;
+      }
+      if (!near) {
+        ASSERT_EQ(got.open.value({0, 0, y, x}), 0.0) << x << "," << y;
+      }
+      if (got.open.value({0, 0, y, x}) == 0.0) {
+        ASSERT_EQ(got.displacement.value({0, 0, y, x}), 0.0);
+        ASSERT_EQ(got.displacement.value({0, 1, y, x}), 0.0);
+      }
+    }
+}
+
+TEST(RigidLayers, TwoShapesThatMetStayTwoSprites) {
+  // Two 6x6 squares 6 px apart in the anchor that have moved towards each other until they
+  // touch: open as one region to the gate, but neighbours across the seam read points 7 px
+  // apart, so they are two rigid bodies, two sprites.
+  const auto left = [](int64_t x, int64_t y) { return in_square(x, y, 8, 8, 6); };
+  const auto right = [](int64_t x, int64_t y) { return in_square(x, y, 14, 8, 6); };
+  Field f;
+  add_motion(f, left, 0.0, 0, 0, -3.0, 1.0);
+  add_motion(f, right, 0.0, 0, 0, 3.0, 0.5);
+  const RigidLayersResult got = rigid_layers(f.map, f.open);
+  EXPECT_LT(motion_error(got.displacement, left, 0.0, 0, 0, -3.0, 1.0), 1e-5);
+  EXPECT_LT(motion_error(got.displacement, right, 0.0, 0, 0, 3.0, 0.5), 1e-5);
+  double sprites = 0;
+  for (int64_t i = 0; i < kSize * kSize; ++i)
+    sprites = std::max(sprites, got.support.value({0, 0, i / kSize, i % kSize}));
+  EXPECT_EQ(sprites, 2.0);
+}
+
+TEST(RigidLayers, ASpriteKeepsItsWholeShapeWhenTheGateFraysOrMissesIt) {
+  const auto square = [](int64_t x, int64_t y) { return in_square(x, y, 10, 10, 8); };
+  Field first;
+  add_motion(first, square, 0.0, 0, 0, 0.0, 0.0);
+  const RigidLayersResult cut = rigid_layers(first.map, first.open);
+  // A later frame: the square moved by (-3, 2) (it reads 3 px right and 2 px up of where it
+  // is), but the gate opens only its top half.
+  const auto moved = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8); };
+  const auto top_half = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8) && y < 16; };
+  Field later;
+  add_motion(later, top_half, 0.0, 0, 0, 3.0, -2.0);
+  const RigidLayersResult got = rigid_layers(later.map, later.open, cut.support);
+  EXPECT_EQ(test::max_abs_diff(got.support, cut.support), 0);
+  EXPECT_LT(motion_error(got.displacement, moved, 0.0, 0, 0, 3.0, -2.0), 1e-5);
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x)
+      if (moved(x, y)) {
+        ASSERT_EQ(got.open.value({0, 0, y, x}), 1.0) << x << "," << y;
+      }
+  // The next frame the gate misses it altogether: it stays where the last map had it.
+  const RigidLayersResult kept =
+      rigid_layers(Tensor::zeros({1, 2, kSize, kSize}), Tensor::zeros({1, 1, kSize, kSize}),
+                   cut.support, got.displacement);
+  EXPECT_EQ(test::max_abs_diff(kept.open, got.open), 0);
+  EXPECT_LT(test::max_abs_diff(kept.displacement, got.displacement), 1e-5);
+  EXPECT_NE(test_support::error_of([&] {
+              rigid_layers(later.map, Tensor::zeros({1, 1, kSize, 8}));
+            }).find("[rigid_layers] expected"),
+            std::string::npos);
+}
+
+TEST(CleanPlate, FillsTheSpritesFromAroundAndKeepsTheRestExactly) {
+  Generator gen(5);
+  Tensor anchor = Tensor::uniform({1, 3, 16, 16}, -1, 1, gen);
+  Tensor support = Tensor::zeros({1, 1, 16, 16});
+  for (int64_t y = 4; y < 9; ++y)
+    for (int64_t x = 3; x < 10; ++x) support.set({0, 0, y, x}, 1.0);
+  const Tensor plate = clean_plate(anchor, support);
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 16; ++y)
+      for (int64_t x = 0; x < 16; ++x)
+        if (support.value({0, 0, y, x}) == 0) {
+          ASSERT_EQ(plate.value({0, c, y, x}), anchor.value({0, c, y, x}));
+        }
+  // A flat background stays flat under the sprite, whatever the sprite's colours were.
+  Tensor flat = Tensor::full({1, 3, 16, 16}, 0.25);
+  for (int64_t y = 4; y < 9; ++y)
+    for (int64_t x = 3; x < 10; ++x) flat.set({0, 1, y, x}, -0.9);
+  EXPECT_LT(test::max_abs_diff(clean_plate(flat, support), Tensor::full({1, 3, 16, 16}, 0.25)),
+            1e-6);
+}
+
+TEST(RigidLayers, ARigidStreamShowsSpritesOverTheCleanPlateAndItsGraphReplaysBitIdentically) {
+  Generator gen(21);
+  const auto holder = test::anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  ASSERT_TRUE(options.rigid_maps);  // the default
+  VideoStream eager(net, NoiseSchedule::cosine(100), first, options);
+  options.graph = true;
+  VideoStream captured(net, NoiseSchedule::cosine(100), first, options);
+  options.graph = false;
+  options.rigid_maps = false;
+  VideoStream free(net, NoiseSchedule::cosine(100), first, options);
+  // The first frame: the network once on the true context, then the sprites cut from its map
+  // and gate, read from the newest first frame over the clean plate.
+  const Tensor got = eager.next();
+  {
+    NoGrad no_grad;
+    const Tensor newest = first.narrow(0, 1, 1).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor input =
+        with_anchor(newest, context_of({first.narrow(0, 0, 1), first.narrow(0, 1, 1)}));
+    const Tensor zero = Tensor::zeros({1, 2, 8, 8});
+    const AnchorMapFrame rigid =
+        sample_anchor_map_frames(net, input, Tensor(), newest, newest, zero, true);
+    EXPECT_EQ(test::max_abs_diff(got, quantize_8bit(rigid.frame)), 0);
+    const Tensor plate = clean_plate(newest, rigid.support);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t y = 0; y < 8; ++y)
+        for (int64_t x = 0; x < 8; ++x)
+          if (rigid.gate.value({0, 0, y, x}) == 0) {
+            ASSERT_EQ(rigid.frame.value({0, c, y, x}), plate.value({0, c, y, x}));
+          }
+    const AnchorMapFrame own =
+        sample_anchor_map_frames(net, input, Tensor(), newest, newest, zero, false);
+    EXPECT_EQ(test::max_abs_diff(free.next(), quantize_8bit(own.frame)), 0);
+  }
+  EXPECT_EQ(test::max_abs_diff(captured.next(), got), 0);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(test::max_abs_diff(captured.next(), eager.next()), 0);
+}
+
+TEST(RigidLayers, ARigidContextRolloutTrainsTheFlowAndGates) {
+  Generator gen(22);
+  const auto holder = test::anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  std::vector<Tensor> window;
+  for (int i = 0; i < 5; ++i)
+    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
+  VideoLossOptions options;
+  options.prediction = Prediction::Direct;
+  options.context_noise_max = 0;
+  options.residual = true;
+  options.free_run_max = 1;
+  options.rigid_context = true;
+  Generator g(0);
+  std::vector<Tensor> shown;
+  const Tensor loss = video_rollout_loss(net, window, options, DType::F32, g, Tensor(), &shown);
+  ASSERT_TRUE(std::isfinite(loss.item<double>()));
+  loss.backward();
+  const Tensor grad = test::parameter(net, "conv_out.weight").grad();
+  ASSERT_TRUE(grad.defined());
+  EXPECT_GT(test::max_abs_diff(grad, Tensor::zeros(grad.shape())), 0);
+  // The contexts it made are what a stream shows: 8-bit levels in [-1, 1].
+  for (const Tensor& frame : shown) EXPECT_EQ(test::max_abs_diff(frame, quantize_8bit(frame)), 0);
+  const auto plain = [&] {
+    UNetVideoConfig c = test::tiny_unet(2);
+    c.motion = true;
+    return std::make_unique<UNetVideo>(c, gen);
+  }();
+  options.rigid_context = true;
+  EXPECT_NE(test_support::error_of([&] {
+              video_rollout_loss(*plain, window, options, DType::F32, g);
+            }).find("rigid context is for anchor-map models"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mixprec::models
