@@ -278,13 +278,40 @@ double psnr(const Tensor& a, const Tensor& b) {
   return 10.0 * std::log10(1.0 / mse);  // on [0, 1]: the same as peak-to-peak 2 on [-1, 1]
 }
 
+void VideoQualityMeter::Sweep::add(const Tensor& unit_planes) {
+  const int64_t n = unit_planes.size(1) * unit_planes.size(2);
+  const double* r = unit_planes.data<double>();
+  if (lo.empty()) {
+    lo.assign(static_cast<std::size_t>(n), std::numeric_limits<double>::infinity());
+    hi.assign(lo.size(), -std::numeric_limits<double>::infinity());
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double luma = 0.299 * r[i] + 0.587 * r[n + i] + 0.114 * r[2 * n + i];
+    lo[static_cast<std::size_t>(i)] = std::min(lo[static_cast<std::size_t>(i)], luma);
+    hi[static_cast<std::size_t>(i)] = std::max(hi[static_cast<std::size_t>(i)], luma);
+  }
+}
+
+double VideoQualityMeter::Sweep::swept() const {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < lo.size(); ++i) count += hi[i] - lo[i] > kSweptSpan ? 1 : 0;
+  return lo.empty() ? 0.0 : static_cast<double>(count) / static_cast<double>(lo.size());
+}
+
 VideoQualityMeter::VideoQualityMeter(int64_t window) : window_(window) {
   MIXPREC_CHECK(window >= 1, "[VideoQualityMeter] window must be >= 1, got ", window);
 }
 
 void VideoQualityMeter::add(const Tensor& generated, const Tensor& real) {
-  auto seen = [&](const Tensor& frame, Tensor& last) {
+  if (frames() > 0 && frames() % window_ == 0) {  // a window is finished
+    swept_generated_.push_back(sweep_generated_.swept());
+    swept_real_.push_back(sweep_real_.swept());
+    sweep_generated_ = {};
+    sweep_real_ = {};
+  }
+  auto seen = [&](const Tensor& frame, Tensor& last, Sweep& sweep) {
     const Tensor f = unit_planes(frame, "VideoQualityMeter");
+    sweep.add(f);
     Seen s;
     s.measures = measure_frame(frame);
     if (last.defined()) {
@@ -301,7 +328,8 @@ void VideoQualityMeter::add(const Tensor& generated, const Tensor& real) {
     s.features.assign(feat.data<double>(), feat.data<double>() + FrameEncoder::kDim);
     return s;
   };
-  Seen g = seen(generated, last_generated_), r = seen(real, last_real_);
+  Seen g = seen(generated, last_generated_, sweep_generated_),
+       r = seen(real, last_real_, sweep_real_);
   psnr_.push_back(std::min(100.0, psnr(generated, real)));
   generated_.push_back(std::move(g));
   real_.push_back(std::move(r));
@@ -376,6 +404,10 @@ VideoQualityReport VideoQualityMeter::report() const {
       w.real_change /= static_cast<double>(changes);
     }
     if (w.last - w.first >= 2) w.kid = kernel_inception_distance(gf, rf);
+    const auto index = static_cast<std::size_t>(first / window_);
+    const bool finished = index < swept_generated_.size();
+    w.swept = finished ? swept_generated_[index] : sweep_generated_.swept();
+    w.real_swept = finished ? swept_real_[index] : sweep_real_.swept();
     r.windows.push_back(std::move(w));
   }
   return r;
@@ -404,6 +436,12 @@ QualityVerdict judge(const WindowQuality& w, double tolerance) {
   if (w.last - w.first >= 2 && (w.change < 0.5 * w.real_change || w.change > 2 * w.real_change)) {
     std::snprintf(line, sizeof line, "change %.4g vs real %.4g (%s)", w.change, w.real_change,
                   w.change < w.real_change ? "frozen: under half" : "flicker: over twice");
+    v.failures.emplace_back(line);
+  }
+  if (w.last - w.first >= kMinSweptFrames && w.swept < kMinSweptRatio * w.real_swept) {
+    std::snprintf(line, sizeof line,
+                  "swept %.0f%% of the frame vs real %.0f%% (shapes stay where they are)",
+                  100 * w.swept, 100 * w.real_swept);
     v.failures.emplace_back(line);
   }
   if (w.kid && *w.kid > kMaxKid) {
@@ -454,7 +492,8 @@ std::string quality_report_json(const VideoQualityReport& r) {
     o << (i ? ", " : "") << "{\"first\": " << w.first << ", \"last\": " << w.last
       << ", \"generated\": " << measures_json(w.generated)
       << ", \"real\": " << measures_json(w.real) << ", \"change\": " << number(w.change)
-      << ", \"real_change\": " << number(w.real_change) << ", \"kid\": " << number(w.kid)
+      << ", \"real_change\": " << number(w.real_change) << ", \"swept\": " << number(w.swept)
+      << ", \"real_swept\": " << number(w.real_swept) << ", \"kid\": " << number(w.kid)
       << ", \"alive\": " << (v.pass ? "true" : "false") << "}";
   }
   o << "]}";
@@ -474,16 +513,16 @@ std::string quality_report_text(const VideoQualityReport& r) {
                 db(r.psnr_first_10).c_str(), db(r.psnr_first_25).c_str());
   o << line
     << "frames     | sharpness gen/real | colourful gen/real | contrast gen/real | "
-       "change gen/real  | shapes gen/real | KID      | alive\n";
+       "change gen/real  | swept gen/real | shapes gen/real | KID      | alive\n";
   for (const WindowQuality& w : r.windows) {
     const QualityVerdict v = judge(w);
     std::snprintf(line, sizeof line,
                   "%4lld-%-5lld | %7.4f / %-8.4f | %6.1f / %-9.1f | %6.4f / %-8.4f | %6.4f / "
-                  "%-7.4f | %5.2f / %-7.2f | %-8s | %s\n",
+                  "%-7.4f | %5.2f / %-6.2f | %5.2f / %-7.2f | %-8s | %s\n",
                   static_cast<long long>(w.first), static_cast<long long>(w.last),
                   w.generated.sharpness, w.real.sharpness, w.generated.colourfulness,
                   w.real.colourfulness, w.generated.contrast, w.real.contrast, w.change,
-                  w.real_change, w.generated.shapes, w.real.shapes, kid(w.kid).c_str(),
+                  w.real_change, w.swept, w.real_swept, w.generated.shapes, w.real.shapes, kid(w.kid).c_str(),
                   v.pass ? "yes" : "no");
     o << line;
     for (const std::string& f : v.failures) o << "           " << f << "\n";

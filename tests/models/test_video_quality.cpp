@@ -7,6 +7,7 @@
 #include "mixprec/io/json.h"
 #include "mixprec/models/video_diffusion.h"
 #include "mixprec/models/video_quality.h"
+#include "mixprec/ops/functional.h"
 #include "support/error_of.h"
 
 namespace mixprec::models {
@@ -145,6 +146,38 @@ TEST(VideoQualityMeter, AFrozenOrBlurredStreamIsNotAlive) {
   EXPECT_FALSE(s.pass);
   EXPECT_NE(s.failures[0].find("sharpness"), std::string::npos) << s.failures[0];
   EXPECT_LT(*soft.psnr_first_10, 35);
+}
+
+// Shapes that wobble in place change every frame as travelling ones do but sweep little of the
+// frame: the true frames sweep what they sweep; the first frame shifted by a pixel back and
+// forth, as much change per frame as the true frames, fails on the area swept alone.
+TEST(VideoQualityMeter, ShapesWobblingInPlaceFailOnTheAreaTheySweep) {
+  const VideoQualityReport real = report_of(
+      100, [](const data::MovingShapes& ds, int64_t t) { return quantize_8bit(ds.frame(held_out(7), t)); },
+      100);
+  EXPECT_EQ(real.windows[0].swept, real.windows[0].real_swept);
+  EXPECT_GT(real.windows[0].real_swept, 0.15);  // shapes travel across a good part of the frame
+  const VideoQualityReport wobbling = report_of(
+      100,
+      [](const data::MovingShapes& ds, int64_t t) {
+        const Tensor first = quantize_8bit(ds.frame(held_out(7), 0));
+        // Shifted every third frame: as much change per frame as the real stream.
+        return (t / 3) % 2 == 0 ? first : cat({first.narrow(2, 1, 63), first.narrow(2, 63, 1)}, 2);
+      },
+      100);
+  const QualityVerdict v = judge(wobbling.windows[0]);
+  ASSERT_EQ(v.failures.size(), 1u) << quality_report_text(wobbling);
+  EXPECT_NE(v.failures[0].find("swept"), std::string::npos) << v.failures[0];
+  EXPECT_LT(wobbling.windows[0].swept, 0.5 * wobbling.windows[0].real_swept);
+  // A short window is not judged on it.
+  EXPECT_TRUE(judge(report_of(
+                        8,
+                        [](const data::MovingShapes& ds, int64_t) {
+                          return quantize_8bit(ds.frame(held_out(7), 0));
+                        },
+                        8)
+                        .windows[0])
+                  .failures.size() == 1);  // the change, not the sweep
 }
 
 // The KID bound: the real frames of a later window pass (shapes elsewhere, the same video), the

@@ -78,6 +78,10 @@ struct WindowQuality {
   int64_t first = 0, last = 0;
   FrameMeasures generated, real;
   double change = 0, real_change = 0;  // mean |frame(t) - frame(t-1)| on [0, 1] values
+  // The fraction of pixels whose luminance spans more than kSweptSpan over the window: how much
+  // of the frame the shapes travel across. Shapes that wobble in place change every frame as
+  // much as travelling ones, but sweep a fraction of the area.
+  double swept = 0, real_swept = 0;
   std::optional<double> kid;
 };
 
@@ -109,12 +113,22 @@ class VideoQualityMeter {
   std::vector<Seen> generated_, real_;
   std::vector<double> psnr_;
   Tensor last_generated_, last_real_;
+  // Per-pixel luminance range of the current window's frames.
+  struct Sweep {
+    std::vector<double> lo, hi;
+    void add(const Tensor& unit_planes);
+    double swept() const;  // WindowQuality::swept
+  };
+  Sweep sweep_generated_, sweep_real_;
+  std::vector<double> swept_generated_, swept_real_;  // of the finished windows
 };
 
 // The targets of a living stream for one window (issue #12): sharpness, colourfulness and
 // contrast within 30% of the real frames', consecutive frames changing between half and twice as
 // much as the real ones (moving, neither frozen nor flickering), and the mean shape count within
-// 1 of the real frames'; and, beyond the issue's list, no colour drift: the distance of the mean
+// 1 of the real frames'; and, beyond the issue's list, shapes that travel (the area swept over a
+// window of at least kMinSweptFrames at least kMinSweptRatio of the real one's), no colour drift:
+// the distance of the mean
 // RGB colours at most kMaxColourDrift (a wash can keep its contrast and colourfulness), and a KID
 // against the real frames of at most kMaxKid. Calibrated on five held-out videos: the real frames
 // of a later window of the same video score 5e-6 to 1.4e-4 against the window's (shapes in other
@@ -123,6 +137,11 @@ class VideoQualityMeter {
 // 6.4e-4. The measures above pass mangled shapes whose outlines are sharp; the distribution of
 // the frames does not.
 inline constexpr double kMaxColourDrift = 0.1;  // [0, 1] units
+inline constexpr double kSweptSpan = 0.1;        // luminance, [0, 1] units
+// A window of at least kMinSweptFrames frames must sweep at least kMinSweptRatio of the area the
+// real frames sweep over it.
+inline constexpr int64_t kMinSweptFrames = 10;
+inline constexpr double kMinSweptRatio = 0.5;
 inline constexpr double kMaxKid = 3e-4;
 struct QualityVerdict {
   bool pass = false;
