@@ -281,6 +281,9 @@ class RigidLayers {
 
   // Regions: 4-connected open pixels whose neighbours read anchor points 1 +- 0.75 px apart (a
   // rigid map keeps distances however far it has turned; two shapes crossing read far apart).
+  // One of fewer than kMinRegion pixels (a scrap of an outline the gate opened on its own) cuts
+  // no sprite and moves none.
+  static constexpr std::size_t kMinRegion = 8;
   void find_regions() {
     region_of_.assign(static_cast<std::size_t>(n_), -1);
     std::vector<int64_t> stack;
@@ -313,6 +316,7 @@ class RigidLayers {
   void make_support(float* support) const {
     std::vector<uint8_t> hit(static_cast<std::size_t>(n_), 0), grown(hit.size(), 0);
     for (const std::vector<int64_t>& region : regions_) {
+      if (region.size() < kMinRegion) continue;
       const Rigid r = robust_fit(region);
       for (const int64_t i : region)
         if (const int64_t q = nearest(r, i); q >= 0) hit[static_cast<std::size_t>(q)] = 1;
@@ -355,6 +359,7 @@ class RigidLayers {
     std::vector<std::vector<int64_t>> members(static_cast<std::size_t>(sprites) + 1);
     std::vector<int64_t> sprite_of_region(regions_.size(), 0);
     for (std::size_t k = 0; k < regions_.size(); ++k) {
+      if (regions_[k].size() < kMinRegion) continue;
       const Rigid r = robust_fit(regions_[k]);
       std::vector<int64_t> votes(static_cast<std::size_t>(sprites) + 1, 0);
       for (const int64_t i : regions_[k])
@@ -440,7 +445,16 @@ Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
       const float* cover = k.in(1).data<float>() + i * n;
       float* plate = k.out(0).data<float>() + i * c * n;
       std::copy(in, in + c * n, plate);
-      for (int64_t j = 0; j < n; ++j) known[static_cast<std::size_t>(j)] = cover[j] == 0;
+      // Unknown: the sprites and a pixel around them (what of a shape's anti-aliased outline or
+      // thin tips its sprite left out would otherwise stay behind, still, where the shape was).
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t y = j / w, x = j % w;
+        bool near = false;
+        for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h - 1); ++yy)
+          for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w - 1); ++xx)
+            near |= cover[yy * w + xx] != 0;
+        known[static_cast<std::size_t>(j)] = !near;
+      }
       // Peel the unknown pixels from outside in: each becomes the mean of its known
       // 8-neighbours (those known before this peel), until none is left.
       for (bool left = true; left;) {

@@ -154,16 +154,20 @@ TEST(CleanPlate, FillsTheSpritesFromAroundAndKeepsTheRestExactly) {
   for (int64_t y = 4; y < 9; ++y)
     for (int64_t x = 3; x < 10; ++x) support.set({0, 0, y, x}, 1.0);
   const Tensor plate = clean_plate(anchor, support);
+  // More than a pixel from the sprite, the anchor exactly; within, filled.
   for (int64_t c = 0; c < 3; ++c)
     for (int64_t y = 0; y < 16; ++y)
       for (int64_t x = 0; x < 16; ++x)
-        if (support.value({0, 0, y, x}) == 0) {
+        if (!(y >= 3 && y < 10 && x >= 2 && x < 11)) {
           ASSERT_EQ(plate.value({0, c, y, x}), anchor.value({0, c, y, x}));
         }
-  // A flat background stays flat under the sprite, whatever the sprite's colours were.
+  EXPECT_NE(plate.value({0, 0, 3, 2}), anchor.value({0, 0, 3, 2}));
+  // A flat background stays flat under the sprite, whatever the sprite's colours were, and a
+  // pixel of its outline the sprite left out goes too.
   Tensor flat = Tensor::full({1, 3, 16, 16}, 0.25);
   for (int64_t y = 4; y < 9; ++y)
     for (int64_t x = 3; x < 10; ++x) flat.set({0, 1, y, x}, -0.9);
+  flat.set({0, 2, 9, 5}, 0.6);
   EXPECT_LT(test::max_abs_diff(clean_plate(flat, support), Tensor::full({1, 3, 16, 16}, 0.25)),
             1e-6);
 }

@@ -196,7 +196,8 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 // sprite, 0 for none; undefined on a stream's first frame, which makes it).
 //   - Regions: 4-connected open pixels whose neighbours read anchor points about a pixel apart (a
 //     rigid map keeps distances however far it has turned; two shapes crossing read points far
-//     apart and stay two regions).
+//     apart and stay two regions). Regions of fewer than 8 pixels (scraps of outline) are left
+//     out.
 //   - Sprites (first frame): where the regions read in the anchor, grown by a pixel (the
 //     anti-aliased outline), as 8-connected components.
 //   - Each sprite moves by the rotation and translation that fit the maps of the regions reading
@@ -209,9 +210,11 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 // rigidly (they translate and spin), so the network's flow and gates decide how each moves, and
 // the shape itself is the anchor's. Not differentiable (a stream's sampling step, not training's).
 // The anchor without its sprites: anchor [B, C, H, W], support [B, 1, H, W] (rigid_layers) ->
-// the anchor where support is 0, and under each sprite the background filled in from around it
-// (peeled from the outside in: each pixel the mean of its already known 8-neighbours). What a
-// rigid stream shows where no sprite is.
+// the anchor more than a pixel away from every sprite, and under each sprite and the pixel
+// around it the background filled in from around (peeled from the outside in: each pixel the
+// mean of its already known 8-neighbours; the extra pixel takes away what of a shape's outline
+// its sprite left out, which would stay behind, still). What a rigid stream shows where no
+// sprite is.
 Tensor clean_plate(const Tensor& anchor, const Tensor& support);
 
 struct RigidLayersResult {
