@@ -440,6 +440,7 @@ Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
     const int64_t b = k.out(0).size(0), c = k.out(0).size(1), h = k.out(0).size(2),
                   w = k.out(0).size(3), n = h * w;
     std::vector<uint8_t> known(static_cast<std::size_t>(n)), next;
+    std::vector<double> sum(static_cast<std::size_t>(c));
     for (int64_t i = 0; i < b; ++i) {
       const float* in = k.in(0).data<float>() + i * c * n;
       const float* cover = k.in(1).data<float>() + i * n;
@@ -464,7 +465,7 @@ Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
           if (known[static_cast<std::size_t>(j)]) continue;
           const int64_t y = j / w, x = j % w;
           int64_t count = 0;
-          std::vector<double> sum(static_cast<std::size_t>(c), 0.0);
+          std::fill(sum.begin(), sum.end(), 0.0);
           for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h - 1); ++yy)
             for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w - 1); ++xx) {
               if (!known[static_cast<std::size_t>(yy * w + xx)]) continue;
@@ -528,7 +529,7 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
 
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& last, const Tensor& displacement, bool rigid,
-                                const Tensor& support) {
+                                const Tensor& support, const Tensor& plate) {
   const int64_t channels = anchor.size(1);
   MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 4 &&
                     last.shape() == anchor.shape() &&
@@ -565,27 +566,30 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
   // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the
   // anchor in place or the last frame in place.
   const Tensor source = anchor.to(DType::F32);
-  if (rigid)
-    return {.frame = add(mul(warp(source, composed), open),
-                         mul(clean_plate(source, sprites), sub(1.0, open))),
+  if (rigid) {
+    const Tensor background = plate.defined() ? plate : clean_plate(source, sprites);
+    return {.frame = add(mul(warp(source, composed), open), mul(background, sub(1.0, open))),
             .displacement = composed,
             .gate = open,
-            .support = sprites};
+            .support = sprites,
+            .plate = background};
+  }
   const Tensor still = add(mul(source, in_place), mul(last.to(DType::F32), sub(1.0, in_place)));
   const Tensor read = add(mul(warp(source, composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
-  return {.frame = frame, .displacement = composed, .gate = open, .support = sprites};
+  return {.frame = frame, .displacement = composed, .gate = open, .support = {}, .plate = {}};
 }
 
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
                                         const Tensor& last, const Tensor& displacement,
-                                        bool rigid, const Tensor& support) {
+                                        bool rigid, const Tensor& support,
+                                        const Tensor& plate) {
   MIXPREC_CHECK(model.config().anchor_map, "[sample_anchor_map_frames] not an anchor-map model");
   NoGrad no_grad;
   AnchorMapFrame next = anchor_map_frame(
       direct_forward(model, context, context_sigma, model.config().frame_channels), anchor, last,
-      displacement, rigid, support);
+      displacement, rigid, support, plate);
   next.frame = clamp(next.frame, -1.0, 1.0);
   return next;
 }
@@ -733,7 +737,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   std::vector<Tensor> frames;  // the context as a stream's viewer would see it, oldest first
   // displacement: the map the next frame composes with; map_error_of: the one the loss grades
   // (the same, except with a rigid context: then the network's own composition of the frame).
-  Tensor sigma, anchor_input, displacement, sprites, map_error_of;
+  Tensor sigma, anchor_input, displacement, sprites, plate, map_error_of;
   {
     NoGrad no_grad;
     if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
@@ -777,8 +781,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       if (options.rigid_context) {
         NoGrad no_grad;
         const AnchorMapFrame rigid = anchor_map_frame(out.detach(), anchor_input, frames.back(),
-                                                      displacement, true, sprites);
+                                                      displacement, true, sprites, plate);
         sprites = rigid.support;
+        plate = rigid.plate;
         shown_frame = quantize_8bit(clamp(rigid.frame, -1.0, 1.0)).contiguous(cl);
         map_error_of = rendered.displacement;  // graded: the network's own composition
         displacement = rigid.displacement;

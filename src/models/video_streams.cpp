@@ -138,18 +138,25 @@ Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const T
   const bool rigid = options_.rigid_maps;
   auto sample = [&model = model_, rigid](const std::vector<Tensor>& in) {
     const AnchorMapFrame next =
-        sample_anchor_map_frames(model, in[0], in[1], in[2], in[3], in[4], rigid, in[5]);
+        sample_anchor_map_frames(model, in[0], in[1], in[2], in[3], in[4], rigid, in[5], in[6]);
     std::vector<Tensor> out{next.frame, next.displacement};
-    if (rigid) out.push_back(next.support);
+    if (rigid && !in[5].defined()) {  // the first frame: the sprites and plate it made
+      out.push_back(next.support);
+      out.push_back(next.plate);
+    }
     return out;
   };
   const std::vector<Tensor> inputs{context,     sigma,         map_source_,
-                                   last_shown_, displacement_, rigid ? sprites_ : Tensor()};
+                                   last_shown_, displacement_, rigid ? sprites_ : Tensor(),
+                                   rigid ? plate_ : Tensor()};
   // The first rigid frame cuts the sprites, and is not what later frames replay.
   if (!options_.graph || (rigid && !sprites_.defined())) {
     const std::vector<Tensor> out = sample(inputs);
     displacement_ = out[1];
-    if (rigid) sprites_ = out[2];
+    if (rigid && !sprites_.defined()) {
+      sprites_ = out[2];
+      plate_ = out[3];
+    }
     return out[0];
   }
   if (sampler_graph_ == nullptr) {

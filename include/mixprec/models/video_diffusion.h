@@ -180,15 +180,18 @@ struct AnchorMapFrame {
   Tensor displacement;  // d' [B, 2, H, W] f32
   Tensor gate;          // [B, 1, H, W] f32: 1 where the map is open, else 0
   Tensor support;       // with `rigid`: the sprites (rigid_layers), else undefined
+  Tensor plate;         // with `rigid`: the clean plate (clean_plate), else undefined
 };
 // With `rigid` (no gradient), the map and the open gate are rigid_layers(d', open, support,
 // displacement)'s, and the frame is only the sprites over the clean plate:
-//   frame = open · warp(anchor, d') + (1 - open) · clean_plate(anchor, support)
+//   frame = open · warp(anchor, d') + (1 - open) · plate
+// where plate is clean_plate(anchor, support), made when `plate` is undefined (a stream's first
+// frame; later frames pass the one it made)
 // (no change painted, no gate for the anchor in place, no copy of `last`: a frame is made of the
 // anchor alone, so nothing a frame gets wrong is carried into the next).
 AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& last, const Tensor& displacement, bool rigid = false,
-                                const Tensor& support = Tensor());
+                                const Tensor& support = Tensor(), const Tensor& plate = Tensor());
 
 // An anchor map and its open gate made rigid: each moving shape a sprite cut once from the
 // anchor and moved as one rigid body. displacement [B, 2, H, W] f32 (d'), open [B, 1, H, W] (1
@@ -229,7 +232,8 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
                                         const Tensor& context_sigma, const Tensor& anchor,
                                         const Tensor& last, const Tensor& displacement,
-                                        bool rigid = false, const Tensor& support = Tensor());
+                                        bool rigid = false, const Tensor& support = Tensor(),
+                                        const Tensor& plate = Tensor());
 
 // frames [B, 3, H, W] in [-1, 1] -> the same frames restored by `restorer` (a direct residual
 // model with one context frame, `video train --restorer`): frames + 2 * its change, clamped to

@@ -94,7 +94,8 @@ class BatchedVideoStream {
   // anchors, 8-bit values in f32: exactly what training reads) and the last frames shown (f32,
   // what its still pixels copy); else undefined.
   Tensor displacement_, map_source_, last_shown_;
-  Tensor sprites_;  // options_.rigid_maps: the stream's sprites (rigid_layers), once cut
+  // options_.rigid_maps: the stream's sprites (rigid_layers) and clean plate, made once.
+  Tensor sprites_, plate_;
   int64_t index_ = 0;
   // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames (an
   // anchor-map model's: (context, sigma, anchor, map) -> frames, map), made for the options in
