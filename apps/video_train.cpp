@@ -123,7 +123,7 @@ int video_train(Args args, const Communicator& world) {
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
   bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
-       degrade_each_frame = false, anchor_map = false, rigid_context = false;
+       degrade_each_frame = false, anchor_map = false, rigid_context = false, flow_input = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -191,6 +191,10 @@ int video_train(Args args, const Communicator& world) {
          "anchor (the newest real frame a stream starts from) through a map composed with each "
          "frame's flow, so warping never blurs a frame twice (implies --motion and --anchor; "
          "docs/VIDEO.md)");
+  p.flag("--flow-input", &flow_input,
+         "anchor-map models: the flow predicted for the previous frame is an input, so a motion "
+         "continues instead of being measured anew from the frames each time (docs/VIDEO.md; "
+         "--init from a model without it starts from its weights)");
   p.flag("--rigid-context", &rigid_context,
          "anchor-map models: each unrolled frame becomes the next context as a stream shows it, "
          "its shapes rigid sprites cut from the anchor (video generate's default; docs/VIDEO.md)");
@@ -273,6 +277,7 @@ int video_train(Args args, const Communicator& world) {
   }
   if (rigid_context && !anchor_map)
     throw UsageError{"video train: --rigid-context needs --anchor-map"};
+  if (flow_input && !anchor_map) throw UsageError{"video train: --flow-input needs --anchor-map"};
   if (!(map_supervision >= 0) || (map_supervision > 0 && !anchor_map))
     throw UsageError{"video train: --map-supervision must be >= 0 and needs --anchor-map"};
   if (anchor && !direct)
@@ -311,6 +316,7 @@ int video_train(Args args, const Communicator& world) {
   config.anchor_frame = anchor;
   config.motion = motion;
   config.anchor_map = anchor_map;
+  config.flow_input = flow_input;
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
@@ -331,7 +337,11 @@ int video_train(Args args, const Communicator& world) {
     if (from.config.anchor_map && !anchor_map)
       throw UsageError{"video train: --init " + init_from +
                        " holds an anchor-map model: pass --anchor-map"};
-    if (anchor == from.config.anchor_frame && motion == from.config.motion)
+    if (from.config.flow_input && !flow_input)
+      throw UsageError{"video train: --init " + init_from +
+                       " holds a model with a flow input: pass --flow-input"};
+    if (anchor == from.config.anchor_frame && motion == from.config.motion &&
+        flow_input == from.config.flow_input)
       model.load_state_dict(source->state_dict());
     else
       models::load_extending(model, *source);
@@ -366,6 +376,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"anchor-map", anchor_map ? "1" : "0"},
                                 {"map-supervision", exact_text(map_supervision)},
                                 {"rigid-context", rigid_context ? "1" : "0"},
+                                {"flow-input", flow_input ? "1" : "0"},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},

@@ -146,6 +146,8 @@ void check_config(const UNetVideoConfig& c) {
   MIXPREC_CHECK(!c.anchor_map || (c.motion && c.anchor_frame),
                 "[UNetVideo] an anchor map needs a motion model with an anchor frame ('", c.name,
                 "')");
+  MIXPREC_CHECK(!c.flow_input || c.anchor_map,
+                "[UNetVideo] a flow input is for anchor-map models ('", c.name, "')");
 }
 
 }  // namespace
@@ -161,7 +163,7 @@ UNetVideo::UNetVideo(UNetVideoConfig config, Generator& gen) : config_(std::move
   time_fc2_ =
       register_module("time_fc2", std::make_shared<nn::Linear>(time_dim, time_dim, true, gen));
   conv_in_ = register_module("conv_in",
-                             std::make_shared<nn::Conv2d>((1 + c.input_frames()) * c.frame_channels, base, 3,
+                             std::make_shared<nn::Conv2d>(c.frame_channels + c.context_channels(), base, 3,
                                                           Conv2dParams{.padding = 1}, true, gen));
   std::vector<int64_t> skip_channels = {base};
   int64_t ch = base;
@@ -226,11 +228,12 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
   const auto levels = static_cast<int64_t>(c.channel_mults.size());
   MIXPREC_CHECK(x_t.dim() == 4 && context.dim() == 4 && x_t.size(1) == c.frame_channels &&
                     context.size(0) == x_t.size(0) &&
-                    context.size(1) == c.input_frames() * c.frame_channels &&
+                    context.size(1) == c.context_channels() &&
                     context.size(2) == x_t.size(2) && context.size(3) == x_t.size(3),
                 "[UNetVideo] expected x_t [B, ", c.frame_channels, ", H, W] and context [B, ",
-                c.input_frames() * c.frame_channels, ", H, W] (", c.context_frames,
-                " frames", c.anchor_frame ? " after the anchor" : "", "), got ", shape_to_string(x_t.shape()), " and ",
+                c.context_channels(), ", H, W] (", c.context_frames, " frames",
+                c.anchor_frame ? " after the anchor" : "", c.flow_input ? ", then the flow" : "",
+                "), got ", shape_to_string(x_t.shape()), " and ",
                 shape_to_string(context.shape()));
   const int64_t factor = int64_t{1} << (levels - 1);
   MIXPREC_CHECK(x_t.size(2) % factor == 0 && x_t.size(3) % factor == 0, "[UNetVideo] frame size ",
@@ -308,7 +311,7 @@ double UNetVideo::gflop_per_forward(int64_t height, int64_t width) const {
     flop += 2.0 * static_cast<double>(2 * pixels * pixels * ch);  // scores and weighted sum
   };
   int64_t pixels = height * width, ch = base;
-  conv((1 + c.input_frames()) * c.frame_channels, base, 3, pixels);
+  conv(c.frame_channels + c.context_channels(), base, 3, pixels);
   std::vector<int64_t> skip_channels = {base};
   for (int64_t l = 0; l < levels; ++l) {
     const int64_t out = base * c.channel_mults[static_cast<std::size_t>(l)];
@@ -372,11 +375,13 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
   const UNetVideoConfig& from = source.config();
   const bool adds_anchor = c.anchor_frame && !from.anchor_frame;
   const bool adds_motion = c.motion && !from.motion;
+  const bool adds_flow_input = c.flow_input && !from.flow_input;
   UNetVideoConfig expected = from;
   expected.anchor_frame = c.anchor_frame;
   expected.motion = c.motion;
-  MIXPREC_CHECK((adds_anchor || adds_motion) && c.anchor_frame >= from.anchor_frame &&
-                    c.motion >= from.motion && c.name == expected.name &&
+  MIXPREC_CHECK((adds_anchor || adds_motion || adds_flow_input) &&
+                    c.anchor_frame >= from.anchor_frame && c.motion >= from.motion &&
+                    c.flow_input >= from.flow_input && c.name == expected.name &&
                     c.frame_channels == expected.frame_channels &&
                     c.base_channels == expected.base_channels &&
                     c.channel_mults == expected.channel_mults &&
@@ -387,7 +392,8 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
                     c.context_noise_level == expected.context_noise_level,
                 "[load_extending] expected a model of the source's configuration ('", from.name,
                 "', ", from.context_frames,
-                " context frames) that adds an anchor frame or a motion output to it");
+                " context frames) that adds an anchor frame, a motion output or a flow input to "
+                "it");
   const int64_t fc = c.frame_channels;
   // Zero rows (dim 0) or columns (dim 1) of `count` inserted at `at` into a weight.
   auto insert_zeros = [](const Tensor& t, int64_t dim, int64_t at, int64_t count) {
@@ -405,6 +411,9 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
     // conv_in [O, (1 + K) * C, 3, 3] -> [O, (2 + K) * C, 3, 3]: the anchor comes after the
     // noisy frame and before the context frames.
     if (adds_anchor && name == "conv_in.weight") tensor = insert_zeros(tensor, 1, fc, fc);
+    // ... and the previous flow after everything: [O, (1 + F) * C + 2, 3, 3].
+    if (adds_flow_input && name == "conv_in.weight")
+      tensor = insert_zeros(tensor, 1, tensor.size(1), 2);
     // conv_out [C, ch, 3, 3] and [C] -> [C + 2, ...]: the flow comes after the frame.
     if (adds_motion && (name == "conv_out.weight" || name == "conv_out.bias"))
       tensor = insert_zeros(tensor, 0, fc, 2);

@@ -571,13 +571,19 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
     return {.frame = add(mul(warp(source, composed), open), mul(background, sub(1.0, open))),
             .displacement = composed,
             .gate = open,
+            .flow = flow,
             .support = sprites,
             .plate = background};
   }
   const Tensor still = add(mul(source, in_place), mul(last.to(DType::F32), sub(1.0, in_place)));
   const Tensor read = add(mul(warp(source, composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));
-  return {.frame = frame, .displacement = composed, .gate = open, .support = {}, .plate = {}};
+  return {.frame = frame,
+          .displacement = composed,
+          .gate = open,
+          .flow = flow,
+          .support = {},
+          .plate = {}};
 }
 
 AnchorMapFrame sample_anchor_map_frames(UNetVideo& model, const Tensor& context,
@@ -694,6 +700,11 @@ Tensor with_anchor(const Tensor& anchor, const Tensor& context) {
   return cat({anchor.to(context.dtype()), context}, 1).contiguous(MemoryFormat::ChannelsLast);
 }
 
+Tensor with_flow(const Tensor& context, const Tensor& flow) {
+  if (!flow.defined()) return context;
+  return cat({context, flow.to(context.dtype())}, 1).contiguous(MemoryFormat::ChannelsLast);
+}
+
 Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen,
                           const Tensor& anchor, std::vector<Tensor>* shown) {
@@ -738,6 +749,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   // displacement: the map the next frame composes with; map_error_of: the one the loss grades
   // (the same, except with a rigid context: then the network's own composition of the frame).
   Tensor sigma, anchor_input, displacement, sprites, plate, map_error_of;
+  Tensor previous_flow;  // Config::flow_input: the last step's flow (zero before the first)
   {
     NoGrad no_grad;
     if (anchor.defined()) anchor_input = quantize_8bit(anchor).contiguous(cl);
@@ -745,6 +757,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       anchor_input = quantize_8bit(window[first + k - 1].to(DType::F32)).contiguous(cl);
       displacement = Tensor::zeros({batch, 2, window[0].size(2), window[0].size(3)}, DType::F32,
                                    cl);
+      if (model.config().flow_input) previous_flow = displacement;
     }
     const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
     const std::vector<Tensor> true_frames(begin, begin + static_cast<std::ptrdiff_t>(k));
@@ -769,7 +782,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
-    input = with_anchor(anchor_input, input);
+    input = with_flow(with_anchor(anchor_input, input), previous_flow);
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     Step made{.raw = Tensor(),
               .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor(),
@@ -778,6 +791,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     if (anchor_map) {
       AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, frames.back(), displacement);
       made.raw = rendered.frame;
+      if (previous_flow.defined()) previous_flow = rendered.flow.detach().contiguous(cl);
       if (options.rigid_context) {
         NoGrad no_grad;
         const AnchorMapFrame rigid = anchor_map_frame(out.detach(), anchor_input, frames.back(),

@@ -57,6 +57,7 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
     last_shown_ = map_source_;
     displacement_ = Tensor::zeros({streams(), 2, context_.size(2), context_.size(3)}, DType::F32,
                                   MemoryFormat::ChannelsLast);
+    if (model.config().flow_input) previous_flow_ = displacement_;
   }
 }
 
@@ -139,23 +140,28 @@ Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const T
   auto sample = [&model = model_, rigid](const std::vector<Tensor>& in) {
     const AnchorMapFrame next =
         sample_anchor_map_frames(model, in[0], in[1], in[2], in[3], in[4], rigid, in[5], in[6]);
-    std::vector<Tensor> out{next.frame, next.displacement};
+    std::vector<Tensor> out{next.frame, next.displacement, next.flow};
     if (rigid && !in[5].defined()) {  // the first frame: the sprites and plate it made
       out.push_back(next.support);
       out.push_back(next.plate);
     }
     return out;
   };
-  const std::vector<Tensor> inputs{context,     sigma,         map_source_,
-                                   last_shown_, displacement_, rigid ? sprites_ : Tensor(),
+  const std::vector<Tensor> inputs{with_flow(context, previous_flow_),
+                                   sigma,
+                                   map_source_,
+                                   last_shown_,
+                                   displacement_,
+                                   rigid ? sprites_ : Tensor(),
                                    rigid ? plate_ : Tensor()};
   // The first rigid frame cuts the sprites, and is not what later frames replay.
   if (!options_.graph || (rigid && !sprites_.defined())) {
     const std::vector<Tensor> out = sample(inputs);
     displacement_ = out[1];
+    if (previous_flow_.defined()) previous_flow_ = out[2].contiguous(MemoryFormat::ChannelsLast);
     if (rigid && !sprites_.defined()) {
-      sprites_ = out[2];
-      plate_ = out[3];
+      sprites_ = out[3];
+      plate_ = out[4];
     }
     return out[0];
   }
@@ -165,8 +171,9 @@ Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const T
     sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, capture);
   }
   const std::vector<Tensor> out = (*sampler_graph_)(inputs);
-  // Both live in the graph's arena until the next replay, which reads the map: copy them out.
+  // They live in the graph's arena until the next replay, which reads the map: copy them out.
   displacement_ = out[1].clone();
+  if (previous_flow_.defined()) previous_flow_ = out[2].contiguous(MemoryFormat::ChannelsLast).clone();
   return out[0].clone();
 }
 

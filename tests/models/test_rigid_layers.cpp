@@ -249,3 +249,92 @@ TEST(RigidLayers, ARigidContextRolloutTrainsTheFlowAndGates) {
 
 }  // namespace
 }  // namespace mixprec::models
+
+namespace mixprec::models {
+namespace {
+
+// The same anchor-map network with a flow input: extended from `source` (zero weights for the
+// flow's input channels), then, with `perturb`, those weights made random.
+std::unique_ptr<UNetVideo> with_flow_input(const UNetVideo& source, Generator& gen, bool perturb) {
+  UNetVideoConfig c = source.config();
+  c.flow_input = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  load_extending(*net, source);
+  if (perturb) {
+    Tensor w = test::parameter(*net, "conv_in.weight");
+    const int64_t first = w.size(1) - 2;
+    w.narrow(1, first, 2).copy_(Tensor::uniform({w.size(0), 2, w.size(2), w.size(3)}, -0.5, 0.5, gen));
+  }
+  return net;
+}
+
+TEST(FlowInput, ExtendingAModelAddsZeroWeightsSoItComputesWhatTheSourceDid) {
+  Generator gen(31);
+  const auto source = test::anchor_map_net(gen);
+  const auto extended = with_flow_input(*source, gen, false);
+  EXPECT_EQ(extended->config().context_channels(), source->config().context_channels() + 2);
+  NoGrad no_grad;
+  const Tensor context = Tensor::uniform({1, 9, 8, 8}, -1, 1, gen).contiguous(MemoryFormat::ChannelsLast);
+  const Tensor flow = Tensor::uniform({1, 2, 8, 8}, -3, 3, gen);
+  const Tensor zero = Tensor::zeros({1, 3, 8, 8}, DType::F32, MemoryFormat::ChannelsLast);
+  const Tensor t = Tensor::zeros({1}, DType::I64);
+  EXPECT_EQ(test::max_abs_diff(extended->forward(zero, with_flow(context, flow), t),
+                               source->forward(zero, context, t)),
+            0);
+  EXPECT_NE(test_support::error_of([&] { extended->forward(zero, context, t); })
+                .find("then the flow"),
+            std::string::npos);
+  UNetVideoConfig plain = test::tiny_unet(2);
+  plain.flow_input = true;
+  EXPECT_NE(test_support::error_of([&] { UNetVideo bad(plain, gen); })
+                .find("a flow input is for anchor-map models"),
+            std::string::npos);
+}
+
+TEST(FlowInput, AStreamFeedsEachFrameTheFlowOfTheFrameBeforeAndItsGraphReplaysIt) {
+  Generator gen(32);
+  const auto source = test::anchor_map_net(gen);
+  const auto zero_weights = with_flow_input(*source, gen, false);
+  const auto random_weights = with_flow_input(*source, gen, true);
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  for (const bool rigid : {true, false}) {
+    options.rigid_maps = rigid;
+    options.graph = false;
+    VideoStream a(*zero_weights, NoiseSchedule::cosine(100), first, options);
+    VideoStream b(*random_weights, NoiseSchedule::cosine(100), first, options);
+    options.graph = true;
+    VideoStream replayed(*random_weights, NoiseSchedule::cosine(100), first, options);
+    // The first frame has no flow before it: the flow's weights do not matter; the second has.
+    const Tensor b1 = b.next();
+    EXPECT_EQ(test::max_abs_diff(a.next(), b1), 0);
+    EXPECT_EQ(test::max_abs_diff(replayed.next(), b1), 0);
+    const Tensor b2 = b.next();
+    EXPECT_GT(test::max_abs_diff(a.next(), b2), 0);
+    EXPECT_EQ(test::max_abs_diff(replayed.next(), b2), 0);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(test::max_abs_diff(replayed.next(), b.next()), 0);
+  }
+}
+
+TEST(FlowInput, ARolloutFeedsThePreviousStepsFlowAndTrainsItsWeights) {
+  Generator gen(33);
+  const auto source = test::anchor_map_net(gen);
+  const auto net = with_flow_input(*source, gen, false);
+  std::vector<Tensor> window;
+  for (int i = 0; i < 4; ++i)
+    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
+  VideoLossOptions options;
+  options.prediction = Prediction::Direct;
+  options.context_noise_max = 0;
+  options.residual = true;
+  Generator g(0);
+  video_rollout_loss(*net, window, options, DType::F32, g).backward();
+  // Two graded frames: the second sees the first's flow, so the flow's input weights learn.
+  const Tensor grad = test::parameter(*net, "conv_in.weight").grad();
+  ASSERT_TRUE(grad.defined());
+  const Tensor flow_grad = grad.narrow(1, grad.size(1) - 2, 2).contiguous();
+  EXPECT_GT(test::max_abs_diff(flow_grad, Tensor::zeros(flow_grad.shape())), 0);
+}
+
+}  // namespace
+}  // namespace mixprec::models

@@ -30,6 +30,12 @@
 // composes with each frame's flow (anchor_map_frame, video_diffusion.h). Every frame is then
 // one bilinear read of a real frame, so the blur of warping does not compound over a stream and
 // a shape's colours cannot drift; the change channel paints only what the anchor cannot show.
+// Flow input (Config::flow_input, an anchor-map model): the flow the network predicted for the
+// previous frame is two more input channels (zero for a stream's first frame). The data moves at
+// constant velocity between bounces, so the next flow is mostly the last one: a network that must
+// measure each frame's motion anew from the frames measures it short (on held-out videos, one
+// step from true frames, the flow came out at 0.6-0.7 of the true motion), and a stream that
+// feeds it its own short motion slows down frame by frame until the shapes stand still.
 // Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
 // context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
 // embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
@@ -63,8 +69,14 @@ struct UNetVideoConfig {
   bool anchor_frame = false;                       // the stream's first frame leads the context
   bool motion = false;                             // two more outputs: a flow (see motion_flow)
   bool anchor_map = false;  // frames are read from the anchor through a composed map (motion)
+  // An anchor-map model's previous flow is an input after the context frames (two channels).
+  bool flow_input = false;
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
+  // Channels of the context input: its frames', then the previous flow's.
+  int64_t context_channels() const {
+    return input_frames() * frame_channels + (flow_input ? 2 : 0);
+  }
   // Channels of the prediction: the frame's, then the flow's two for a motion model, then an
   // anchor-map model's two gates.
   int64_t output_channels() const {
@@ -85,9 +97,9 @@ class UNetVideo final : public nn::Module {
   explicit UNetVideo(UNetVideoConfig config, Generator& gen = default_generator());
   std::string_view type_name() const override { return "UNetVideo"; }
 
-  // x_t [B, 3, H, W] (H, W divisible by 2^(levels-1)), context [B, 3F, H, W] (F =
-  // Config::input_frames() frames concatenated on channels: the anchor if any, then the K
-  // context frames oldest first), timesteps [B] (any dtype, diffusion steps as
+  // x_t [B, 3, H, W] (H, W divisible by 2^(levels-1)), context [B, Config::context_channels(),
+  // H, W] (Config::input_frames() frames concatenated on channels: the anchor if any, then the K
+  // context frames oldest first; then the previous flow), timesteps [B] (any dtype, diffusion steps as
   // numbers), context_sigma [B] (the context's noise std; undefined means 0; ignored unless
   // Config::context_noise_level) -> the prediction [B, Config::output_channels(), H, W] in x_t's
   // dtype and layout.
@@ -118,12 +130,12 @@ class UNetVideo final : public nn::Module {
   std::shared_ptr<AttentionBlock> mid_attention_;
 };
 
-// Fine-tuning a model with an anchor frame or a motion output from one without: `model` takes
-// every weight of `source` (the same configuration, without the anchor and/or the motion
-// `model` adds); conv_in's weights for the anchor's channels are zero, and so are conv_out's
-// weights and biases for the flow, so it starts out computing exactly what `source` computes
-// (whatever the anchor; with a zero flow). Throws mixprec::Error if the configurations differ
-// otherwise.
+// Fine-tuning a model with an anchor frame, a motion output or a flow input from one without:
+// `model` takes every weight of `source` (the same configuration, without the anchor, motion
+// and/or flow input `model` adds); conv_in's weights for the anchor's and the previous flow's
+// channels are zero, and so are conv_out's weights and biases for the flow, so it starts out
+// computing exactly what `source` computes (whatever the anchor and previous flow; with a zero
+// flow). Throws mixprec::Error if the configurations differ otherwise.
 void load_extending(UNetVideo& model, const UNetVideo& source);
 
 // [B] timesteps -> [B, dim] sinusoidal features (Transformer/DDPM style, f32 math, rounded once

@@ -179,6 +179,7 @@ struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
   Tensor gate;          // [B, 1, H, W] f32: 1 where the map is open, else 0
+  Tensor flow;          // f [B, 2, H, W] f32, as the network predicted it (Config::flow_input)
   Tensor support;       // with `rigid`: the sprites (rigid_layers), else undefined
   Tensor plate;         // with `rigid`: the clean plate (clean_plate), else undefined
 };
@@ -244,6 +245,10 @@ Tensor restore_frames(UNetVideo& restorer, const Tensor& frames);
 // `context` [B, 3K, H, W], channels_last in context's dtype; `context` itself when `anchor` is
 // undefined.
 Tensor with_anchor(const Tensor& anchor, const Tensor& context);
+// ... and a flow-input model's (Config::flow_input): `context` with `flow` [B, 2, H, W] (the
+// previous frame's flow, AnchorMapFrame::flow) after it, in context's dtype; `context` itself
+// when `flow` is undefined.
+Tensor with_flow(const Tensor& context, const Tensor& flow);
 
 // frame, last [B, 3, H, W] -> frame, except that every pixel whose change from `last` is below
 // `threshold` in all channels takes last's value: in this dataset a still pixel does not change

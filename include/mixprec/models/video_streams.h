@@ -96,6 +96,7 @@ class BatchedVideoStream {
   Tensor displacement_, map_source_, last_shown_;
   // options_.rigid_maps: the stream's sprites (rigid_layers) and clean plate, made once.
   Tensor sprites_, plate_;
+  Tensor previous_flow_;  // Config::flow_input: the flow of the last frame (zero at first)
   int64_t index_ = 0;
   // options_.graph: the sampler of one frame, (context, sigma, noise, last) -> frames (an
   // anchor-map model's: (context, sigma, anchor, map) -> frames, map), made for the options in
