@@ -438,7 +438,8 @@ QualityVerdict judge(const WindowQuality& w, double tolerance) {
                   w.change < w.real_change ? "frozen: under half" : "flicker: over twice");
     v.failures.emplace_back(line);
   }
-  if (w.last - w.first >= kMinSweptFrames && w.swept < kMinSweptRatio * w.real_swept) {
+  if (w.last - w.first >= kMinSweptFrames &&
+      w.swept < kMinSweptRatio * w.real_swept - kSweptSlack) {
     std::snprintf(line, sizeof line,
                   "swept %.0f%% of the frame vs real %.0f%% (shapes stay where they are)",
                   100 * w.swept, 100 * w.real_swept);
