@@ -127,9 +127,9 @@ class VideoQualityMeter {
 // contrast within 30% of the real frames', consecutive frames changing between half and twice as
 // much as the real ones (moving, neither frozen nor flickering), and the mean shape count within
 // 1 of the real frames'; and, beyond the list, shapes that travel (the area swept over a
-// window of at least kMinSweptFrames at least kMinSweptRatio of the real one's less kSweptSlack), no colour drift:
-// the distance of the mean
-// RGB colours at most kMaxColourDrift (a wash can keep its contrast and colourfulness), and a KID
+// window of at least kMinSweptFrames at least kMinSweptRatio of the real one's, less
+// kSweptSlack), no colour drift: the distance of the mean RGB colours at most kMaxColourDrift (a
+// wash can keep its contrast and colourfulness), and a KID
 // against the real frames of at most kMaxKid. Calibrated on five held-out videos: the real frames
 // of a later window of the same video score 5e-6 to 1.4e-4 against the window's (shapes in other
 // places, a perfect generator's case), the same blurred by 0.5 px 9e-5 to 4.8e-4, by 1 px 2.2e-4
