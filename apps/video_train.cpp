@@ -114,7 +114,7 @@ int video_train(Args args, const Communicator& world) {
   RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
   int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0,
-         map_supervision = 0.0;
+         map_supervision = 0.0, true_flow_input = 0.0;
   double free_run_regression = 1.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0,
@@ -195,6 +195,10 @@ int video_train(Args args, const Communicator& world) {
          "anchor-map models: the flow predicted for the previous frame is an input, so a motion "
          "continues instead of being measured anew from the frames each time (docs/VIDEO.md; "
          "--init from a model without it starts from its weights)");
+  p.option("--true-flow-input", &true_flow_input,
+           "flow-input models with --map-supervision: the fraction of samples whose first step "
+           "is given the true previous flow instead of zero (it learns that motion continues; "
+           "0: a stream's first frame every time)");
   p.flag("--rigid-context", &rigid_context,
          "anchor-map models: each unrolled frame becomes the next context as a stream shows it, "
          "its shapes rigid sprites cut from the anchor (video generate's default; docs/VIDEO.md)");
@@ -278,6 +282,10 @@ int video_train(Args args, const Communicator& world) {
   if (rigid_context && !anchor_map)
     throw UsageError{"video train: --rigid-context needs --anchor-map"};
   if (flow_input && !anchor_map) throw UsageError{"video train: --flow-input needs --anchor-map"};
+  if (!(true_flow_input >= 0 && true_flow_input <= 1) ||
+      (true_flow_input > 0 && !(flow_input && map_supervision > 0)))
+    throw UsageError{"video train: --true-flow-input is a fraction in [0, 1] and needs "
+                     "--flow-input and --map-supervision"};
   if (!(map_supervision >= 0) || (map_supervision > 0 && !anchor_map))
     throw UsageError{"video train: --map-supervision must be >= 0 and needs --anchor-map"};
   if (anchor && !direct)
@@ -377,6 +385,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"map-supervision", exact_text(map_supervision)},
                                 {"rigid-context", rigid_context ? "1" : "0"},
                                 {"flow-input", flow_input ? "1" : "0"},
+                                {"true-flow-input", exact_text(true_flow_input)},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -521,6 +530,7 @@ int video_train(Args args, const Communicator& world) {
                                                    .change_penalty = change_penalty,
                                                    .map_weight = map_supervision,
                                                    .rigid_context = rigid_context,
+                                                   .true_flow_input = true_flow_input,
                                                    .map_target = [&](int64_t a, int64_t f) {
                                                      return videos.anchor_maps(origins, a, f);
                                                    }};

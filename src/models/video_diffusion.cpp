@@ -731,6 +731,11 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                 "[video_rollout_loss] free_run_regression must be in [0, 1]");
   MIXPREC_CHECK(!options.rigid_context || anchor_map,
                 "[video_rollout_loss] a rigid context is for anchor-map models");
+  MIXPREC_CHECK(options.true_flow_input >= 0 && options.true_flow_input <= 1 &&
+                    (options.true_flow_input == 0 ||
+                     (model.config().flow_input && options.map_target)),
+                "[video_rollout_loss] a true flow input is for flow-input models with a "
+                "map_target, as a fraction in [0, 1]");
   const auto free_max = static_cast<std::size_t>(options.free_run_max);
   MIXPREC_CHECK(window.size() > free_max + k, "[video_rollout_loss] expected ", free_max,
                 " free-run frames, ", k, " context frames and at least one target, got ",
@@ -758,6 +763,16 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       displacement = Tensor::zeros({batch, 2, window[0].size(2), window[0].size(3)}, DType::F32,
                                    cl);
       if (model.config().flow_input) previous_flow = displacement;
+      if (previous_flow.defined() && options.true_flow_input > 0 && k >= 2) {
+        const Tensor truth = options.map_target(static_cast<int64_t>(first + k - 2),
+                                                static_cast<int64_t>(first + k - 1))
+                                 .offsets;
+        const Tensor draw = Tensor::rand({batch}, gen, DType::F64);
+        Tensor given = Tensor::empty({batch, 1, 1, 1}, DType::F32);
+        for (int64_t i = 0; i < batch; ++i)
+          given.data<float>()[i] = draw.data<double>()[i] < options.true_flow_input ? 1.0f : 0.0f;
+        previous_flow = mul(truth.to(DType::F32), given).contiguous(cl);
+      }
     }
     const auto begin = window.begin() + static_cast<std::ptrdiff_t>(first);
     const std::vector<Tensor> true_frames(begin, begin + static_cast<std::ptrdiff_t>(k));

@@ -93,6 +93,12 @@ struct VideoLossOptions {
   // gradient), but the network learns from the contexts a stream gives it, not from frames that
   // fray as a per-pixel map's do.
   bool rigid_context = false;
+  // Flow-input models (Config::flow_input) with a map_target: the fraction of the samples whose
+  // first step is given the true previous flow (the renderer's map of the newest context frame
+  // with respect to the one before, 0 where it is undefined) instead of zero, as a stream is that
+  // tracked the motion exactly. Given zero, the network must measure the motion from the frames;
+  // given the truth, it learns that motion continues. 0: always zero (a stream's first frame).
+  double true_flow_input = 0;
   // The truth for window frame `frame` with respect to window frame `anchor`
   // (data::MovingShapes::anchor_maps).
   std::function<data::AnchorMaps(int64_t anchor, int64_t frame)> map_target{};
