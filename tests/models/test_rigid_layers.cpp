@@ -336,5 +336,45 @@ TEST(FlowInput, ARolloutFeedsThePreviousStepsFlowAndTrainsItsWeights) {
   EXPECT_GT(test::max_abs_diff(flow_grad, Tensor::zeros(flow_grad.shape())), 0);
 }
 
+TEST(FlowInput, TrueFlowInputGivesTheFirstStepTheRenderersFlow) {
+  Generator gen(34);
+  const auto source = test::anchor_map_net(gen);
+  const auto net = with_flow_input(*source, gen, true);
+  std::vector<Tensor> window;
+  for (int i = 0; i < 3; ++i)
+    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
+  // A "renderer" whose map of frame 1 with respect to frame 0 is a shift of 2 px.
+  std::vector<std::pair<int64_t, int64_t>> asked;
+  VideoLossOptions options;
+  options.prediction = Prediction::Direct;
+  options.context_noise_max = 0;
+  options.residual = true;
+  options.map_weight = 1e-9;  // a map_target needs a map weight; the loss barely sees it
+  options.map_target = [&](int64_t anchor, int64_t frame) {
+    asked.emplace_back(anchor, frame);
+    return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, 2.0),
+                            .valid = Tensor::ones({2, 1, 8, 8}),
+                            .layer = Tensor::ones({2, 1, 8, 8})};
+  };
+  const auto loss_with = [&](double fraction) {
+    options.true_flow_input = fraction;
+    Generator g(0);
+    NoGrad no_grad;
+    return video_rollout_loss(*net, window, options, DType::F32, g).item<double>();
+  };
+  const double zero = loss_with(0.0);
+  asked.clear();
+  const double truth = loss_with(1.0);
+  ASSERT_FALSE(asked.empty());
+  EXPECT_EQ(asked.front(), std::make_pair(int64_t{0}, int64_t{1}));  // frame 1 wrt frame 0
+  EXPECT_NE(zero, truth);  // the flow's input weights are not zero: what it is given matters
+  const auto plain = test::anchor_map_net(gen);
+  EXPECT_NE(test_support::error_of([&] {
+              Generator g(0);
+              video_rollout_loss(*plain, window, options, DType::F32, g);
+            }).find("a true flow input is for flow-input models"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::models
