@@ -219,12 +219,14 @@ class RigidLayers {
   RigidLayers(const float* d, const float* open, const float* previous, int64_t h, int64_t w)
       : d_(d), open_(open), previous_(previous), h_(h), w_(w), n_(h * w) {}
 
-  void run(const float* support_in, float* support_out, float* out_d, float* out_open) {
+  // anchor [C, H, W]: where the sprites are cut from (its edges split them).
+  void run(const float* anchor, int64_t channels, const float* support_in, float* support_out,
+           float* out_d, float* out_open) {
     find_regions();
     if (support_in != nullptr)
       std::copy(support_in, support_in + n_, support_out);
     else
-      make_support(support_out);
+      make_support(support_out, anchor, channels);
     render(support_out, out_d, out_open);
   }
 
@@ -313,7 +315,7 @@ class RigidLayers {
   // The sprites: where this frame's regions read in the anchor (each pixel's fitted source,
   // rounded), grown by one pixel (the holes a turned grid leaves, and the anti-aliased outline
   // the gates leave out), as 8-connected components labelled 1, 2, ... (0: no sprite).
-  void make_support(float* support) const {
+  void make_support(float* support, const float* anchor, int64_t channels) const {
     std::vector<uint8_t> hit(static_cast<std::size_t>(n_), 0), grown(hit.size(), 0);
     for (const std::vector<int64_t>& region : regions_) {
       if (region.size() < kMinRegion) continue;
@@ -321,32 +323,73 @@ class RigidLayers {
       for (const int64_t i : region)
         if (const int64_t q = nearest(r, i); q >= 0) hit[static_cast<std::size_t>(q)] = 1;
     }
-    for (int64_t i = 0; i < n_; ++i) {
+    const auto around = [&](int64_t i, auto&& visit) {  // the 8-neighbours of pixel i
       const int64_t y = i / w_, x = i % w_;
       for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h_ - 1); ++yy)
         for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w_ - 1); ++xx)
-          grown[static_cast<std::size_t>(i)] |= hit[static_cast<std::size_t>(yy * w_ + xx)];
+          if (yy * w_ + xx != i) visit(yy * w_ + xx);
+    };
+    for (int64_t i = 0; i < n_; ++i) {
+      grown[static_cast<std::size_t>(i)] = hit[static_cast<std::size_t>(i)];
+      around(i, [&](int64_t j) { grown[static_cast<std::size_t>(i)] |= hit[static_cast<std::size_t>(j)]; });
     }
+    // The anchor's edges (largest per-channel central difference over 0.1, on [-1, 1]) split
+    // what was cut: two shapes touching in the anchor are two sprites, however alike their
+    // first maps.
+    const auto edge = [&](int64_t i) {
+      const int64_t y = i / w_, x = i % w_;
+      const int64_t x0 = std::max<int64_t>(x - 1, 0), x1 = std::min(x + 1, w_ - 1);
+      const int64_t y0 = std::max<int64_t>(y - 1, 0), y1 = std::min(y + 1, h_ - 1);
+      double most = 0;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* a = anchor + c * n_;
+        most = std::max(most, std::hypot((a[y * w_ + x1] - a[y * w_ + x0]) / static_cast<double>(x1 - x0),
+                                         (a[y1 * w_ + x] - a[y0 * w_ + x]) / static_cast<double>(y1 - y0)));
+      }
+      return most > 0.1;
+    };
     std::fill(support, support + n_, 0.0f);
-    std::vector<int64_t> stack;
+    std::vector<int64_t> queue;
     float label = 0;
-    for (int64_t start = 0; start < n_; ++start) {
-      if (grown[static_cast<std::size_t>(start)] == 0 || support[start] != 0) continue;
+    const auto flood = [&](int64_t start, auto&& joins) {  // labels start's component
       support[start] = ++label;
-      stack.push_back(start);
+      std::vector<int64_t> stack{start};
       while (!stack.empty()) {
         const int64_t i = stack.back();
         stack.pop_back();
-        const int64_t y = i / w_, x = i % w_;
-        for (int64_t yy = std::max<int64_t>(y - 1, 0); yy <= std::min(y + 1, h_ - 1); ++yy)
-          for (int64_t xx = std::max<int64_t>(x - 1, 0); xx <= std::min(x + 1, w_ - 1); ++xx) {
-            const int64_t j = yy * w_ + xx;
-            if (grown[static_cast<std::size_t>(j)] == 0 || support[j] != 0) continue;
-            support[j] = label;
-            stack.push_back(j);
-          }
+        queue.push_back(i);
+        around(i, [&](int64_t j) {
+          if (grown[static_cast<std::size_t>(j)] == 0 || support[j] != 0 || !joins(i, j)) return;
+          support[j] = label;
+          stack.push_back(j);
+        });
       }
+    };
+    // The flat insides: 4-connected runs of at least 4 grown pixels that are not edges (fewer:
+    // a corner of the grown rim, which would take outline pixels from the shape beside it).
+    for (int64_t i = 0; i < n_; ++i) {
+      if (grown[static_cast<std::size_t>(i)] == 0 || support[i] != 0 || edge(i)) continue;
+      const std::size_t before = queue.size();
+      flood(i, [&](int64_t a, int64_t b) {
+        return !edge(b) && (a / w_ == b / w_ || a % w_ == b % w_);
+      });
+      if (queue.size() - before >= 4) continue;
+      for (std::size_t j = before; j < queue.size(); ++j) support[queue[j]] = -1;  // not again
+      queue.resize(before);
+      --label;
     }
+    for (int64_t i = 0; i < n_; ++i) support[i] = std::max(support[i], 0.0f);
+    // Each outline pixel joins the nearest inside (breadth first, in label order).
+    for (std::size_t head = 0; head < queue.size(); ++head)
+      around(queue[head], [&](int64_t j) {
+        if (grown[static_cast<std::size_t>(j)] == 0 || support[j] != 0) return;
+        support[j] = support[queue[head]];
+        queue.push_back(j);
+      });
+    // A cut with no inside at all (a sliver): one sprite of its own.
+    for (int64_t i = 0; i < n_; ++i)
+      if (grown[static_cast<std::size_t>(i)] != 0 && support[i] == 0)
+        flood(i, [](int64_t, int64_t) { return true; });
   }
 
   // Each sprite moves by the rigid fit of the regions that read mostly inside it, and covers
@@ -489,21 +532,27 @@ Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
 }
 
 RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
-                               const Tensor& support, const Tensor& previous) {
+                               const Tensor& anchor, const Tensor& support,
+                               const Tensor& previous) {
   const auto same_plane = [&](const Tensor& t) {
     return t.dim() == 4 && t.size(1) == 1 && t.size(0) == displacement.size(0) &&
            t.size(2) == displacement.size(2) && t.size(3) == displacement.size(3);
   };
   MIXPREC_CHECK(displacement.dim() == 4 && displacement.size(1) == 2 && same_plane(open) &&
+                    anchor.dim() == 4 && anchor.size(0) == displacement.size(0) &&
+                    anchor.size(2) == displacement.size(2) &&
+                    anchor.size(3) == displacement.size(3) &&
                     (!support.defined() || same_plane(support)) &&
                     (!previous.defined() || previous.shape() == displacement.shape()),
                 "[rigid_layers] expected displacement and previous [B, 2, H, W], open and support "
-                "[B, 1, H, W], got ", shape_to_string(displacement.shape()), ", ",
+                "[B, 1, H, W] and anchor [B, C, H, W], got ", shape_to_string(displacement.shape()),
+                ", ", shape_to_string(anchor.shape()), ", ",
                 previous.defined() ? shape_to_string(previous.shape()) : "none", ", ",
                 shape_to_string(open.shape()), " and ",
                 support.defined() ? shape_to_string(support.shape()) : "none");
   const Tensor d = displacement.detach().to(DType::F32).contiguous();
   const Tensor gate = open.detach().to(DType::F32).contiguous();
+  const Tensor image = anchor.detach().to(DType::F32).contiguous();
   const Tensor given = support.defined() ? support.detach().to(DType::F32).contiguous() : Tensor();
   const Tensor before =
       previous.defined() ? previous.detach().to(DType::F32).contiguous() : Tensor();
@@ -513,14 +562,17 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
   NoGrad no_grad;
   capture::launch(
       "rigid_layers",
-      {&d, &gate, support.defined() ? &given : nullptr, previous.defined() ? &before : nullptr},
+      {&d, &gate, &image, support.defined() ? &given : nullptr,
+       previous.defined() ? &before : nullptr},
       {&out.displacement, &out.open, &out.support}, [](const capture::KernelArgs& k) {
         const int64_t b = k.out(0).size(0), h = k.out(0).size(2), w = k.out(0).size(3), n = h * w;
+        const int64_t c = k.in(2).size(1);
         for (int64_t i = 0; i < b; ++i)
           RigidLayers(k.in(0).data<float>() + i * 2 * n, k.in(1).data<float>() + i * n,
-                      k.optional(3) != nullptr ? k.optional(3)->data<float>() + i * 2 * n : nullptr,
+                      k.optional(4) != nullptr ? k.optional(4)->data<float>() + i * 2 * n : nullptr,
                       h, w)
-              .run(k.optional(2) != nullptr ? k.optional(2)->data<float>() + i * n : nullptr,
+              .run(k.in(2).data<float>() + i * c * n, c,
+                   k.optional(3) != nullptr ? k.optional(3)->data<float>() + i * n : nullptr,
                    k.out(2).data<float>() + i * n, k.out(0).data<float>() + i * 2 * n,
                    k.out(1).data<float>() + i * n);
       });
@@ -560,7 +612,8 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
   Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
   Tensor sprites;
   if (rigid) {
-    RigidLayersResult layers = rigid_layers(composed, open, support, displacement);
+    RigidLayersResult layers =
+        rigid_layers(composed, open, anchor.to(DType::F32), support, displacement);
     composed = layers.displacement, open = layers.open, sprites = layers.support;
   }
   // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the

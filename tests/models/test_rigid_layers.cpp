@@ -42,6 +42,9 @@ void add_motion(Field& f, Inside inside, double angle, double cx, double cy, dou
     }
 }
 
+// An anchor without edges: the sprites are split by nothing but distance.
+Tensor flat() { return Tensor::full({1, 3, kSize, kSize}, 0.2); }
+
 // The largest distance, over the pixels `inside` selects, between the map and that motion.
 template <class Inside>
 double motion_error(const Tensor& map, Inside inside, double angle, double cx, double cy,
@@ -73,7 +76,7 @@ TEST(RigidLayers, RecoverATurnAndShiftFromANoisyMapWithOutliers) {
         for (int64_t c = 0; c < 2; ++c)
           f.map.set({0, c, y, x}, f.map.value({0, c, y, x}) + noise.value({0, c, y, x}));
   for (const int64_t y : {12, 13, 14, 15}) f.map.set({0, 0, y, 10}, f.map.value({0, 0, y, 10}) + 4.0);
-  const RigidLayersResult got = rigid_layers(f.map, f.open);
+  const RigidLayersResult got = rigid_layers(f.map, f.open, flat());
   // The fit is far closer to the motion than any pixel's own map.
   EXPECT_LT(motion_error(got.displacement, square, 0.3, 14.5, 16.5, 2.25, -1.5), 0.12);
   // One sprite, cut where the square reads, grown by a pixel; open where the motion takes a
@@ -107,7 +110,7 @@ TEST(RigidLayers, TwoShapesThatMetStayTwoSprites) {
   Field f;
   add_motion(f, left, 0.0, 0, 0, -3.0, 1.0);
   add_motion(f, right, 0.0, 0, 0, 3.0, 0.5);
-  const RigidLayersResult got = rigid_layers(f.map, f.open);
+  const RigidLayersResult got = rigid_layers(f.map, f.open, flat());
   EXPECT_LT(motion_error(got.displacement, left, 0.0, 0, 0, -3.0, 1.0), 1e-5);
   EXPECT_LT(motion_error(got.displacement, right, 0.0, 0, 0, 3.0, 0.5), 1e-5);
   double sprites = 0;
@@ -116,18 +119,56 @@ TEST(RigidLayers, TwoShapesThatMetStayTwoSprites) {
   EXPECT_EQ(sprites, 2.0);
 }
 
+TEST(RigidLayers, ShapesTouchingInTheAnchorAreSplitAlongItsEdges) {
+  // Two 6x6 squares side by side in the anchor, of different colours, whose first maps differ
+  // by half a pixel (one region to the gate): the anchor's edge between them cuts two sprites.
+  const auto left = [](int64_t x, int64_t y) { return in_square(x, y, 8, 8, 6); };
+  const auto right = [](int64_t x, int64_t y) { return in_square(x, y, 14, 8, 6); };
+  Tensor anchor = flat();
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x)
+      for (int64_t c = 0; c < 3; ++c) {
+        if (left(x, y)) anchor.set({0, c, y, x}, c == 0 ? 0.9 : -0.6);
+        if (right(x, y)) anchor.set({0, c, y, x}, c == 2 ? 0.9 : -0.6);
+      }
+  Field first;
+  add_motion(first, left, 0.0, 0, 0, 0.25, 0.0);
+  add_motion(first, right, 0.0, 0, 0, -0.25, 0.0);
+  const RigidLayersResult cut = rigid_layers(first.map, first.open, anchor);
+  const double a = cut.support.value({0, 0, 10, 10}), b = cut.support.value({0, 0, 10, 17});
+  EXPECT_GT(a, 0);
+  EXPECT_GT(b, 0);
+  EXPECT_NE(a, b);
+  // Without the edge (a flat anchor) they are one sprite.
+  const RigidLayersResult merged = rigid_layers(first.map, first.open, flat());
+  EXPECT_EQ(merged.support.value({0, 0, 10, 10}), merged.support.value({0, 0, 10, 17}));
+  // Later they move apart, each by its own motion.
+  Field later;
+  add_motion(later, [](int64_t x, int64_t y) { return in_square(x, y, 5, 8, 6); }, 0.0, 0, 0, 3.0,
+             0.0);
+  add_motion(later, [](int64_t x, int64_t y) { return in_square(x, y, 17, 8, 6); }, 0.0, 0, 0,
+             -3.0, 0.0);
+  const RigidLayersResult got = rigid_layers(later.map, later.open, anchor, cut.support);
+  EXPECT_LT(motion_error(got.displacement, [](int64_t x, int64_t y) { return in_square(x, y, 5, 8, 6); },
+                         0.0, 0, 0, 3.0, 0.0),
+            1e-5);
+  EXPECT_LT(motion_error(got.displacement, [](int64_t x, int64_t y) { return in_square(x, y, 17, 8, 6); },
+                         0.0, 0, 0, -3.0, 0.0),
+            1e-5);
+}
+
 TEST(RigidLayers, ASpriteKeepsItsWholeShapeWhenTheGateFraysOrMissesIt) {
   const auto square = [](int64_t x, int64_t y) { return in_square(x, y, 10, 10, 8); };
   Field first;
   add_motion(first, square, 0.0, 0, 0, 0.0, 0.0);
-  const RigidLayersResult cut = rigid_layers(first.map, first.open);
+  const RigidLayersResult cut = rigid_layers(first.map, first.open, flat());
   // A later frame: the square moved by (-3, 2) (it reads 3 px right and 2 px up of where it
   // is), but the gate opens only its top half.
   const auto moved = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8); };
   const auto top_half = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8) && y < 16; };
   Field later;
   add_motion(later, top_half, 0.0, 0, 0, 3.0, -2.0);
-  const RigidLayersResult got = rigid_layers(later.map, later.open, cut.support);
+  const RigidLayersResult got = rigid_layers(later.map, later.open, flat(), cut.support);
   EXPECT_EQ(test::max_abs_diff(got.support, cut.support), 0);
   EXPECT_LT(motion_error(got.displacement, moved, 0.0, 0, 0, 3.0, -2.0), 1e-5);
   for (int64_t y = 0; y < kSize; ++y)
@@ -138,11 +179,11 @@ TEST(RigidLayers, ASpriteKeepsItsWholeShapeWhenTheGateFraysOrMissesIt) {
   // The next frame the gate misses it altogether: it stays where the last map had it.
   const RigidLayersResult kept =
       rigid_layers(Tensor::zeros({1, 2, kSize, kSize}), Tensor::zeros({1, 1, kSize, kSize}),
-                   cut.support, got.displacement);
+                   flat(), cut.support, got.displacement);
   EXPECT_EQ(test::max_abs_diff(kept.open, got.open), 0);
   EXPECT_LT(test::max_abs_diff(kept.displacement, got.displacement), 1e-5);
   EXPECT_NE(test_support::error_of([&] {
-              rigid_layers(later.map, Tensor::zeros({1, 1, kSize, 8}));
+              rigid_layers(later.map, Tensor::zeros({1, 1, kSize, 8}), flat());
             }).find("[rigid_layers] expected"),
             std::string::npos);
 }

@@ -208,8 +208,11 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 //     rigid map keeps distances however far it has turned; two shapes crossing read points far
 //     apart and stay two regions). Regions of fewer than 8 pixels (scraps of outline) are left
 //     out.
-//   - Sprites (first frame): where the regions read in the anchor, grown by a pixel (the
-//     anti-aliased outline), as 8-connected components.
+//   - Sprites (first frame): where the regions read in the anchor [B, C, H, W], grown by a pixel
+//     (the anti-aliased outline), split along the anchor's edges (per-channel central
+//     difference over 0.1): each flat inside is a sprite, and each outline pixel joins the
+//     nearest inside. Two shapes touching in the anchor are two sprites, however alike their
+//     first maps.
 //   - Each sprite moves by the rotation and translation that fit the maps of the regions reading
 //     mostly inside it best (least squares, closed form; fitted again without the pixels more
 //     than a pixel off, so a frayed outline does not pull it), and is open exactly at the pixels
@@ -231,7 +234,8 @@ struct RigidLayersResult {
   Tensor displacement, open, support;  // [B, 2, H, W], [B, 1, H, W], [B, 1, H, W] f32
 };
 RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
-                               const Tensor& support = Tensor(), const Tensor& previous = Tensor());
+                               const Tensor& anchor, const Tensor& support = Tensor(),
+                               const Tensor& previous = Tensor());
 
 // An anchor-map model's next frames, as a stream makes them (no gradient): the network once on
 // `context` (with_anchor's result, the anchor in front) and `context_sigma`, then
