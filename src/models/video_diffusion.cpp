@@ -392,28 +392,28 @@ class RigidLayers {
         flood(i, [](int64_t, int64_t) { return true; });
   }
 
-  // Each sprite moves by the rigid fit of the regions that read mostly inside it, and covers
-  // every pixel that motion takes into it. Where two sprites cover a pixel (one shape in front
-  // of another), the one whose region holds the pixel wins, else the one with more pixels. A
+  // Each sprite moves by the rigid fit of the open pixels that read inside it, and covers every
+  // pixel that motion takes into it. Where two sprites cover a pixel (one shape in front of
+  // another), the one the pixel itself read wins, else the one with more pixels. A
   // sprite no region reads this frame stays where the previous map had it: a shape the gate
   // misses once is not lost for good.
   void render(const float* support, float* out_d, float* out_open) const {
     const auto sprites = static_cast<int64_t>(*std::max_element(support, support + n_));
     std::vector<std::vector<int64_t>> members(static_cast<std::size_t>(sprites) + 1);
-    std::vector<int64_t> sprite_of_region(regions_.size(), 0);
-    for (std::size_t k = 0; k < regions_.size(); ++k) {
-      if (regions_[k].size() < kMinRegion) continue;
-      const Rigid r = robust_fit(regions_[k]);
-      std::vector<int64_t> votes(static_cast<std::size_t>(sprites) + 1, 0);
-      for (const int64_t i : regions_[k])
-        if (const int64_t q = nearest(r, i); q >= 0)
-          ++votes[static_cast<std::size_t>(support[q])];
-      votes[0] = 0;  // reading outside every sprite is no vote
-      const auto best = std::max_element(votes.begin(), votes.end()) - votes.begin();
-      if (votes[static_cast<std::size_t>(best)] == 0) continue;
-      sprite_of_region[k] = best;
-      auto& m = members[static_cast<std::size_t>(best)];
-      m.insert(m.end(), regions_[k].begin(), regions_[k].end());
+    // Each pixel of a region joins the sprite its own map reads it from (a region the gate
+    // opened over two touching shapes feeds both); own[i] remembers which.
+    std::vector<int64_t> own(static_cast<std::size_t>(n_), 0);
+    for (const std::vector<int64_t>& region : regions_) {
+      if (region.size() < kMinRegion) continue;
+      for (const int64_t i : region) {
+        const auto x = static_cast<int64_t>(std::lround(sx(i)));
+        const auto y = static_cast<int64_t>(std::lround(sy(i)));
+        if (x < 0 || x >= w_ || y < 0 || y >= h_) continue;
+        const auto sprite = static_cast<int64_t>(support[y * w_ + x]);
+        if (sprite == 0) continue;  // reading outside every sprite
+        own[static_cast<std::size_t>(i)] = sprite;
+        members[static_cast<std::size_t>(sprite)].push_back(i);
+      }
     }
     std::vector<Rigid> motion(members.size());
     for (std::size_t s = 1; s < members.size(); ++s)
@@ -439,15 +439,13 @@ class RigidLayers {
     std::fill(out_d, out_d + 2 * n_, 0.0f);
     std::fill(out_open, out_open + n_, 0.0f);
     for (int64_t i = 0; i < n_; ++i) {
-      const int64_t region = region_of_[static_cast<std::size_t>(i)];
-      const int64_t own = region >= 0 ? sprite_of_region[static_cast<std::size_t>(region)] : 0;
       int64_t chosen = 0;
       for (std::size_t s = 1; s < members.size(); ++s) {
         if (members[s].empty()) continue;
         const int64_t q = nearest(motion[s], i);
         if (q < 0 || static_cast<std::size_t>(support[q]) != s) continue;
-        if (static_cast<int64_t>(s) == own) {
-          chosen = own;
+        if (static_cast<int64_t>(s) == own[static_cast<std::size_t>(i)]) {
+          chosen = static_cast<int64_t>(s);
           break;
         }
         if (chosen == 0 || members[s].size() > members[static_cast<std::size_t>(chosen)].size())

@@ -213,8 +213,8 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 //     difference over 0.1): each flat inside is a sprite, and each outline pixel joins the
 //     nearest inside. Two shapes touching in the anchor are two sprites, however alike their
 //     first maps.
-//   - Each sprite moves by the rotation and translation that fit the maps of the regions reading
-//     mostly inside it best (least squares, closed form; fitted again without the pixels more
+//   - Each sprite moves by the rotation and translation that fit the maps of the open pixels
+//     (of regions of 8 or more) reading inside it best (least squares, closed form; fitted again without the pixels more
 //     than a pixel off, so a frayed outline does not pull it), and is open exactly at the pixels
 //     that motion takes into it: the whole shape, whatever the gate left out or added. A sprite
 //     no region reads stays where `previous` (the last frame's map, if given) had it.
