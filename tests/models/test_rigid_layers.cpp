@@ -45,6 +45,23 @@ void add_motion(Field& f, Inside inside, double angle, double cx, double cy, dou
 // An anchor without edges: the sprites are split by nothing but distance.
 Tensor flat() { return Tensor::full({1, 3, kSize, kSize}, 0.2); }
 
+// `frames` frames [2, 3, 8, 8] of 8-bit noise: a rollout's window.
+std::vector<Tensor> noise_window(int frames, Generator& gen) {
+  std::vector<Tensor> window;
+  for (int i = 0; i < frames; ++i)
+    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
+  return window;
+}
+
+// A direct residual predictor's rollout loss on clean contexts.
+VideoLossOptions direct_residual() {
+  VideoLossOptions options;
+  options.prediction = Prediction::Direct;
+  options.context_noise_max = 0;
+  options.residual = true;
+  return options;
+}
+
 // The largest distance, over the pixels `inside` selects, between the map and that motion.
 template <class Inside>
 double motion_error(const Tensor& map, Inside inside, double angle, double cx, double cy,
@@ -257,13 +274,8 @@ TEST(RigidLayers, ARigidContextRolloutTrainsTheFlowAndGates) {
   Generator gen(22);
   const auto holder = test::anchor_map_net(gen);
   UNetVideo& net = *holder;
-  std::vector<Tensor> window;
-  for (int i = 0; i < 5; ++i)
-    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
-  VideoLossOptions options;
-  options.prediction = Prediction::Direct;
-  options.context_noise_max = 0;
-  options.residual = true;
+  const std::vector<Tensor> window = noise_window(5, gen);
+  VideoLossOptions options = direct_residual();
   options.free_run_max = 1;
   options.rigid_context = true;
   Generator g(0);
@@ -288,11 +300,6 @@ TEST(RigidLayers, ARigidContextRolloutTrainsTheFlowAndGates) {
             std::string::npos);
 }
 
-}  // namespace
-}  // namespace mixprec::models
-
-namespace mixprec::models {
-namespace {
 
 // The same anchor-map network with a flow input: extended from `source` (zero weights for the
 // flow's input channels), then, with `perturb`, those weights made random.
@@ -361,13 +368,8 @@ TEST(FlowInput, ARolloutFeedsThePreviousStepsFlowAndTrainsItsWeights) {
   Generator gen(33);
   const auto source = test::anchor_map_net(gen);
   const auto net = with_flow_input(*source, gen, false);
-  std::vector<Tensor> window;
-  for (int i = 0; i < 4; ++i)
-    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
-  VideoLossOptions options;
-  options.prediction = Prediction::Direct;
-  options.context_noise_max = 0;
-  options.residual = true;
+  const std::vector<Tensor> window = noise_window(4, gen);
+  VideoLossOptions options = direct_residual();
   Generator g(0);
   video_rollout_loss(*net, window, options, DType::F32, g).backward();
   // Two graded frames: the second sees the first's flow, so the flow's input weights learn.
@@ -381,15 +383,10 @@ TEST(FlowInput, TrueFlowInputGivesTheFirstStepTheRenderersFlow) {
   Generator gen(34);
   const auto source = test::anchor_map_net(gen);
   const auto net = with_flow_input(*source, gen, true);
-  std::vector<Tensor> window;
-  for (int i = 0; i < 3; ++i)
-    window.push_back(quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen)));
+  const std::vector<Tensor> window = noise_window(3, gen);
   // A "renderer" whose map of frame 1 with respect to frame 0 is a shift of 2 px.
   std::vector<std::pair<int64_t, int64_t>> asked;
-  VideoLossOptions options;
-  options.prediction = Prediction::Direct;
-  options.context_noise_max = 0;
-  options.residual = true;
+  VideoLossOptions options = direct_residual();
   options.map_weight = 1e-9;  // a map_target needs a map weight; the loss barely sees it
   options.map_target = [&](int64_t anchor, int64_t frame) {
     asked.emplace_back(anchor, frame);
