@@ -457,6 +457,31 @@ class RigidLayers {
       out_d[i] = static_cast<float>(r.x(px(i), py(i)) - px(i));
       out_d[n_ + i] = static_cast<float>(r.y(px(i), py(i)) - py(i));
     }
+    // Around each sprite (closed pixels that its motion takes within kMargin pixels of it), the
+    // map carries on with the sprite's motion: the next frame composes its flow with this map
+    // bilinearly, and a sprite's edge pixels would otherwise read a mix of its motion and 0 ("where
+    // the anchor had it"), a pull back toward the anchor that slows every shape frame by frame.
+    constexpr int64_t kMargin = 3;
+    std::vector<float> near(static_cast<std::size_t>(n_), 0.0f);
+    for (int64_t i = 0; i < n_; ++i) {
+      if (support[i] == 0) continue;
+      const int64_t y = i / w_, x = i % w_;
+      for (int64_t yy = std::max<int64_t>(y - kMargin, 0); yy <= std::min(y + kMargin, h_ - 1); ++yy)
+        for (int64_t xx = std::max<int64_t>(x - kMargin, 0); xx <= std::min(x + kMargin, w_ - 1); ++xx)
+          if (near[static_cast<std::size_t>(yy * w_ + xx)] == 0)
+            near[static_cast<std::size_t>(yy * w_ + xx)] = support[i];
+    }
+    for (int64_t i = 0; i < n_; ++i) {
+      if (out_open[i] != 0) continue;
+      for (std::size_t s = 1; s < members.size(); ++s) {
+        if (members[s].empty()) continue;
+        const int64_t q = nearest(motion[s], i);
+        if (q < 0 || static_cast<std::size_t>(near[static_cast<std::size_t>(q)]) != s) continue;
+        out_d[i] = static_cast<float>(motion[s].x(px(i), py(i)) - px(i));
+        out_d[n_ + i] = static_cast<float>(motion[s].y(px(i), py(i)) - py(i));
+        break;
+      }
+    }
   }
 
   const float *d_, *open_, *previous_;

@@ -217,7 +217,10 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 //     (of regions of 8 or more) reading inside it best (least squares, closed form; fitted again without the pixels more
 //     than a pixel off, so a frayed outline does not pull it), and is open exactly at the pixels
 //     that motion takes into it: the whole shape, whatever the gate left out or added. A sprite
-//     no region reads stays where `previous` (the last frame's map, if given) had it.
+//     no region reads stays where `previous` (the last frame's map, if given) had it. Closed
+//     pixels within 3 pixels of a sprite keep its motion in the map (open stays 0 there): the
+//     next frame composes with the map bilinearly, and a 0 beside a sprite's edge would pull the
+//     sprite back toward where the anchor had it.
 // Why: a per-pixel map and gate, each a little wrong every frame, compound: a shape read through
 // them frays, rounds off and leaves fragments of its outline behind. The shapes of this data move
 // rigidly (they translate and spin), so the network's flow and gates decide how each moves, and
