@@ -287,13 +287,13 @@ class RigidLayers {
   // no sprite and moves none.
   static constexpr std::size_t kMinRegion = 8;
   void find_regions() {
-    region_of_.assign(static_cast<std::size_t>(n_), -1);
+    std::vector<int64_t> region_of(static_cast<std::size_t>(n_), -1);  // -1: not yet reached
     std::vector<int64_t> stack;
     for (int64_t start = 0; start < n_; ++start) {
-      if (open_[start] <= 0.5f || region_of_[static_cast<std::size_t>(start)] >= 0) continue;
+      if (open_[start] <= 0.5f || region_of[static_cast<std::size_t>(start)] >= 0) continue;
       const auto id = static_cast<int64_t>(regions_.size());
       regions_.emplace_back();
-      region_of_[static_cast<std::size_t>(start)] = id;
+      region_of[static_cast<std::size_t>(start)] = id;
       stack.push_back(start);
       while (!stack.empty()) {
         const int64_t i = stack.back();
@@ -302,10 +302,10 @@ class RigidLayers {
         const int64_t y = i / w_, x = i % w_;
         for (const int64_t j : {y > 0 ? i - w_ : -1, y + 1 < h_ ? i + w_ : -1,
                                 x > 0 ? i - 1 : -1, x + 1 < w_ ? i + 1 : -1}) {
-          if (j < 0 || open_[j] <= 0.5f || region_of_[static_cast<std::size_t>(j)] >= 0 ||
+          if (j < 0 || open_[j] <= 0.5f || region_of[static_cast<std::size_t>(j)] >= 0 ||
               std::abs(std::hypot(sx(j) - sx(i), sy(j) - sy(i)) - 1.0) > 0.75)
             continue;
-          region_of_[static_cast<std::size_t>(j)] = id;
+          region_of[static_cast<std::size_t>(j)] = id;
           stack.push_back(j);
         }
       }
@@ -487,7 +487,6 @@ class RigidLayers {
   const float *d_, *open_, *previous_;
   int64_t h_, w_, n_;
   std::vector<std::vector<int64_t>> regions_;
-  std::vector<int64_t> region_of_;  // -1: closed
 };
 
 }  // namespace
@@ -630,27 +629,23 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
     const Tensor soft = sigmoid(logit);
     return add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
   };
-  Tensor open = step(channels + 2);
-  const Tensor in_place = step(channels + 3);
-  Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
-  Tensor sprites;
+  const Tensor open = step(channels + 2);
+  const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
+  const Tensor source = anchor.to(DType::F32);
   if (rigid) {
-    RigidLayersResult layers =
-        rigid_layers(composed, open, anchor.to(DType::F32), support, displacement);
-    composed = layers.displacement, open = layers.open, sprites = layers.support;
+    const RigidLayersResult layers = rigid_layers(composed, open, source, support, displacement);
+    const Tensor background = plate.defined() ? plate : clean_plate(source, layers.support);
+    return {.frame = add(mul(warp(source, layers.displacement), layers.open),
+                         mul(background, sub(1.0, layers.open))),
+            .displacement = layers.displacement,
+            .gate = layers.open,
+            .flow = flow,
+            .support = layers.support,
+            .plate = background};
   }
   // Exactly one of three reads (x * 1 + y * 0 is x): the anchor through the map; or, closed, the
   // anchor in place or the last frame in place.
-  const Tensor source = anchor.to(DType::F32);
-  if (rigid) {
-    const Tensor background = plate.defined() ? plate : clean_plate(source, sprites);
-    return {.frame = add(mul(warp(source, composed), open), mul(background, sub(1.0, open))),
-            .displacement = composed,
-            .gate = open,
-            .flow = flow,
-            .support = sprites,
-            .plate = background};
-  }
+  const Tensor in_place = step(channels + 3);
   const Tensor still = add(mul(source, in_place), mul(last.to(DType::F32), sub(1.0, in_place)));
   const Tensor read = add(mul(warp(source, composed), open), mul(still, sub(1.0, open)));
   const Tensor frame = add(read, mul(prediction.narrow(1, 0, channels).to(DType::F32), 2.0));

@@ -29,6 +29,9 @@ Tensor unit_planes(const Tensor& frame, const char* op) {
   return out;
 }
 
+// ITU-R BT.601 luminance of an RGB value.
+double luminance(double r, double g, double b) { return 0.299 * r + 0.587 * g + 0.114 * b; }
+
 double mean_of(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
@@ -54,7 +57,7 @@ FrameMeasures measure_frame(const Tensor& frame) {
   std::vector<double> luma(static_cast<std::size_t>(n)), rg(luma.size()), yb(luma.size());
   for (int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    luma[k] = 0.299 * r[i] + 0.587 * g[i] + 0.114 * b[i];  // ITU-R BT.601
+    luma[k] = luminance(r[i], g[i], b[i]);
     rg[k] = 255.0 * (r[i] - g[i]);
     yb[k] = 255.0 * (0.5 * (r[i] + g[i]) - b[i]);
   }
@@ -286,7 +289,7 @@ void VideoQualityMeter::Sweep::add(const Tensor& unit_planes) {
     hi.assign(lo.size(), -std::numeric_limits<double>::infinity());
   }
   for (int64_t i = 0; i < n; ++i) {
-    const double luma = 0.299 * r[i] + 0.587 * r[n + i] + 0.114 * r[2 * n + i];
+    const double luma = luminance(r[i], r[n + i], r[2 * n + i]);
     lo[static_cast<std::size_t>(i)] = std::min(lo[static_cast<std::size_t>(i)], luma);
     hi[static_cast<std::size_t>(i)] = std::max(hi[static_cast<std::size_t>(i)], luma);
   }
