@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "mixprec/mode/grad_mode.h"
@@ -216,17 +217,22 @@ struct Rigid {
 // out; out_d [2, H, W] and out_open [H, W] out.
 class RigidLayers {
  public:
-  RigidLayers(const float* d, const float* open, const float* previous, int64_t h, int64_t w)
-      : d_(d), open_(open), previous_(previous), h_(h), w_(w), n_(h * w) {}
+  RigidLayers(const float* d, const float* open, const float* previous, const float* flow,
+              int64_t h, int64_t w)
+      : d_(d), open_(open), previous_(previous), flow_(flow), h_(h), w_(w), n_(h * w) {}
 
   // anchor [C, H, W]: where the sprites are cut from (its edges split them).
   void run(const float* anchor, int64_t channels, const float* support_in, float* support_out,
            float* out_d, float* out_open) {
-    find_regions();
-    if (support_in != nullptr)
+    if (support_in != nullptr) {
       std::copy(support_in, support_in + n_, support_out);
-    else
-      make_support(support_out, anchor, channels);
+      if (previous_ != nullptr) {
+        before_ = previous_sprites(support_out);
+        if (flow_ != nullptr) find_owners(support_out);
+      }
+    }
+    find_regions();
+    if (support_in == nullptr) make_support(support_out, anchor, channels);
     render(support_out, out_d, out_open);
   }
 
@@ -279,6 +285,77 @@ class RigidLayers {
     return inliers.size() * 2 >= used.size() && inliers.size() < used.size()
                ? fit(inliers, map)
                : first;
+  }
+
+  // The sprites in the previous map: the previous pixels that read inside each (where the map
+  // is not 0: a rigid map is 0 only off the sprites, or for a sprite exactly where the anchor had
+  // it, which stays there anyway) and its motion fitted to them (exact: that map is rigid on
+  // every sprite); none where no pixel reads it.
+  struct PreviousSprites {
+    std::vector<std::vector<int64_t>> pixels;
+    std::vector<std::optional<Rigid>> motion;
+  };
+  PreviousSprites previous_sprites(const float* support) const {
+    const auto sprites = static_cast<std::size_t>(*std::max_element(support, support + n_));
+    PreviousSprites out{.pixels = std::vector<std::vector<int64_t>>(sprites + 1),
+                        .motion = std::vector<std::optional<Rigid>>(sprites + 1)};
+    for (int64_t i = 0; i < n_; ++i) {
+      if (previous_[i] == 0 && previous_[n_ + i] == 0) continue;
+      const auto x = static_cast<int64_t>(std::lround(px(i) + previous_[i]));
+      const auto y = static_cast<int64_t>(std::lround(py(i) + previous_[n_ + i]));
+      if (x >= 0 && x < w_ && y >= 0 && y < h_ && support[y * w_ + x] > 0)
+        out.pixels[static_cast<std::size_t>(support[y * w_ + x])].push_back(i);
+    }
+    for (std::size_t s = 1; s <= sprites; ++s)
+      if (!out.pixels[s].empty()) out.motion[s] = robust_fit(out.pixels[s], previous_);
+    return out;
+  }
+
+  // Each anchor pixel labelled by the sprite within kMargin pixels of it (0: none).
+  static constexpr int64_t kMargin = 3;
+  std::vector<float> margin_labels(const float* support) const {
+    std::vector<float> near(static_cast<std::size_t>(n_), 0.0f);
+    for (int64_t i = 0; i < n_; ++i) {
+      if (support[i] == 0) continue;
+      const int64_t y = i / w_, x = i % w_;
+      for (int64_t yy = std::max<int64_t>(y - kMargin, 0); yy <= std::min(y + kMargin, h_ - 1); ++yy)
+        for (int64_t xx = std::max<int64_t>(x - kMargin, 0); xx <= std::min(x + kMargin, w_ - 1); ++xx)
+          if (near[static_cast<std::size_t>(yy * w_ + xx)] == 0)
+            near[static_cast<std::size_t>(yy * w_ + xx)] = support[i];
+    }
+    return near;
+  }
+
+  // Which pixels may move each sprite: an open pixel whose flow takes it, in the previous
+  // frame, onto a sprite the previous map moved (that sprite's rigid motion takes the point
+  // inside it) may move that sprite; one whose flow takes it onto no sprite may move only
+  // sprites the previous map did not. Why: the gate also opens on the trail between where a
+  // shape was in the anchor and where it is; those pixels read the background in place, which is
+  // inside the shape's anchor pixels, and as members they pulled every moving sprite back to a
+  // stop within ten frames.
+  void find_owners(const float* support) {
+    const std::vector<std::optional<Rigid>>& motion = before_.motion;
+    owner_.assign(static_cast<std::size_t>(n_), 0);
+    was_moved_.assign(motion.size(), false);
+    for (std::size_t s = 1; s < motion.size(); ++s) was_moved_[s] = motion[s].has_value();
+    for (int64_t i = 0; i < n_; ++i) {
+      if (open_[i] <= 0.5f) continue;
+      const double qx = px(i) + flow_[i], qy = py(i) + flow_[n_ + i];
+      for (std::size_t s = 1; s < motion.size(); ++s) {
+        if (!motion[s]) continue;
+        const auto x = static_cast<int64_t>(std::lround(motion[s]->x(qx, qy)));
+        const auto y = static_cast<int64_t>(std::lround(motion[s]->y(qx, qy)));
+        if (x >= 0 && x < w_ && y >= 0 && y < h_ && support[y * w_ + x] == static_cast<float>(s)) {
+          owner_[static_cast<std::size_t>(i)] = static_cast<int64_t>(s);
+          break;
+        }
+      }
+    }
+  }
+  // Whether pixel i may move `sprite`, which its map reads it from.
+  bool may_move(int64_t i, int64_t sprite) const {
+    return owner_.empty() || owner_[static_cast<std::size_t>(i)] == sprite ||
+           !was_moved_[static_cast<std::size_t>(sprite)];
   }
 
   // Regions: 4-connected open pixels whose neighbours read anchor points 1 +- 0.75 px apart (a
@@ -410,7 +487,7 @@ class RigidLayers {
         const auto y = static_cast<int64_t>(std::lround(sy(i)));
         if (x < 0 || x >= w_ || y < 0 || y >= h_) continue;
         const auto sprite = static_cast<int64_t>(support[y * w_ + x]);
-        if (sprite == 0) continue;  // reading outside every sprite
+        if (sprite == 0 || !may_move(i, sprite)) continue;  // outside every sprite, or a trail
         own[static_cast<std::size_t>(i)] = sprite;
         members[static_cast<std::size_t>(sprite)].push_back(i);
       }
@@ -418,24 +495,11 @@ class RigidLayers {
     std::vector<Rigid> motion(members.size());
     for (std::size_t s = 1; s < members.size(); ++s)
       if (!members[s].empty()) motion[s] = robust_fit(members[s]);
-    if (previous_ != nullptr) {
-      // The previous frame's sprite pixels: where its map is not 0 (a rigid map is 0 only off
-      // the sprites, or for a sprite exactly where the anchor had it, which stays there anyway).
-      std::vector<std::vector<int64_t>> before(members.size());
-      for (int64_t i = 0; i < n_; ++i) {
-        if (previous_[i] == 0 && previous_[n_ + i] == 0) continue;
-        const auto x = static_cast<int64_t>(std::lround(px(i) + previous_[i]));
-        const auto y = static_cast<int64_t>(std::lround(py(i) + previous_[n_ + i]));
-        if (x < 0 || x >= w_ || y < 0 || y >= h_) continue;
-        const auto s = static_cast<std::size_t>(support[y * w_ + x]);
-        if (s > 0 && members[s].empty()) before[s].push_back(i);
+    for (std::size_t s = 1; s < before_.motion.size() && s < members.size(); ++s)
+      if (members[s].empty() && before_.motion[s]) {
+        motion[s] = *before_.motion[s];
+        members[s] = before_.pixels[s];
       }
-      for (std::size_t s = 1; s < members.size(); ++s)
-        if (!before[s].empty()) {
-          motion[s] = robust_fit(before[s], previous_);
-          members[s] = std::move(before[s]);
-        }
-    }
     std::fill(out_d, out_d + 2 * n_, 0.0f);
     std::fill(out_open, out_open + n_, 0.0f);
     for (int64_t i = 0; i < n_; ++i) {
@@ -461,16 +525,7 @@ class RigidLayers {
     // map carries on with the sprite's motion: the next frame composes its flow with this map
     // bilinearly, and a sprite's edge pixels would otherwise read a mix of its motion and 0 ("where
     // the anchor had it"), a pull back toward the anchor that slows every shape frame by frame.
-    constexpr int64_t kMargin = 3;
-    std::vector<float> near(static_cast<std::size_t>(n_), 0.0f);
-    for (int64_t i = 0; i < n_; ++i) {
-      if (support[i] == 0) continue;
-      const int64_t y = i / w_, x = i % w_;
-      for (int64_t yy = std::max<int64_t>(y - kMargin, 0); yy <= std::min(y + kMargin, h_ - 1); ++yy)
-        for (int64_t xx = std::max<int64_t>(x - kMargin, 0); xx <= std::min(x + kMargin, w_ - 1); ++xx)
-          if (near[static_cast<std::size_t>(yy * w_ + xx)] == 0)
-            near[static_cast<std::size_t>(yy * w_ + xx)] = support[i];
-    }
+    const std::vector<float> near = margin_labels(support);
     for (int64_t i = 0; i < n_; ++i) {
       if (out_open[i] != 0) continue;
       for (std::size_t s = 1; s < members.size(); ++s) {
@@ -484,8 +539,13 @@ class RigidLayers {
     }
   }
 
-  const float *d_, *open_, *previous_;
+  const float *d_, *open_, *previous_, *flow_;
   int64_t h_, w_, n_;
+  PreviousSprites before_;  // with a previous map and given sprites; else empty
+  // find_owners(): the sprite each pixel came from (0: none) and which sprites the previous map
+  // moved. Empty without a previous map and flow (then any pixel may move any sprite).
+  std::vector<int64_t> owner_;
+  std::vector<bool> was_moved_;
   std::vector<std::vector<int64_t>> regions_;
 };
 
@@ -555,7 +615,7 @@ Tensor clean_plate(const Tensor& anchor, const Tensor& support) {
 
 RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
                                const Tensor& anchor, const Tensor& support,
-                               const Tensor& previous) {
+                               const Tensor& previous, const Tensor& flow) {
   const auto same_plane = [&](const Tensor& t) {
     return t.dim() == 4 && t.size(1) == 1 && t.size(0) == displacement.size(0) &&
            t.size(2) == displacement.size(2) && t.size(3) == displacement.size(3);
@@ -565,8 +625,10 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
                     anchor.size(2) == displacement.size(2) &&
                     anchor.size(3) == displacement.size(3) &&
                     (!support.defined() || same_plane(support)) &&
-                    (!previous.defined() || previous.shape() == displacement.shape()),
-                "[rigid_layers] expected displacement and previous [B, 2, H, W], open and support "
+                    (!previous.defined() || previous.shape() == displacement.shape()) &&
+                    (!flow.defined() || flow.shape() == displacement.shape()),
+                "[rigid_layers] expected displacement, previous and flow [B, 2, H, W], open and "
+                "support "
                 "[B, 1, H, W] and anchor [B, C, H, W], got ", shape_to_string(displacement.shape()),
                 ", ", shape_to_string(anchor.shape()), ", ",
                 previous.defined() ? shape_to_string(previous.shape()) : "none", ", ",
@@ -576,8 +638,10 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
   const Tensor gate = open.detach().to(DType::F32).contiguous();
   const Tensor image = anchor.detach().to(DType::F32).contiguous();
   const Tensor given = support.defined() ? support.detach().to(DType::F32).contiguous() : Tensor();
-  const Tensor before =
-      previous.defined() ? previous.detach().to(DType::F32).contiguous() : Tensor();
+  const auto plain = [](const Tensor& t) {
+    return t.defined() ? t.detach().to(DType::F32).contiguous() : Tensor();
+  };
+  const Tensor before = plain(previous), moved = plain(flow);
   RigidLayersResult out{.displacement = Tensor::empty(d.shape(), DType::F32),
                         .open = Tensor::empty(gate.shape(), DType::F32),
                         .support = Tensor::empty(gate.shape(), DType::F32)};
@@ -585,13 +649,14 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
   capture::launch(
       "rigid_layers",
       {&d, &gate, &image, support.defined() ? &given : nullptr,
-       previous.defined() ? &before : nullptr},
+       previous.defined() ? &before : nullptr, flow.defined() ? &moved : nullptr},
       {&out.displacement, &out.open, &out.support}, [](const capture::KernelArgs& k) {
         const int64_t b = k.out(0).size(0), h = k.out(0).size(2), w = k.out(0).size(3), n = h * w;
         const int64_t c = k.in(2).size(1);
         for (int64_t i = 0; i < b; ++i)
           RigidLayers(k.in(0).data<float>() + i * 2 * n, k.in(1).data<float>() + i * n,
                       k.optional(4) != nullptr ? k.optional(4)->data<float>() + i * 2 * n : nullptr,
+                      k.optional(5) != nullptr ? k.optional(5)->data<float>() + i * 2 * n : nullptr,
                       h, w)
               .run(k.in(2).data<float>() + i * c * n, c,
                    k.optional(3) != nullptr ? k.optional(3)->data<float>() + i * n : nullptr,
@@ -633,7 +698,7 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
   const Tensor source = anchor.to(DType::F32);
   if (rigid) {
-    const RigidLayersResult layers = rigid_layers(composed, open, source, support, displacement);
+    const RigidLayersResult layers = rigid_layers(composed, open, source, support, displacement, flow);
     const Tensor background = plate.defined() ? plate : clean_plate(source, layers.support);
     return {.frame = add(mul(warp(source, layers.displacement), layers.open),
                          mul(background, sub(1.0, layers.open))),

@@ -214,9 +214,14 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
 //     nearest inside. Two shapes touching in the anchor are two sprites, however alike their
 //     first maps.
 //   - Each sprite moves by the rotation and translation that fit the maps of the open pixels
-//     (of regions of 8 or more) reading inside it best (least squares, closed form; fitted again without the pixels more
-//     than a pixel off, so a frayed outline does not pull it), and is open exactly at the pixels
-//     that motion takes into it: the whole shape, whatever the gate left out or added. A sprite
+//     (of regions of 8 or more) reading inside it best (least squares, closed form; fitted again
+//     without the pixels more than a pixel off, so a frayed outline does not pull it), and is
+//     open exactly at the pixels
+//     that motion takes into it: the whole shape, whatever the gate left out or added. Given the
+//     frame's `flow` f [B, 2, H, W] and `previous`, a pixel moves a sprite the previous map moved
+//     only if f takes it onto that sprite in the previous frame: the gate also opens on the trail
+//     between where a shape was in the anchor and where it is now, whose pixels read the
+//     background in place, inside the shape's anchor pixels, and would pull it back. A sprite
 //     no region reads stays where `previous` (the last frame's map, if given) had it. Closed
 //     pixels within 3 pixels of a sprite keep its motion in the map (open stays 0 there): the
 //     next frame composes with the map bilinearly, and a 0 beside a sprite's edge would pull the
@@ -238,7 +243,7 @@ struct RigidLayersResult {
 };
 RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
                                const Tensor& anchor, const Tensor& support = Tensor(),
-                               const Tensor& previous = Tensor());
+                               const Tensor& previous = Tensor(), const Tensor& flow = Tensor());
 
 // An anchor-map model's next frames, as a stream makes them (no gradient): the network once on
 // `context` (with_anchor's result, the anchor in front) and `context_sigma`, then
