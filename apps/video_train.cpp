@@ -114,7 +114,7 @@ int video_train(Args args, const Communicator& world) {
   RunDirOptions run{.out = "runs/video", .checkpoint_every = 250};
   int64_t steps = 2000, batch = 16, seed = 0, warmup = 100, size = 64;
   double change_penalty = 0.0, adversarial = 0.0, critic_lr = 2e-4, distribution = 0.0,
-         map_supervision = 0.0, true_flow_input = 0.0;
+         map_supervision = 0.0, true_flow_input = 0.0, bounce_fraction = 0.0;
   double free_run_regression = 1.0;
   int64_t adversarial_from = 0, critic_width = 32;
   double lr = 2e-3, context_noise = 0.1, clip = 1.0, weight_decay = 0.0, context_blur = 0.0,
@@ -199,6 +199,10 @@ int video_train(Args args, const Communicator& world) {
            "flow-input models with --map-supervision: the fraction of samples whose first step "
            "is given the true previous flow instead of zero (it learns that motion continues; "
            "0: a stream's first frame every time)");
+  p.option("--bounce-fraction", &bounce_fraction,
+           "direct models: the fraction of windows drawn so that a shape bounces off a wall at "
+           "one of the frames the model predicts (uniform draws see few bounces, and a model that "
+           "misses them drives shapes into the walls; 0: uniform draws)");
   p.flag("--rigid-context", &rigid_context,
          "anchor-map models: each unrolled frame becomes the next context as a stream shows it, "
          "its shapes rigid sprites cut from the anchor (video generate's default; docs/VIDEO.md)");
@@ -286,6 +290,10 @@ int video_train(Args args, const Communicator& world) {
       (true_flow_input > 0 && !(flow_input && map_supervision > 0)))
     throw UsageError{"video train: --true-flow-input is a fraction in [0, 1] and needs "
                      "--flow-input and --map-supervision"};
+  if (!(bounce_fraction >= 0 && bounce_fraction <= 1) ||
+      (bounce_fraction > 0 && (!direct || (anchor && !anchor_map))))
+    throw UsageError{"video train: --bounce-fraction is a fraction in [0, 1], for direct models "
+                     "without a drawn anchor (--anchor alone)"};
   if (!(map_supervision >= 0) || (map_supervision > 0 && !anchor_map))
     throw UsageError{"video train: --map-supervision must be >= 0 and needs --anchor-map"};
   if (anchor && !direct)
@@ -386,6 +394,7 @@ int video_train(Args args, const Communicator& world) {
                                 {"rigid-context", rigid_context ? "1" : "0"},
                                 {"flow-input", flow_input ? "1" : "0"},
                                 {"true-flow-input", exact_text(true_flow_input)},
+                                {"bounce-fraction", exact_text(bounce_fraction)},
                                 {"change-penalty", exact_text(change_penalty)},
                                 {"distribution", exact_text(distribution)},
                                 {"adversarial", exact_text(adversarial)},
@@ -504,7 +513,8 @@ int video_train(Args args, const Communicator& world) {
     std::vector<Tensor> window =
         drawn_anchor ? videos.anchored_windows(batch * world.size(), length, gen)
                      : videos.windows(batch * world.size(), length, gen, DType::F32,
-                                      MemoryFormat::ChannelsLast, &origins);
+                                      MemoryFormat::ChannelsLast, &origins,
+                                      {.fraction = bounce_fraction, .within = unroll});
     if (world.distributed() && !origins.empty())  // this rank's share, as rank_share takes
       origins = std::vector<data::WindowOrigin>(
           origins.begin() + batch * world.rank(), origins.begin() + batch * (world.rank() + 1));

@@ -23,11 +23,12 @@ uint64_t splitmix64(uint64_t x) {
 }
 
 // Uniform integer in [0, n) from one 64-bit draw (multiply-shift: no modulo, bias < n / 2^64).
-int64_t draw_below(Generator& gen, int64_t n) {
-  const unsigned __int128 wide =
-      static_cast<unsigned __int128>(gen.next_u64()) * static_cast<uint64_t>(n);
-  return static_cast<int64_t>(wide >> 64);
+// A random word scaled to [0, n).
+int64_t below(uint64_t word, int64_t n) {
+  return static_cast<int64_t>((static_cast<unsigned __int128>(word) * static_cast<uint64_t>(n)) >> 64);
 }
+
+int64_t draw_below(Generator& gen, int64_t n) { return below(gen.next_u64(), n); }
 
 // The scene's random draws, all from one generator in a fixed order.
 struct Draw {
@@ -173,8 +174,26 @@ std::pair<Tensor, Tensor> MovingShapes::batch(int64_t batch, Generator& gen, DTy
 
 std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generator& gen,
                                           DType dtype, MemoryFormat format,
-                                          std::vector<WindowOrigin>* origins) const {
-  return draw_windows(batch, length, gen, dtype, format, false, origins);
+                                          std::vector<WindowOrigin>* origins,
+                                          const BounceDraws& bounces) const {
+  return draw_windows(batch, length, gen, dtype, format, false, origins, bounces);
+}
+
+std::vector<int64_t> MovingShapes::bounce_frames(int64_t video, int64_t first) const {
+  const ShapeScene s = scene(video);
+  const int64_t h = config_.height, w = config_.width;
+  std::vector<int64_t> frames;
+  for (int64_t b = std::max<int64_t>(first, 2); b < config_.frames_per_video; ++b)
+    for (const ShapeSpec& shape : s.shapes) {
+      const auto p0 = shape_position(shape, h, w, b - 2), p1 = shape_position(shape, h, w, b - 1),
+                 p2 = shape_position(shape, h, w, b);
+      const auto turns = [&](int axis) { return (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0; };
+      if (turns(0) || turns(1)) {
+        frames.push_back(b);
+        break;
+      }
+    }
+  return frames;
 }
 
 AnchorMaps MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
@@ -209,7 +228,8 @@ std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length
 std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Generator& gen,
                                                DType dtype, MemoryFormat format,
                                                bool anchored,
-                                               std::vector<WindowOrigin>* origins) const {
+                                               std::vector<WindowOrigin>* origins,
+                                               const BounceDraws& bounces) const {
   MIXPREC_CHECK(batch >= 1, "[MovingShapes::windows] batch must be >= 1, got ", batch);
   MIXPREC_CHECK(length >= 2 && length <= config_.frames_per_video,
                 "[MovingShapes::windows] length must be in [2, frames_per_video = ",
@@ -220,11 +240,22 @@ std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Ge
   MIXPREC_CHECK(format == MemoryFormat::Contiguous || format == MemoryFormat::ChannelsLast,
                 "[MovingShapes::windows] format must be contiguous or channels_last, got ",
                 memory_format_name(format));
+  MIXPREC_CHECK(bounces.fraction >= 0 && bounces.fraction <= 1 && bounces.within >= 1 &&
+                    bounces.within <= length,
+                "[MovingShapes::windows] a bounce fraction in [0, 1] and bounces within 1 to ",
+                length, " frames, got ", bounces.fraction, " and ", bounces.within);
   // All draws first, in order, so the result does not depend on how the rendering is split.
   std::vector<std::pair<int64_t, int64_t>> picks(static_cast<std::size_t>(batch));
   for (auto& [video, t] : picks) {
     video = draw_below(gen, config_.num_videos);
     t = (length - 1) + draw_below(gen, config_.frames_per_video - (length - 1));
+    if (bounces.fraction == 0) continue;  // no more draws: the windows of no bounce draws
+    const uint64_t coin = gen.next_u64(), which = gen.next_u64(), offset = gen.next_u64();
+    if (static_cast<double>(coin >> 11) * 0x1p-53 >= bounces.fraction) continue;
+    const std::vector<int64_t> at = bounce_frames(video, length - bounces.within);
+    if (at.empty()) continue;
+    const int64_t b = at[static_cast<std::size_t>(below(which, static_cast<int64_t>(at.size())))];
+    t = std::clamp(b + below(offset, bounces.within), length - 1, config_.frames_per_video - 1);
   }
   if (origins != nullptr) {
     origins->clear();

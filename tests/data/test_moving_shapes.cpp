@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -270,6 +271,53 @@ TEST(MovingShapes, WindowsHoldConsecutiveFrames) {
   EXPECT_THAT(error_of([&] { ds.windows(1, 13, gen); }),
               HasSubstr("[MovingShapes::windows] length must be in [2, frames_per_video = 12]"));
   EXPECT_THAT(error_of([&] { ds.windows(1, 1, gen); }), HasSubstr("length must be in"));
+}
+
+TEST(MovingShapes, BounceDrawsPutABounceAmongTheLastFrames) {
+  const MovingShapes ds({.height = 32, .width = 32, .num_videos = 50, .frames_per_video = 200}, 4);
+  // bounce_frames: exactly the frames at which a shape's motion turns back in x or y.
+  const ShapeScene scene = ds.scene(7);
+  const std::vector<int64_t> at = ds.bounce_frames(7, 0);
+  ASSERT_FALSE(at.empty());
+  for (int64_t b = 2; b < 200; ++b) {
+    bool turns = false;
+    for (const ShapeSpec& shape : scene.shapes)
+      for (int axis = 0; axis < 2; ++axis) {
+        const double d0 = shape_position(shape, 32, 32, b - 1)[axis] -
+                          shape_position(shape, 32, 32, b - 2)[axis];
+        const double d1 =
+            shape_position(shape, 32, 32, b)[axis] - shape_position(shape, 32, 32, b - 1)[axis];
+        turns = turns || d0 * d1 < 0;
+      }
+    EXPECT_EQ(turns, std::find(at.begin(), at.end(), b) != at.end()) << b;
+  }
+  // Every window drawn with fraction 1 has a bounce among its last 3 frames.
+  Generator gen(11);
+  std::vector<WindowOrigin> origins;
+  ds.windows(24, 6, gen, DType::F32, MemoryFormat::ChannelsLast, &origins,
+             {.fraction = 1.0, .within = 3});
+  int64_t with_bounce = 0;
+  for (const WindowOrigin& o : origins) {
+    const std::vector<int64_t> b = ds.bounce_frames(o.video, o.first + 3);
+    with_bounce += !b.empty() && b.front() <= o.first + 5;
+  }
+  EXPECT_EQ(with_bounce, 24);
+  // Uniform draws rarely do; fraction 0 draws exactly what windows() always drew.
+  Generator u(11), v(11);
+  std::vector<WindowOrigin> plain, none;
+  ds.windows(24, 6, u, DType::F32, MemoryFormat::ChannelsLast, &plain);
+  ds.windows(24, 6, v, DType::F32, MemoryFormat::ChannelsLast, &none, {.fraction = 0.0});
+  int64_t uniform_bounces = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].video, none[i].video);
+    EXPECT_EQ(plain[i].first, none[i].first);
+    const std::vector<int64_t> b = ds.bounce_frames(plain[i].video, plain[i].first + 3);
+    uniform_bounces += !b.empty() && b.front() <= plain[i].first + 5;
+  }
+  EXPECT_LT(uniform_bounces, 12);
+  EXPECT_THAT(error_of([&] { ds.windows(2, 6, gen, DType::F32, MemoryFormat::ChannelsLast,
+                                        nullptr, {.fraction = 1.5}); }),
+              HasSubstr("a bounce fraction in [0, 1]"));
 }
 
 TEST(MovingShapes, AnchoredWindowsAreTheWindowsAfterAFrameOfTheSameVideo) {

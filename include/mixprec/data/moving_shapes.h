@@ -58,6 +58,16 @@ struct WindowOrigin {
   int64_t first = 0;
 };
 
+// Windows drawn around bounces: a shape's motion turning back at a wall. Uniform draws see one
+// rarely (a shape crosses the frame in about 60 frames), and a model that has seen too few keeps
+// a shape going into the wall when its own frames are its context.
+struct BounceDraws {
+  double fraction = 0;  // each pair is drawn this way with this probability (0: never, no draw)
+  // ... so that a bounce (frame b, whose motion from b - 1 turns back from the one into b - 1 in
+  // x or y) is one of the window's last `within` frames (its targets, for a rollout).
+  int64_t within = 1;
+};
+
 class MovingShapes {
  public:
   // Throws mixprec::Error for an invalid config.
@@ -85,10 +95,18 @@ class MovingShapes {
   // frames t - length + 1, ..., t; result[i] holds frame t - length + 1 + i of every pair.
   // batch(b, gen) is windows(b, 2, gen): the same draws, the same frames.
   // `origins`, if given, receives where each window came from.
+  // With `bounces`, a pair drawn around a bounce takes its t so that one of its video's bounces
+  // is one of the window's last bounces.within frames (b uniform among them, then t - b
+  // uniform in [0, within), clamped to the video); a video without one keeps the uniform t.
   std::vector<Tensor> windows(int64_t batch, int64_t length, Generator& gen,
                               DType dtype = DType::F32,
                               MemoryFormat format = MemoryFormat::ChannelsLast,
-                              std::vector<WindowOrigin>* origins = nullptr) const;
+                              std::vector<WindowOrigin>* origins = nullptr,
+                              const BounceDraws& bounces = {}) const;
+
+  // The frames b in [first, frames_per_video) at which a shape of `video` bounces (see
+  // BounceDraws), in order.
+  std::vector<int64_t> bounce_frames(int64_t video, int64_t first) const;
 
   // The true anchor maps (shape_scene.h, scene_anchor_map) of frame `offset` of each window
   // with respect to its frame `anchor_offset` (offsets from the window's first frame, >= 0):
@@ -112,7 +130,8 @@ class MovingShapes {
  private:
   std::vector<Tensor> draw_windows(int64_t batch, int64_t length, Generator& gen, DType dtype,
                                    MemoryFormat format, bool anchored,
-                                   std::vector<WindowOrigin>* origins) const;
+                                   std::vector<WindowOrigin>* origins,
+                                   const BounceDraws& bounces = {}) const;
 
   MovingShapesConfig config_;
   uint64_t seed_;
