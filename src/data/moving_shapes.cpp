@@ -25,7 +25,8 @@ uint64_t splitmix64(uint64_t x) {
 // Uniform integer in [0, n) from one 64-bit draw (multiply-shift: no modulo, bias < n / 2^64).
 // A random word scaled to [0, n).
 int64_t below(uint64_t word, int64_t n) {
-  return static_cast<int64_t>((static_cast<unsigned __int128>(word) * static_cast<uint64_t>(n)) >> 64);
+  return static_cast<int64_t>((static_cast<unsigned __int128>(word) * static_cast<uint64_t>(n)) >>
+                              64);
 }
 
 int64_t draw_below(Generator& gen, int64_t n) { return below(gen.next_u64(), n); }
@@ -187,7 +188,9 @@ std::vector<int64_t> MovingShapes::bounce_frames(int64_t video, int64_t first) c
     for (const ShapeSpec& shape : s.shapes) {
       const auto p0 = shape_position(shape, h, w, b - 2), p1 = shape_position(shape, h, w, b - 1),
                  p2 = shape_position(shape, h, w, b);
-      const auto turns = [&](int axis) { return (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0; };
+      const auto turns = [&](int axis) {
+        return (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0;
+      };
       if (turns(0) || turns(1)) {
         frames.push_back(b);
         break;
@@ -226,8 +229,7 @@ std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length
 }
 
 std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Generator& gen,
-                                               DType dtype, MemoryFormat format,
-                                               bool anchored,
+                                               DType dtype, MemoryFormat format, bool anchored,
                                                std::vector<WindowOrigin>* origins,
                                                const BounceDraws& bounces) const {
   MIXPREC_CHECK(batch >= 1, "[MovingShapes::windows] batch must be >= 1, got ", batch);

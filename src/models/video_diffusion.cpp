@@ -628,8 +628,7 @@ RigidLayersResult rigid_layers(const Tensor& displacement, const Tensor& open,
                     (!previous.defined() || previous.shape() == displacement.shape()) &&
                     (!flow.defined() || flow.shape() == displacement.shape()),
                 "[rigid_layers] expected displacement, previous and flow [B, 2, H, W], open and "
-                "support "
-                "[B, 1, H, W] and anchor [B, C, H, W], got ", shape_to_string(displacement.shape()),
+                "support [B, 1, H, W] and anchor [B, C, H, W], got ", shape_to_string(displacement.shape()),
                 ", ", shape_to_string(anchor.shape()), ", ",
                 previous.defined() ? shape_to_string(previous.shape()) : "none", ", ",
                 shape_to_string(open.shape()), " and ",
@@ -698,7 +697,8 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
   const Tensor source = anchor.to(DType::F32);
   if (rigid) {
-    const RigidLayersResult layers = rigid_layers(composed, open, source, support, displacement, flow);
+    const RigidLayersResult layers =
+        rigid_layers(composed, open, source, support, displacement, flow);
     const Tensor background = plate.defined() ? plate : clean_plate(source, layers.support);
     return {.frame = add(mul(warp(source, layers.displacement), layers.open),
                          mul(background, sub(1.0, layers.open))),

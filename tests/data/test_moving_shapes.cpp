@@ -283,8 +283,8 @@ TEST(MovingShapes, BounceDrawsPutABounceAmongTheLastFrames) {
     bool turns = false;
     for (const ShapeSpec& shape : scene.shapes)
       for (int axis = 0; axis < 2; ++axis) {
-        const double d0 = shape_position(shape, 32, 32, b - 1)[axis] -
-                          shape_position(shape, 32, 32, b - 2)[axis];
+        const double d0 =
+            shape_position(shape, 32, 32, b - 1)[axis] - shape_position(shape, 32, 32, b - 2)[axis];
         const double d1 =
             shape_position(shape, 32, 32, b)[axis] - shape_position(shape, 32, 32, b - 1)[axis];
         turns = turns || d0 * d1 < 0;
@@ -315,8 +315,10 @@ TEST(MovingShapes, BounceDrawsPutABounceAmongTheLastFrames) {
     uniform_bounces += !b.empty() && b.front() <= plain[i].first + 5;
   }
   EXPECT_LT(uniform_bounces, 12);
-  EXPECT_THAT(error_of([&] { ds.windows(2, 6, gen, DType::F32, MemoryFormat::ChannelsLast,
-                                        nullptr, {.fraction = 1.5}); }),
+  EXPECT_THAT(error_of([&] {
+                ds.windows(2, 6, gen, DType::F32, MemoryFormat::ChannelsLast, nullptr,
+                           {.fraction = 1.5});
+              }),
               HasSubstr("a bounce fraction in [0, 1]"));
 }
 
@@ -396,7 +398,6 @@ TEST(DeterministicTrig, MatchesLibmClosely) {
   EXPECT_EQ(det_cos(0.0), 1.0);
 }
 
-
 // The true anchor map: reading the anchor frame through it gives frame t wherever it is defined
 // (rigid motion and spin, warp's sampling convention), away from outlines, where bilinear reads
 // mix in an edge pixel.
@@ -438,10 +439,10 @@ TEST(AnchorMap, HiddenContentAndOutlinesAreUndefined) {
   ShapeScene scene{.height = 32, .width = 32};
   scene.background.color0 = scene.background.color1 = {0.2f, 0.2f, 0.2f};
   // A red square moving right from under a static blue one in front.
-  const ShapeSpec red{.kind = ShapeKind::Rectangle, .x = 10, .y = 16, .vx = 1, .size = 4,
-                      .color = {1, 0, 0}};
-  const ShapeSpec blue{.kind = ShapeKind::Rectangle, .x = 10, .y = 16, .size = 6,
-                       .color = {0, 0, 1}};
+  const ShapeSpec red{
+      .kind = ShapeKind::Rectangle, .x = 10, .y = 16, .vx = 1, .size = 4, .color = {1, 0, 0}};
+  const ShapeSpec blue{
+      .kind = ShapeKind::Rectangle, .x = 10, .y = 16, .size = 6, .color = {0, 0, 1}};
   scene.shapes = {red, blue};
   std::vector<float> offsets(2 * 32 * 32), valid(32 * 32), layer(32 * 32);
   scene_anchor_map(scene, 0, 8, offsets.data(), valid.data(), layer.data());
@@ -477,12 +478,14 @@ TEST(AnchorMap, WindowOriginsNameTheFramesAndMapsFollowThem) {
   const MovingShapes ds({}, 1);
   Generator gen(2);
   std::vector<WindowOrigin> origins;
-  const std::vector<Tensor> w = ds.windows(3, 4, gen, DType::F32, MemoryFormat::ChannelsLast, &origins);
+  const std::vector<Tensor> w =
+      ds.windows(3, 4, gen, DType::F32, MemoryFormat::ChannelsLast, &origins);
   ASSERT_EQ(origins.size(), 3u);
   for (std::size_t b = 0; b < 3; ++b)
     for (int64_t i = 0; i < 4; ++i)
-      EXPECT_TRUE(bit_identical(w[static_cast<std::size_t>(i)].select(0, static_cast<int64_t>(b)).contiguous(),
-                                ds.frame(origins[b].video, origins[b].first + i)));
+      EXPECT_TRUE(bit_identical(
+          w[static_cast<std::size_t>(i)].select(0, static_cast<int64_t>(b)).contiguous(),
+          ds.frame(origins[b].video, origins[b].first + i)));
   const AnchorMaps maps = ds.anchor_maps(origins, 1, 3);
   EXPECT_EQ(maps.offsets.shape(), (Shape{3, 2, 64, 64}));
   std::vector<float> want(2 * 64 * 64), want_valid(64 * 64), want_layer(64 * 64);
@@ -493,7 +496,8 @@ TEST(AnchorMap, WindowOriginsNameTheFramesAndMapsFollowThem) {
   for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got.data<float>()[i], want[i]);
   for (std::size_t i = 0; i < want_layer.size(); ++i)
     ASSERT_EQ(got_layer.data<float>()[i], want_layer[i]);
-  EXPECT_THAT(error_of([&] { (void)ds.anchor_maps({}, 0, 1); }), HasSubstr("[MovingShapes::anchor_maps]"));
+  EXPECT_THAT(error_of([&] { (void)ds.anchor_maps({}, 0, 1); }),
+              HasSubstr("[MovingShapes::anchor_maps]"));
 }
 
 }  // namespace
