@@ -183,33 +183,44 @@ TEST(RigidLayers, ShapesTouchingInTheAnchorAreSplitAlongItsEdges) {
             1e-5);
 }
 
+// The sprite cut from a first frame whose gate opens the 8x8 square at (12, 10), unmoved.
+RigidLayersResult cut_square() {
+  Field first;
+  add_motion(first, [](int64_t x, int64_t y) { return in_square(x, y, 12, 10, 8); }, 0.0, 0, 0,
+             0.0, 0.0);
+  return rigid_layers(first.map, first.open, flat());
+}
+
+// rigid_layers of the frame after `previous` whose flow is (flow_x, 0) on the pixels `moving`
+// selects, open there and where `also_open` selects, composed as anchor_map_frame composes.
+template <class Moving, class AlsoOpen>
+RigidLayersResult next_frame(const RigidLayersResult& cut, const RigidLayersResult& previous,
+                             Moving moving, double flow_x, AlsoOpen also_open) {
+  Tensor flow = Tensor::zeros({1, 2, kSize, kSize}), open = Tensor::zeros({1, 1, kSize, kSize});
+  for (int64_t y = 0; y < kSize; ++y)
+    for (int64_t x = 0; x < kSize; ++x) {
+      if (moving(x, y)) flow.set({0, 0, y, x}, flow_x);
+      if (moving(x, y) || also_open(x, y)) open.set({0, 0, y, x}, 1.0);
+    }
+  const Tensor composed = mul(add(flow, warp(previous.displacement, flow)), open);
+  return rigid_layers(composed, open, flat(), cut.support, previous.displacement, flow);
+}
+
 TEST(RigidLayers, TheFlowComposesExactlyWithTheSpritesMotion) {
   // A square sprite that has moved by (-3, 2) and turned; this frame's flow says it moved 2 px
   // further left, and the gate opens a pixel behind it (to its right) as well. The new map is
   // the previous motion after the flow, exactly, on the whole square where it is now.
-  const auto square = [](int64_t x, int64_t y) { return in_square(x, y, 12, 10, 8); };
-  Field first;
-  add_motion(first, square, 0.0, 0, 0, 0.0, 0.0);
-  const RigidLayersResult cut = rigid_layers(first.map, first.open, flat());
+  const RigidLayersResult cut = cut_square();
   const double angle = 0.1, cx = 12.5, cy = 15.5;
-  const auto then = [](int64_t x, int64_t y) { return in_square(x, y, 9, 12, 8); };
   Field before;
-  add_motion(before, then, angle, cx, cy, 3.0, -2.0);
+  add_motion(before, [](int64_t x, int64_t y) { return in_square(x, y, 9, 12, 8); }, angle, cx,
+             cy, 3.0, -2.0);
   const RigidLayersResult previous = rigid_layers(before.map, before.open, flat(), cut.support);
-  const auto now = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8); };
-  const auto gate = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 9); };
-  Tensor flow = Tensor::zeros({1, 2, kSize, kSize}), open = Tensor::zeros({1, 1, kSize, kSize});
-  for (int64_t y = 0; y < kSize; ++y)
-    for (int64_t x = 0; x < kSize; ++x)
-      if (gate(x, y)) {
-        flow.set({0, 0, y, x}, 2.0);
-        open.set({0, 0, y, x}, 1.0);
-      }
-  const Tensor composed =
-      mul(add(flow, warp(previous.displacement, flow)), open);  // as anchor_map_frame composes
-  const RigidLayersResult got =
-      rigid_layers(composed, open, flat(), cut.support, previous.displacement, flow);
+  const RigidLayersResult got = next_frame(
+      cut, previous, [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 9); }, 2.0,
+      [](int64_t, int64_t) { return false; });
   // T(p) = R (p + (2, 0) - c) + c + (3, -2) = R (p - c) + c + (3, -2) + R (2, 0).
+  const auto now = [](int64_t x, int64_t y) { return in_square(x, y, 7, 12, 8); };
   EXPECT_LT(motion_error(got.displacement, now, angle, cx, cy, 3.0 + 2.0 * std::cos(angle),
                          -2.0 + 2.0 * std::sin(angle)),
             1e-4);
@@ -220,26 +231,16 @@ TEST(RigidLayers, TheTrailTheGateOpensBehindAShapeDoesNotPullItBack) {
   // opens the trail between it and where the anchor had it, reading the background in place:
   // inside the square's anchor pixels, but from no sprite of the previous frame. The square
   // moves by its own pixels' flow alone.
-  const auto square = [](int64_t x, int64_t y) { return in_square(x, y, 12, 10, 8); };
-  Field first;
-  add_motion(first, square, 0.0, 0, 0, 0.0, 0.0);
-  const RigidLayersResult cut = rigid_layers(first.map, first.open, flat());
+  const RigidLayersResult cut = cut_square();
   Field before;
   add_motion(before, [](int64_t x, int64_t y) { return in_square(x, y, 6, 10, 8); }, 0.0, 0, 0,
              6.0, 0.0);
   const RigidLayersResult previous = rigid_layers(before.map, before.open, flat(), cut.support);
   const auto now = [](int64_t x, int64_t y) { return in_square(x, y, 5, 10, 8); };
   // The trail: from beyond the square's last place (x 6..13, one more grown) to past its first.
-  const auto trail = [](int64_t x, int64_t y) { return x >= 15 && x < 23 && y >= 10 && y < 18; };
-  Tensor flow = Tensor::zeros({1, 2, kSize, kSize}), open = Tensor::zeros({1, 1, kSize, kSize});
-  for (int64_t y = 0; y < kSize; ++y)
-    for (int64_t x = 0; x < kSize; ++x) {
-      if (now(x, y)) flow.set({0, 0, y, x}, 1.0);
-      if (now(x, y) || trail(x, y)) open.set({0, 0, y, x}, 1.0);
-    }
-  const Tensor composed = mul(add(flow, warp(previous.displacement, flow)), open);
-  const RigidLayersResult got =
-      rigid_layers(composed, open, flat(), cut.support, previous.displacement, flow);
+  const RigidLayersResult got = next_frame(cut, previous, now, 1.0, [](int64_t x, int64_t y) {
+    return x >= 15 && x < 23 && y >= 10 && y < 18;
+  });
   EXPECT_LT(motion_error(got.displacement, now, 0.0, 0, 0, 7.0, 0.0), 1e-4);
   for (int64_t x = 15; x < 23; ++x) EXPECT_EQ(got.open.value({0, 0, 14, x}), 0.0) << x;
 }
