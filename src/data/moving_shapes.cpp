@@ -1,6 +1,7 @@
 #include "mixprec/data/moving_shapes.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "mixprec/core/error.h"
@@ -22,8 +23,8 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Uniform integer in [0, n) from one 64-bit draw (multiply-shift: no modulo, bias < n / 2^64).
-// A random word scaled to [0, n).
+// Uniform integer in [0, n) from one random 64-bit word (multiply-shift: no modulo, bias <
+// n / 2^64).
 int64_t below(uint64_t word, int64_t n) {
   return static_cast<int64_t>((static_cast<unsigned __int128>(word) * static_cast<uint64_t>(n)) >>
                               64);
@@ -183,19 +184,27 @@ std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generat
 std::vector<int64_t> MovingShapes::bounce_frames(int64_t video, int64_t first) const {
   const ShapeScene s = scene(video);
   const int64_t h = config_.height, w = config_.width;
+  // Each shape's positions at frames b - 2, b - 1 and b, moved on one frame at a time.
+  const int64_t start = std::max<int64_t>(first, 2);
+  std::vector<std::array<std::array<double, 2>, 3>> at;
+  for (const ShapeSpec& shape : s.shapes)
+    at.push_back({shape_position(shape, h, w, start - 2), shape_position(shape, h, w, start - 1),
+                  shape_position(shape, h, w, start)});
   std::vector<int64_t> frames;
-  for (int64_t b = std::max<int64_t>(first, 2); b < config_.frames_per_video; ++b)
-    for (const ShapeSpec& shape : s.shapes) {
-      const auto p0 = shape_position(shape, h, w, b - 2), p1 = shape_position(shape, h, w, b - 1),
-                 p2 = shape_position(shape, h, w, b);
-      const auto turns = [&](int axis) {
-        return (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0;
-      };
-      if (turns(0) || turns(1)) {
-        frames.push_back(b);
-        break;
+  for (int64_t b = start; b < config_.frames_per_video; ++b) {
+    bool turns = false;
+    for (std::size_t i = 0; i < at.size(); ++i) {
+      auto& [p0, p1, p2] = at[i];
+      if (b > start) {
+        p0 = p1;
+        p1 = p2;
+        p2 = shape_position(s.shapes[i], h, w, b);
       }
+      for (int axis = 0; axis < 2; ++axis)
+        turns = turns || (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0;
     }
+    if (turns) frames.push_back(b);
+  }
   return frames;
 }
 
@@ -253,7 +262,7 @@ std::vector<Tensor> MovingShapes::draw_windows(int64_t batch, int64_t length, Ge
     t = (length - 1) + draw_below(gen, config_.frames_per_video - (length - 1));
     if (bounces.fraction == 0) continue;  // no more draws: the windows of no bounce draws
     const uint64_t coin = gen.next_u64(), which = gen.next_u64(), offset = gen.next_u64();
-    if (static_cast<double>(coin >> 11) * 0x1p-53 >= bounces.fraction) continue;
+    if (random_detail::u64_to_unit_double(coin) >= bounces.fraction) continue;
     const std::vector<int64_t> at = bounce_frames(video, length - bounces.within);
     if (at.empty()) continue;
     const int64_t b = at[static_cast<std::size_t>(below(which, static_cast<int64_t>(at.size())))];
