@@ -183,23 +183,14 @@ std::vector<Tensor> MovingShapes::windows(int64_t batch, int64_t length, Generat
 
 std::vector<int64_t> MovingShapes::bounce_frames(int64_t video, int64_t first) const {
   const ShapeScene s = scene(video);
-  const int64_t h = config_.height, w = config_.width;
-  // Each shape's positions at frames b - 2, b - 1 and b, moved on one frame at a time.
-  const int64_t start = std::max<int64_t>(first, 2);
-  std::vector<std::array<std::array<double, 2>, 3>> at;
+  std::vector<std::vector<std::array<double, 2>>> tracks;
   for (const ShapeSpec& shape : s.shapes)
-    at.push_back({shape_position(shape, h, w, start - 2), shape_position(shape, h, w, start - 1),
-                  shape_position(shape, h, w, start)});
+    tracks.push_back(shape_track(shape, config_.height, config_.width, config_.frames_per_video));
   std::vector<int64_t> frames;
-  for (int64_t b = start; b < config_.frames_per_video; ++b) {
+  for (int64_t b = std::max<int64_t>(first, 2); b < config_.frames_per_video; ++b) {
     bool turns = false;
-    for (std::size_t i = 0; i < at.size(); ++i) {
-      auto& [p0, p1, p2] = at[i];
-      if (b > start) {
-        p0 = p1;
-        p1 = p2;
-        p2 = shape_position(s.shapes[i], h, w, b);
-      }
+    for (const auto& track : tracks) {
+      const auto &p0 = track[b - 2], &p1 = track[b - 1], &p2 = track[b];
       for (int axis = 0; axis < 2; ++axis)
         turns = turns || (p1[axis] - p0[axis]) * (p2[axis] - p1[axis]) < 0;
     }

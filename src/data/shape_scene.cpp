@@ -191,12 +191,68 @@ double shape_bound_radius(const ShapeSpec& shape) {
   }
 }
 
+ShapeExtent shape_extent(const ShapeSpec& shape, int64_t t) {
+  const double theta = shape.angle + shape.spin * static_cast<double>(t);
+  const double c = det_cos(theta), sn = det_sin(theta);
+  switch (shape.kind) {
+    case ShapeKind::Rectangle: {
+      const double half_h = shape.size * shape.aspect;
+      const double ex = std::fabs(c) * shape.size + std::fabs(sn) * half_h;
+      const double ey = std::fabs(sn) * shape.size + std::fabs(c) * half_h;
+      return {ex, ex, ey, ey};
+    }
+    case ShapeKind::Triangle: {
+      // The vertex opposite each edge lies one circumradius against that edge's normal.
+      ShapeExtent e{-1e300, -1e300, -1e300, -1e300};
+      for (const auto& n : kTriangleNormals) {
+        const double vx = -shape.size * (c * n[0] - sn * n[1]);
+        const double vy = -shape.size * (sn * n[0] + c * n[1]);
+        e = {std::max(e.left, -vx), std::max(e.right, vx), std::max(e.top, -vy),
+             std::max(e.bottom, vy)};
+      }
+      return e;
+    }
+    case ShapeKind::Circle:
+    default:
+      return {shape.size, shape.size, shape.size, shape.size};
+  }
+}
+
+std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t height,
+                                               int64_t width, int64_t frames) {
+  std::vector<std::array<double, 2>> track;
+  track.reserve(static_cast<std::size_t>(std::max<int64_t>(frames, 0)));
+  const double extent_w = static_cast<double>(width), extent_h = static_cast<double>(height);
+  // One axis's step: move, then reflect off whichever wall the shape's edge crossed, heading away
+  // from it. A spin that widens a shape at rest against a wall pushes it off the wall.
+  const auto step = [](double& p, double& v, double lo, double hi) {
+    if (!(hi > lo)) {
+      p = 0.5 * (lo + hi);
+      return;
+    }
+    p += v;
+    if (p < lo) p = 2 * lo - p, v = std::fabs(v);
+    if (p > hi) p = 2 * hi - p, v = -std::fabs(v);
+    p = std::clamp(p, lo, hi);  // a step longer than the room between the walls
+  };
+  ShapeExtent e = shape_extent(shape, 0);
+  double x = bounce(shape.x, e.left, extent_w - e.right);
+  double y = bounce(shape.y, e.top, extent_h - e.bottom);
+  double vx = shape.vx, vy = shape.vy;
+  for (int64_t t = 0; t < frames; ++t) {
+    if (t > 0) {
+      e = shape_extent(shape, t);
+      step(x, vx, e.left, extent_w - e.right);
+      step(y, vy, e.top, extent_h - e.bottom);
+    }
+    track.push_back({x, y});
+  }
+  return track;
+}
+
 std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
                                      int64_t t) {
-  const double r = shape_bound_radius(shape);
-  const double tt = static_cast<double>(t);
-  return {bounce(shape.x + shape.vx * tt, r, static_cast<double>(width) - r),
-          bounce(shape.y + shape.vy * tt, r, static_cast<double>(height) - r)};
+  return shape_track(shape, height, width, t + 1).back();
 }
 
 void validate_scene(const ShapeScene& scene, const char* op) {

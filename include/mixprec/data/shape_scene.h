@@ -74,9 +74,22 @@ struct ShapeScene {
 // Throws mixprec::Error naming `op` if the scene cannot be rendered (sizes, finite values).
 void validate_scene(const ShapeScene& scene, const char* op = "render_scene");
 
-// The circumradius of a shape: its bounce margin.
+// The circumradius of a shape: the radius of a disc that holds it at any rotation.
 double shape_bound_radius(const ShapeSpec& shape);
-// Centre of `shape` at frame t (after bouncing), in pixels: {x, y}.
+
+// How far a shape reaches from its centre at frame t (its rotation then), in pixels, on each side.
+struct ShapeExtent {
+  double left = 0, right = 0, top = 0, bottom = 0;
+};
+ShapeExtent shape_extent(const ShapeSpec& shape, int64_t t);
+
+// Centres of `shape` at frames 0 .. frames - 1, in pixels: {x, y}. A shape bounces off a wall
+// where its edge meets it (a visible contact, for every kind and rotation): each frame it moves by
+// its velocity, and an axis whose edge crossed a wall is reflected off it. Frame 0 folds the
+// spec's centre into the room its extent leaves.
+std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t height,
+                                               int64_t width, int64_t frames);
+// Centre of `shape` at frame t: shape_track(...)[t] (O(t): the motion is simulated).
 std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
                                      int64_t t);
 
