@@ -15,6 +15,10 @@ namespace mixprec::models {
 using plan_detail::median_ms;
 using plan_detail::relative_error;
 
+// The map supervision weight of an anchor-map model's loss while its gradients are measured: the
+// shipped model's (`video train --map-supervision 0.1`).
+constexpr double kPlanMapWeight = 0.1;
+
 amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& info,
                                         const data::MovingShapes& data,
                                         const VideoPlanOptions& o) {
@@ -26,12 +30,14 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
   const UNetVideoConfig& c = model.config();
   const int64_t k = c.context_frames;
   const bool direct = info.prediction == Prediction::Direct;
-  MIXPREC_CHECK(!c.anchor_map, "[plan_video_precision] anchor-map models are not planned yet");
   const NoiseSchedule schedule = NoiseSchedule::cosine(info.schedule_steps);
 
   // Held-out clips of K context frames and the frame after them, as one batch (8-bit, as a
-  // stream's context is); an anchor model's anchor is the clip's first frame.
+  // stream's context is); an anchor model's anchor is the clip's first frame, an anchor-map
+  // model's the newest context frame (which its loss takes from the window itself).
   std::vector<Tensor> window(static_cast<std::size_t>(k + 1));
+  std::vector<data::WindowOrigin> origins;
+  for (int64_t i = 0; i < o.clips; ++i) origins.push_back({data.config().held_out(i), 0});
   {
     std::vector<std::vector<Tensor>> frames(static_cast<std::size_t>(k + 1));
     for (int64_t i = 0; i < o.clips; ++i) {
@@ -42,16 +48,23 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
     for (int64_t f = 0; f <= k; ++f)
       window[static_cast<std::size_t>(f)] = cat(frames[static_cast<std::size_t>(f)], 0);
   }
-  const Tensor anchor = c.anchor_frame ? window.front() : Tensor();
+  const Tensor& newest = window[static_cast<std::size_t>(k - 1)];
+  const Tensor anchor = c.anchor_map ? newest : c.anchor_frame ? window.front() : Tensor();
   const Tensor context = context_of({window.begin(), window.end() - 1});
   Generator noise_gen(o.seed);
   const Tensor noise = Tensor::randn(window.back().shape(), noise_gen);
+  // A stream's first frame: no previous flow, and a map that reads the anchor in place.
+  const Tensor no_motion = Tensor::zeros({o.clips, 2, newest.size(2), newest.size(3)}, DType::F32,
+                                         MemoryFormat::ChannelsLast);
+  const Tensor input =
+      c.flow_input ? with_flow(with_anchor(anchor, context), no_motion) : with_anchor(anchor, context);
 
   // The next frame of every clip, as a stream makes it (no gradient).
   const auto frame = [&] {
-    return sample_next_frames(model, schedule, with_anchor(anchor, context), Tensor(), noise,
-                              direct ? 1 : o.steps, info.prediction, DType::F32,
-                              info.residual ? window[static_cast<std::size_t>(k - 1)] : Tensor());
+    if (c.anchor_map)
+      return sample_anchor_map_frames(model, input, Tensor(), anchor, newest, no_motion).frame;
+    return sample_next_frames(model, schedule, input, Tensor(), noise, direct ? 1 : o.steps,
+                              info.prediction, DType::F32, info.residual ? newest : Tensor());
   };
   // Every parameter's gradient of the training loss on the clips (the same draws each time).
   const auto gradients = [&] {
@@ -63,8 +76,13 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
     options.context_noise_max = 0;
     options.quantize_context = true;
     options.residual = info.residual;
+    if (c.anchor_map) {  // the map and gates graded against the renderer's, as in training
+      options.map_weight = kPlanMapWeight;
+      options.map_target = [&](int64_t a, int64_t f) { return data.anchor_maps(origins, a, f); };
+    }
     const Tensor loss =
-        direct ? video_rollout_loss(model, window, options, DType::F32, gen, anchor)
+        direct ? video_rollout_loss(model, window, options, DType::F32, gen,
+                                    c.anchor_map ? Tensor() : anchor)
                : video_diffusion_loss(model, schedule, context, window.back(), options,
                                       DType::F32, gen);
     loss.backward();

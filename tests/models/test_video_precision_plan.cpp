@@ -16,10 +16,12 @@
 namespace mixprec::models {
 namespace {
 
-// A tiny direct residual model with two context frames on 16x16 moving shapes.
+// A tiny direct residual model (two context frames unless `config` says otherwise) on 16x16
+// moving shapes.
 struct Planned {
+  explicit Planned(const UNetVideoConfig& config = test::tiny_unet(2)) : model(config, gen) {}
   Generator gen{9};
-  UNetVideo model{test::tiny_unet(2), gen};
+  UNetVideo model;
   VideoModelInfo info{.config = model.config(), .prediction = Prediction::Direct,
                       .residual = true};
   data::MovingShapes data{{.height = 16, .width = 16}, 3};
@@ -64,6 +66,26 @@ TEST(VideoPrecisionPlan, MeasuresEveryModuleAndLeavesTheModelAsItWas) {
   // The budget decides: 0 keeps every module f32, a loose one stores every module in bf16.
   for (const amp::PlanLayer& l : p.plan(0).layers) EXPECT_EQ(l.dtype, DType::F32) << l.name;
   for (const amp::PlanLayer& l : p.plan(0.5).layers) EXPECT_EQ(l.dtype, DType::BF16) << l.name;
+}
+
+// An anchor-map model with a flow input (the shipped video model's kind): its frames are read
+// through the map it predicts, and its loss grades the map against the renderer's; every
+// module is measured on both, and the model is left as it was.
+TEST(VideoPrecisionPlan, PlansAnAnchorMapModel) {
+  UNetVideoConfig config = test::tiny_unet(2);
+  config.motion = config.anchor_frame = config.anchor_map = config.flow_input = true;
+  Planned p(config);
+  nn::init::uniform_(test::parameter(p.model, "conv_out.weight"), -0.2, 0.2, p.gen);
+  const Tensor conv_in = test::parameter(p.model, "conv_in.weight").clone();
+  const amp::PrecisionPlan plan = p.plan(1e-3);
+  ASSERT_FALSE(plan.layers.empty());
+  for (const amp::PlanLayer& l : plan.layers) {
+    EXPECT_GT(l.error_bf16, 0) << l.name;
+    EXPECT_LT(l.error_bf16, 0.1) << l.name;
+    EXPECT_GT(l.grad_error_bf16, l.grad_error_f16) << l.name;
+    EXPECT_LT(l.grad_error_bf16, 0.1) << l.name;
+  }
+  EXPECT_EQ(test::max_abs_diff(test::parameter(p.model, "conv_in.weight"), conv_in), 0.0);
 }
 
 TEST(VideoPrecisionPlan, APlanConvertsTheModulesItNames) {
