@@ -15,7 +15,7 @@
 namespace mixprec::app {
 
 std::string default_video_model_path() {
-  return source_path("checkpoints/video_lightweight.safetensors");
+  return source_path("checkpoints/video_anchor_map.safetensors");
 }
 
 std::string sampler_text(const models::StreamOptions& options) {

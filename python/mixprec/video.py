@@ -1,7 +1,7 @@
 """mixprec.video: the live stream of a trained video model, frame by frame (docs/VIDEO.md).
 
     import itertools, mixprec as mp
-    stream = mp.video.VideoStream("checkpoints/video_lightweight.safetensors", dtype="bf16")
+    stream = mp.video.VideoStream("checkpoints/video_anchor_map.safetensors", dtype="bf16")
     for frame in itertools.islice(stream, 100):   # numpy float32 [3, H, W] in [-1, 1]
         ...
     image = mp.video.to_uint8(frame)              # numpy uint8 [H, W, 3], as the GIF shows it
@@ -21,7 +21,7 @@ from ._mixprec import load_video_model as _load_video_model
 def load_model(path) -> UNetVideo:
     """The network of a video model file, f32 (model.to("bf16") for true half precision).
 
-        model = mp.video.load_model("checkpoints/video_lightweight.safetensors")
+        model = mp.video.load_model("checkpoints/video_anchor_map.safetensors")
         with mp.inference_mode():
             v = model(x_t, context, timesteps)   # [B, 3, H, W], [B, 3F, H, W], [B]
     """

@@ -76,6 +76,10 @@ void bind_video(nb::module_& m) {
            nb::arg("context_sigma") = nb::none())
       .def_prop_ro("preset", [](const UNetVideo& m) { return m.config().name; })
       .def_prop_ro("context_frames", [](const UNetVideo& m) { return m.config().input_frames(); })
+      .def_prop_ro("context_channels",
+                   [](const UNetVideo& m) { return m.config().context_channels(); },
+                   "The context input's channels: 3 per context frame, and 2 more (the previous "
+                   "frame's flow) for a flow-input model.")
       .def("parameter_count", &UNetVideo::parameter_count)
       .def("gflop_per_forward", &UNetVideo::gflop_per_forward, nb::arg("height"),
            nb::arg("width"));

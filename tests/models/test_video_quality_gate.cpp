@@ -14,44 +14,43 @@
 namespace mixprec::models {
 namespace {
 
-// The shipped model does not stay alive yet (issue #12 is open: its shapes dissolve within
-// ~50 frames, docs/perf-log/2026-11-25-session-4.md); until one does, this gate holds it to
-// what it measures, with a margin for other kernel levels, so a regression in the model, the
-// sampler or the stream fails here. Measured 2026-11-25 (AMD EPYC, avx512bf16): PSNR over
-// frames 1-10 23.0 and 23.9 dB; KID of frames 0-100 about 1.2e-3 to 1.6e-3.
-constexpr double kMinPsnrFirst10 = 21.5;  // dB
-constexpr double kMaxKidFirstWindow = 4e-3;
+// The shipped model is an anchor-map model shown as rigid sprites (docs/VIDEO.md, sessions 12 to
+// 15): it reads every shape from the newest real frame, so its first windows are exact and
+// alive; over 1000 frames it is not yet alive everywhere (issue #12). This gate holds it to what
+// it measures with a margin for other kernel levels, so a regression in the model, the stream or
+// the sprites fails here.
+// Measured 2026-11-26 (Xeon, AMX, bf16, 2 threads, N6): PSNR over frames 1-10 30.2 and 28.5 dB;
+// KID of frames 0-100 1.8e-4 and 3.0e-5; both first windows alive.
+constexpr double kMinPsnrFirst10 = 26.0;  // dB
+constexpr double kMaxKidFirstWindow = 1e-3;
 
 const std::string kShippedModel =
-    std::string(MIXPREC_SOURCE_DIR) + "/checkpoints/video_lightweight.safetensors";
+    std::string(MIXPREC_SOURCE_DIR) + "/checkpoints/video_anchor_map.safetensors";
 
-// 200 frames of the shipped model in bf16 (true half precision, as `make demo` runs it), 4 DDIM
-// steps, from the first frames of a held-out video, measured against that video's continuation.
-VideoQualityReport shipped_stream_report(int64_t held_out, uint64_t seed) {
-  VideoModelInfo info;
-  auto model = load_video_model(kShippedModel, &info);
-  model->to(DType::BF16);
-  const data::MovingShapes videos({}, std::stoull(info.extra.at("seed")));
-  const int64_t video = videos.config().held_out(held_out);
-  const int64_t k = model->config().context_frames;
-  VideoStream stream(*model, NoiseSchedule::cosine(info.schedule_steps), videos.clip(video, 0, k),
-                     {.steps = 4, .prediction = info.prediction, .seed = seed, .residual = info.residual});
+// 200 frames of the shipped model in bf16 (true half precision, as `make demo` runs it), started
+// as `mixprec video generate` starts it on a held-out video, measured against that video's
+// continuation.
+VideoQualityReport shipped_stream_report(int64_t held_out) {
+  ModelStream s = open_model_stream(kShippedModel, data::MovingShapesConfig{}.held_out(held_out),
+                                    {}, DType::BF16);
+  const int64_t k = s.model->config().context_frames;
   VideoQualityMeter meter(100);
   for (int64_t i = 0; i < 200; ++i)
-    meter.add(stream.next(), quantize_8bit(videos.frame(video, k + i)));
+    meter.add(s.stream->next(), quantize_8bit(s.videos.frame(s.video, k + i)));
   return meter.report();
 }
 
 TEST(ShippedVideoModel, QualityDoesNotRegressOver200Frames) {
   for (const int64_t held_out : {0, 1}) {
-    const VideoQualityReport r = shipped_stream_report(held_out, static_cast<uint64_t>(held_out));
+    const VideoQualityReport r = shipped_stream_report(held_out);
     SCOPED_TRACE("held-out video " + std::to_string(held_out) + "\n" + quality_report_text(r));
     ASSERT_EQ(r.windows.size(), 2u);
     EXPECT_GE(*r.psnr_first_10, kMinPsnrFirst10);
     EXPECT_LE(*r.windows[0].kid, kMaxKidFirstWindow);
-    // Still moving (not frozen) and not saturated into noise in the first window.
-    EXPECT_GE(r.windows[0].change, 0.5 * r.windows[0].real_change);
-    EXPECT_LE(r.windows[0].change, 4 * r.windows[0].real_change);
+    // Alive over the first 100 frames: every measure within 30% of the real frames', shapes
+    // moving as much as the real ones and as many.
+    const QualityVerdict first = judge(r.windows[0]);
+    EXPECT_TRUE(first.pass) << ::testing::PrintToString(first.failures);
   }
 }
 
