@@ -79,6 +79,15 @@ std::unique_ptr<models::UNetVideo> make_model(const std::string& preset,
   return std::make_unique<models::UNetVideo>(info.config, gen);
 }
 
+// Whether `checkpoint` is a trained model of `preset` that predicts each frame directly: one
+// forward per frame, whatever number of DDIM steps is asked for.
+bool direct_checkpoint(const std::string& preset, const std::string& checkpoint) {
+  models::VideoModelInfo info;
+  bool trained = false;
+  (void)make_model(preset, checkpoint, info, trained);
+  return trained && info.prediction == models::Prediction::Direct;
+}
+
 // The configuration's model in its precision, and streams of it from the first held-out video.
 struct BenchModel {
   InferencePrecision prec;
@@ -107,6 +116,8 @@ int run_one(const RunOne& o) {
   const InferencePrecision& prec = bench.prec;
   const bool trained = bench.trained;
   const auto& model = bench.model;
+  // The network's forwards per frame: a direct model runs once, a diffusion model once a step.
+  const int64_t forwards = bench.info.prediction == models::Prediction::Direct ? 1 : o.steps;
   const std::unique_ptr<models::VideoStream> owned = bench.stream(o, false);
   models::VideoStream& stream = *owned;
   // The peak counts the weights too: what a deployment must hold.
@@ -135,13 +146,13 @@ int run_one(const RunOne& o) {
       "%.4f, \"p99\": %.4f, \"mean\": %.4f, \"min\": %.4f, \"max\": %.4f, \"spread\": %.4f, "
       "\"peak_alloc_mib\": %.3f, \"rss_mib\": %.2f, \"gflop_per_frame\": %.4f, \"params\": "
       "%lld, \"trained\": %s}\n",
-      o.preset.c_str(), prec.name.c_str(), static_cast<long long>(o.steps), median(ms),
+      o.preset.c_str(), prec.name.c_str(), static_cast<long long>(forwards), median(ms),
       percentile(ms, 95), percentile(ms, 99), sum / static_cast<double>(ms.size()),
       *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()),
       percentile(ms, 75) - percentile(ms, 25),
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
       static_cast<double>(peak_rss_bytes()) / (1 << 20),
-      model->gflop_per_forward(64, 64) * static_cast<double>(o.steps),
+      model->gflop_per_forward(64, 64) * static_cast<double>(forwards),
       static_cast<long long>(model->parameter_count()), trained ? "true" : "false");
   return 0;
 }
@@ -510,7 +521,11 @@ int run_bench_video(Args args) {
   const Peak peak = bf16_peak();
   std::vector<Result> results;
   for (const std::string& preset : split_list(presets)) {
-    for (const std::string& steps : split_list(steps_list))
+    const bool direct = direct_checkpoint(preset, checkpoint);
+    if (direct)
+      std::fprintf(stderr, "bench video: %s is a direct model: one forward per frame, one row "
+                   "per precision (steps 1)\n", checkpoint.c_str());
+    for (const std::string& steps : direct ? std::vector<std::string>{"1"} : split_list(steps_list))
       for (const std::string& precision : precision_names) {
         const std::string frames_file =
             tmp + "/" + preset + "_" + precision + "_" + steps + ".safetensors";
