@@ -111,10 +111,10 @@ fuzz:
 # and the lightweight benchmark matrix (bench_video.md, bench_video.svg). About 2-3 minutes.
 demo: build
 	$(BUILD)/mixprec info
-	$(BUILD)/mixprec video generate --frames 500 --steps 4 --precision auto --out demo_stream.gif \
+	$(BUILD)/mixprec video generate --frames 500 --precision auto --out demo_stream.gif \
 	  --strip demo_strip.png --strip-every 50
 	$(BUILD)/mixprec bench video --presets lightweight --precisions fp32,fp16,bf16,autocast-bf16 \
-	  --steps 4 --frames 12 --quality-frame 50
+	  --frames 12 --quality-frame 50
 	@echo "Watch the stream live in a browser: $(BUILD)/mixprec video serve, then open http://127.0.0.1:8080/"
 
 bench-deps:

@@ -304,6 +304,7 @@ std::string LiveVideo::figures_json(int64_t viewers, int64_t max_viewers) const 
          ", \"precision\": " + io::json_quote(precision_name_) +
          ", \"kernel_level\": " + io::json_quote(isa_name(active_isa())) +
          ", \"steps\": " + std::to_string(settings_.steps) +
+         ", \"direct\": " + (info_.prediction == models::Prediction::Direct ? "true" : "false") +
          ", \"context_noise\": " + json_number(settings_.context_noise) +
          ", \"start_video\": " + std::to_string(settings_.start_video) +
          ", \"seed\": " + std::to_string(settings_.seed) +

@@ -55,7 +55,7 @@ std::string_view live_video_page() {
 </head>
 <body>
 <header>
-  <h1>mixprec &middot; live video diffusion</h1>
+  <h1>mixprec &middot; live video</h1>
   <span class="sub" id="model"></span>
   <span id="status">connecting</span>
 </header>
@@ -148,6 +148,7 @@ function makeStreams(f) {
   $("start_video").value = f.start_video;
   $("seed").value = f.seed;
   $("steps").value = f.steps;
+  $("steps").disabled = f.direct;  // a direct model makes each frame in one forward
   $("precision_select").value = f.precision.startsWith("auto") ? "auto" : f.precision;
   $("context_noise").value = f.context_noise;
   $("context_noise_value").textContent = f.context_noise.toFixed(2);
@@ -205,7 +206,7 @@ function show(f) {
   for (let i = 0; i < f.streams; ++i)
     $("caption" + i).textContent = $("caption" + i).dataset.error ||
         "stream " + i + " \u00b7 held-out video " + (f.start_video + i) + " \u00b7 seed " +
-        (f.seed + i) + " \u00b7 " + f.steps + " steps";
+        (f.seed + i) + " \u00b7 " + (f.direct ? "one forward a frame" : f.steps + " steps");
   drawChart(f);
 }
 

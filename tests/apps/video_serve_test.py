@@ -145,6 +145,8 @@ def test_page_figures_and_stream(port):
                 "kernel_level", "steps", "paused", "recent_ms"):
         check(key in figures, f"figures have {key}")
     check(figures["ms_per_frame"]["p50"] > 0 and figures["precision"] == "bf16", f"figures: {figures}")
+    # The shipped model predicts each frame in one forward: the page says so instead of "N steps".
+    check(figures.get("direct") is True, f"figures say the shipped model is direct: {figures}")
     later = figures["frames"]
     check(wait_for(lambda: get_json(port, "/api/figures")[1]["frames"] > later, 30), "frames advance")
 
