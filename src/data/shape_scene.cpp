@@ -218,15 +218,33 @@ ShapeExtent shape_extent(const ShapeSpec& shape, int64_t t) {
   }
 }
 
-std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t height,
-                                               int64_t width, int64_t frames) {
-  std::vector<std::array<double, 2>> track;
-  track.reserve(static_cast<std::size_t>(std::max<int64_t>(frames, 0)));
-  const double extent_w = static_cast<double>(width), extent_h = static_cast<double>(height);
-  // One axis's step: move, then reflect off whichever wall the shape's edge crossed, heading away
-  // from it. A spin that widens a shape at rest against a wall pushes it off the wall.
-  const auto step = [](double& p, double& v, double lo, double hi) {
-    if (!(hi > lo)) {
+namespace {
+
+// A shape's centre frame by frame, from frame 0: each advance() moves it by its velocity and
+// reflects an axis whose edge crossed a wall off that wall, heading away from it. A spin that
+// widens a shape at rest against a wall pushes it off the wall.
+class ShapeMotion {
+ public:
+  ShapeMotion(const ShapeSpec& shape, int64_t height, int64_t width)
+      : shape_(shape),
+        width_(static_cast<double>(width)),
+        height_(static_cast<double>(height)),
+        vx_(shape.vx),
+        vy_(shape.vy) {
+    const ShapeExtent e = shape_extent(shape, 0);
+    x_ = bounce(shape.x, e.left, width_ - e.right);
+    y_ = bounce(shape.y, e.top, height_ - e.bottom);
+  }
+  std::array<double, 2> position() const { return {x_, y_}; }
+  void advance() {
+    const ShapeExtent e = shape_extent(shape_, ++t_);
+    step(x_, vx_, e.left, width_ - e.right);
+    step(y_, vy_, e.top, height_ - e.bottom);
+  }
+
+ private:
+  static void step(double& p, double& v, double lo, double hi) {
+    if (!(hi > lo)) {  // no room between the walls: the middle
       p = 0.5 * (lo + hi);
       return;
     }
@@ -234,25 +252,31 @@ std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t h
     if (p < lo) p = 2 * lo - p, v = std::fabs(v);
     if (p > hi) p = 2 * hi - p, v = -std::fabs(v);
     p = std::clamp(p, lo, hi);  // a step longer than the room between the walls
-  };
-  ShapeExtent e = shape_extent(shape, 0);
-  double x = bounce(shape.x, e.left, extent_w - e.right);
-  double y = bounce(shape.y, e.top, extent_h - e.bottom);
-  double vx = shape.vx, vy = shape.vy;
+  }
+  const ShapeSpec& shape_;
+  double width_, height_, vx_, vy_, x_ = 0, y_ = 0;
+  int64_t t_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t height,
+                                               int64_t width, int64_t frames) {
+  std::vector<std::array<double, 2>> track;
+  ShapeMotion motion(shape, height, width);
   for (int64_t t = 0; t < frames; ++t) {
-    if (t > 0) {
-      e = shape_extent(shape, t);
-      step(x, vx, e.left, extent_w - e.right);
-      step(y, vy, e.top, extent_h - e.bottom);
-    }
-    track.push_back({x, y});
+    if (t > 0) motion.advance();
+    track.push_back(motion.position());
   }
   return track;
 }
 
 std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
                                      int64_t t) {
-  return shape_track(shape, height, width, t + 1).back();
+  MIXPREC_CHECK(t >= 0, "[shape_position] frame t must be >= 0, got ", t);
+  ShapeMotion motion(shape, height, width);
+  for (int64_t i = 0; i < t; ++i) motion.advance();
+  return motion.position();
 }
 
 void validate_scene(const ShapeScene& scene, const char* op) {

@@ -89,7 +89,8 @@ ShapeExtent shape_extent(const ShapeSpec& shape, int64_t t);
 // spec's centre into the room its extent leaves.
 std::vector<std::array<double, 2>> shape_track(const ShapeSpec& shape, int64_t height,
                                                int64_t width, int64_t frames);
-// Centre of `shape` at frame t: shape_track(...)[t] (O(t): the motion is simulated).
+// Centre of `shape` at frame t >= 0: shape_track(...)[t], in O(t) time and no memory (the motion
+// is simulated).
 std::array<double, 2> shape_position(const ShapeSpec& shape, int64_t height, int64_t width,
                                      int64_t t);
 
