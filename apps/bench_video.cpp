@@ -523,8 +523,10 @@ int run_bench_video(Args args) {
   for (const std::string& preset : split_list(presets)) {
     const bool direct = direct_checkpoint(preset, checkpoint);
     if (direct)
-      std::fprintf(stderr, "bench video: %s is a direct model: one forward per frame, one row "
-                   "per precision (steps 1)\n", checkpoint.c_str());
+      std::fprintf(stderr,
+                   "bench video: %s is a direct model: one forward per frame, one row "
+                   "per precision (steps 1)\n",
+                   checkpoint.c_str());
     for (const std::string& steps : direct ? std::vector<std::string>{"1"} : split_list(steps_list))
       for (const std::string& precision : precision_names) {
         const std::string frames_file =

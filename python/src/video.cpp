@@ -76,13 +76,12 @@ void bind_video(nb::module_& m) {
            nb::arg("context_sigma") = nb::none())
       .def_prop_ro("preset", [](const UNetVideo& m) { return m.config().name; })
       .def_prop_ro("context_frames", [](const UNetVideo& m) { return m.config().input_frames(); })
-      .def_prop_ro("context_channels",
-                   [](const UNetVideo& m) { return m.config().context_channels(); },
-                   "The context input's channels: 3 per context frame, and 2 more (the previous "
-                   "frame's flow) for a flow-input model.")
+      .def_prop_ro(
+          "context_channels", [](const UNetVideo& m) { return m.config().context_channels(); },
+          "The context input's channels: 3 per context frame, and 2 more (the previous "
+          "frame's flow) for a flow-input model.")
       .def("parameter_count", &UNetVideo::parameter_count)
-      .def("gflop_per_forward", &UNetVideo::gflop_per_forward, nb::arg("height"),
-           nb::arg("width"));
+      .def("gflop_per_forward", &UNetVideo::gflop_per_forward, nb::arg("height"), nb::arg("width"));
   m.def(
       "load_video_model",
       [](const std::string& path) { return models::load_video_model(path, nullptr); },

@@ -56,8 +56,8 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
   // A stream's first frame: no previous flow, and a map that reads the anchor in place.
   const Tensor no_motion = Tensor::zeros({o.clips, 2, newest.size(2), newest.size(3)}, DType::F32,
                                          MemoryFormat::ChannelsLast);
-  const Tensor input =
-      c.flow_input ? with_flow(with_anchor(anchor, context), no_motion) : with_anchor(anchor, context);
+  const Tensor input = c.flow_input ? with_flow(with_anchor(anchor, context), no_motion)
+                                    : with_anchor(anchor, context);
 
   // The next frame of every clip, as a stream makes it (no gradient).
   const auto frame = [&] {
@@ -80,11 +80,10 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
       options.map_weight = kPlanMapWeight;
       options.map_target = [&](int64_t a, int64_t f) { return data.anchor_maps(origins, a, f); };
     }
-    const Tensor loss =
-        direct ? video_rollout_loss(model, window, options, DType::F32, gen,
-                                    c.anchor_map ? Tensor() : anchor)
-               : video_diffusion_loss(model, schedule, context, window.back(), options,
-                                      DType::F32, gen);
+    const Tensor loss = direct ? video_rollout_loss(model, window, options, DType::F32, gen,
+                                                    c.anchor_map ? Tensor() : anchor)
+                               : video_diffusion_loss(model, schedule, context, window.back(),
+                                                      options, DType::F32, gen);
     loss.backward();
     std::vector<Tensor> out;
     for (const Tensor& p : model.parameters()) {

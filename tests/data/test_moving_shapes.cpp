@@ -183,10 +183,9 @@ TEST(MovingShapes, ShapesBounceWhereTheirEdgeMeetsTheWall) {
         // A reflection, no teleport; a spin that widens the shape against a wall pushes it off
         // by up to twice as much as it widened (a reflection off a wall that moved).
         const ShapeExtent e0 = shape_extent(s, t - 1);
-        const double widened = axis == 0 ? std::max(std::fabs(e.left - e0.left),
-                                                     std::fabs(e.right - e0.right))
-                                         : std::max(std::fabs(e.top - e0.top),
-                                                    std::fabs(e.bottom - e0.bottom));
+        const double widened =
+            axis == 0 ? std::max(std::fabs(e.left - e0.left), std::fabs(e.right - e0.right))
+                      : std::max(std::fabs(e.top - e0.top), std::fabs(e.bottom - e0.bottom));
         EXPECT_LE(std::fabs(now), v[axis] + 2 * widened + 1e-9) << "t " << t;
         // The direction turns on the step that crossed the wall or (when the reflection left
         // the centre short of where it was) on the next one.
@@ -210,7 +209,12 @@ TEST(MovingShapes, TheExtentIsWhereTheRenderedEdgeIs) {
     for (const double angle : {0.0, 0.4, 1.1, 2.5, 4.0}) {
       ShapeScene scene{.height = 32, .width = 32};
       scene.background.color0 = scene.background.color1 = {0, 0, 0};
-      const ShapeSpec s{.kind = kind, .x = 16, .y = 16, .angle = angle, .size = 7, .aspect = 0.6,
+      const ShapeSpec s{.kind = kind,
+                        .x = 16,
+                        .y = 16,
+                        .angle = angle,
+                        .size = 7,
+                        .aspect = 0.6,
                         .color = {1, 1, 1}};
       // The brightest pixel of column 0 with the left edge `gap` pixels from the wall.
       const auto wall_column = [&](double gap) {
