@@ -123,7 +123,8 @@ int video_train(Args args, const Communicator& world) {
   int64_t context_frames = 1, self_context_from = 0, self_context_steps = 2, unroll = 1,
           free_run = 0;
   bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
-       degrade_each_frame = false, anchor_map = false, rigid_context = false, flow_input = false;
+       degrade_each_frame = false, anchor_map = false, rigid_context = false, flow_input = false,
+       reflect = false;
   std::string init_from;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
@@ -195,6 +196,11 @@ int video_train(Args args, const Communicator& world) {
          "anchor-map models: the flow predicted for the previous frame is an input, so a motion "
          "continues instead of being measured anew from the frames each time (docs/VIDEO.md; "
          "--init from a model without it starts from its weights)");
+  p.flag("--reflect", &reflect,
+         "anchor-map models with --map-supervision: two more gates, one per axis, flip the "
+         "flow's sign, trained on the renderer's turns, so a shape turns at a wall without "
+         "losing its speed (docs/VIDEO.md; --init from a model without them starts from its "
+         "weights, never reflecting)");
   p.option("--true-flow-input", &true_flow_input,
            "flow-input models with --map-supervision: the fraction of samples whose first step "
            "is given the true previous flow instead of zero (it learns that motion continues; "
@@ -286,6 +292,8 @@ int video_train(Args args, const Communicator& world) {
   if (rigid_context && !anchor_map)
     throw UsageError{"video train: --rigid-context needs --anchor-map"};
   if (flow_input && !anchor_map) throw UsageError{"video train: --flow-input needs --anchor-map"};
+  if (reflect && !(anchor_map && map_supervision > 0))
+    throw UsageError{"video train: --reflect needs --anchor-map and --map-supervision"};
   if (!(true_flow_input >= 0 && true_flow_input <= 1) ||
       (true_flow_input > 0 && !(flow_input && map_supervision > 0)))
     throw UsageError{"video train: --true-flow-input is a fraction in [0, 1] and needs "
@@ -333,6 +341,7 @@ int video_train(Args args, const Communicator& world) {
   config.motion = motion;
   config.anchor_map = anchor_map;
   config.flow_input = flow_input;
+  config.reflect = reflect;
   models::UNetVideo model(config, init);
   // A resumed run takes its weights from the checkpoint; --init is then only one of the settings
   // the checkpoint must share.
@@ -356,8 +365,11 @@ int video_train(Args args, const Communicator& world) {
     if (from.config.flow_input && !flow_input)
       throw UsageError{"video train: --init " + init_from +
                        " holds a model with a flow input: pass --flow-input"};
+    if (from.config.reflect && !reflect)
+      throw UsageError{"video train: --init " + init_from +
+                       " holds a model with reflect gates: pass --reflect"};
     if (anchor == from.config.anchor_frame && motion == from.config.motion &&
-        flow_input == from.config.flow_input)
+        flow_input == from.config.flow_input && reflect == from.config.reflect)
       model.load_state_dict(source->state_dict());
     else
       models::load_extending(model, *source);
@@ -421,6 +433,7 @@ int video_train(Args args, const Communicator& world) {
   if (restorer) settings.emplace_back("restorer", "1");
   if (context_sharpen > 0) settings.emplace_back("context-sharpen", exact_text(context_sharpen));
   if (degrade_each_frame) settings.emplace_back("degrade-each-frame", "1");
+  if (reflect) settings.emplace_back("reflect", "1");
   const std::string checkpoint = world.is_root()
                                      ? prepare_run_directory("video train", run.out, run.resume,
                                                              run.overwrite)

@@ -148,6 +148,8 @@ void check_config(const UNetVideoConfig& c) {
                 "')");
   MIXPREC_CHECK(!c.flow_input || c.anchor_map,
                 "[UNetVideo] a flow input is for anchor-map models ('", c.name, "')");
+  MIXPREC_CHECK(!c.reflect || c.anchor_map,
+                "[UNetVideo] reflect gates are for anchor-map models ('", c.name, "')");
 }
 
 }  // namespace
@@ -376,12 +378,14 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
   const bool adds_anchor = c.anchor_frame && !from.anchor_frame;
   const bool adds_motion = c.motion && !from.motion;
   const bool adds_flow_input = c.flow_input && !from.flow_input;
+  const bool adds_reflect = c.reflect && !from.reflect;
   UNetVideoConfig expected = from;
   expected.anchor_frame = c.anchor_frame;
   expected.motion = c.motion;
-  MIXPREC_CHECK((adds_anchor || adds_motion || adds_flow_input) &&
+  MIXPREC_CHECK((adds_anchor || adds_motion || adds_flow_input || adds_reflect) &&
                     c.anchor_frame >= from.anchor_frame && c.motion >= from.motion &&
-                    c.flow_input >= from.flow_input && c.name == expected.name &&
+                    c.flow_input >= from.flow_input && c.reflect >= from.reflect &&
+                    c.name == expected.name &&
                     c.frame_channels == expected.frame_channels &&
                     c.base_channels == expected.base_channels &&
                     c.channel_mults == expected.channel_mults &&
@@ -392,8 +396,8 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
                     c.context_noise_level == expected.context_noise_level,
                 "[load_extending] expected a model of the source's configuration ('", from.name,
                 "', ", from.context_frames,
-                " context frames) that adds an anchor frame, a motion output or a flow input to "
-                "it");
+                " context frames) that adds an anchor frame, a motion output, a flow input or "
+                "reflect gates to it");
   const int64_t fc = c.frame_channels;
   // Zero rows (dim 0) or columns (dim 1) of `count` inserted at `at` into a weight.
   auto insert_zeros = [](const Tensor& t, int64_t dim, int64_t at, int64_t count) {
@@ -417,6 +421,9 @@ void load_extending(UNetVideo& model, const UNetVideo& source) {
     // conv_out [C, ch, 3, 3] and [C] -> [C + 2, ...]: the flow comes after the frame.
     if (adds_motion && (name == "conv_out.weight" || name == "conv_out.bias"))
       tensor = insert_zeros(tensor, 0, fc, 2);
+    // ... and the reflect gates after everything (zero logits: never reflecting).
+    if (adds_reflect && (name == "conv_out.weight" || name == "conv_out.bias"))
+      tensor = insert_zeros(tensor, 0, tensor.size(0), 2);
   }
   model.load_state_dict(state);
 }

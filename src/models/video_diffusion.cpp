@@ -669,7 +669,9 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                                 const Tensor& last, const Tensor& displacement, bool rigid,
                                 const Tensor& support, const Tensor& plate) {
   const int64_t channels = anchor.size(1);
-  MIXPREC_CHECK(prediction.dim() == 4 && prediction.size(1) == channels + 4 &&
+  // The network's change, flow and two map gates, then a reflecting model's two gates.
+  const bool reflect = prediction.dim() == 4 && prediction.size(1) == channels + 6;
+  MIXPREC_CHECK(prediction.dim() == 4 && (prediction.size(1) == channels + 4 || reflect) &&
                     last.shape() == anchor.shape() &&
                     displacement.dim() == 4 && displacement.size(1) == 2 &&
                     anchor.size(0) == prediction.size(0) &&
@@ -677,22 +679,24 @@ AnchorMapFrame anchor_map_frame(const Tensor& prediction, const Tensor& anchor,
                     anchor.size(2) == prediction.size(2) && anchor.size(3) == prediction.size(3) &&
                     displacement.size(2) == prediction.size(2) &&
                     displacement.size(3) == prediction.size(3),
-                "[anchor_map_frame] expected prediction [B, ", channels + 4,
+                "[anchor_map_frame] expected prediction [B, ", channels + 4, " or ", channels + 6,
                 ", H, W], anchor and last [B, ", channels,
                 ", H, W] and displacement [B, 2, H, W], got ", shape_to_string(prediction.shape()),
                 ", ", shape_to_string(anchor.shape()), ", ", shape_to_string(last.shape()), " and ",
                 shape_to_string(displacement.shape()));
-  const Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
   // Each gate is a step, exactly 1 or 0: a sigmoid's 0.99 would shrink the map by 1% a frame and
   // pull every shape back to where it was in the anchor. The step is a clamp of a slope of 2^60
   // (0 for logits <= 0); its gradient is the sigmoid's (straight through).
-  const auto step = [&](int64_t at) {
-    const Tensor logit = prediction.narrow(1, at, 1).to(DType::F32);
+  const auto step = [&](int64_t at, int64_t count = 1) {
+    const Tensor logit = prediction.narrow(1, at, count).to(DType::F32);
     Tensor gate = clamp(mul(logit.detach(), 0x1p60), 0.0, 1.0);
     if (!grad_enabled()) return gate;
     const Tensor soft = sigmoid(logit);
     return add(gate, sub(soft, soft.detach()));  // + 0 exactly, with the sigmoid's gradient
   };
+  Tensor flow = prediction.narrow(1, channels, 2).to(DType::F32);
+  // A reflect gate turns its axis's flow around, exactly: times 1 - 2 step.
+  if (reflect) flow = mul(flow, sub(1.0, mul(step(channels + 4, 2), 2.0)));
   const Tensor open = step(channels + 2);
   const Tensor composed = mul(add(flow, warp(displacement.to(DType::F32), flow)), open);
   const Tensor source = anchor.to(DType::F32);
@@ -831,6 +835,34 @@ Tensor regression_loss(const Tensor& predicted, const Tensor& target, Regression
 
 }  // namespace
 
+Tensor reflect_gate_loss(const Tensor& logits, const data::AnchorMaps& before,
+                         const data::AnchorMaps& now) {
+  constexpr float kMoving = 0.25f;  // pixels a frame: slower, an axis has no direction to keep
+  Tensor target, mask;
+  {
+    NoGrad no_grad;
+    const Tensor d0 = before.offsets.contiguous(), d1 = now.offsets.contiguous();
+    const Tensor in0 = mul(before.layer, before.valid).contiguous();
+    const Tensor in1 = mul(now.layer, now.valid).contiguous();
+    target = Tensor::zeros(d1.shape(), DType::F32);
+    mask = Tensor::zeros(d1.shape(), DType::F32);
+    const int64_t batch = d1.size(0), n = d1.size(2) * d1.size(3);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t axis = 0; axis < 2; ++axis)
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t at = (b * 2 + axis) * n + i;
+          const float m0 = d0.data<float>()[at], m1 = d1.data<float>()[at];
+          // layer * valid is 1 exactly on a shape's inside with a defined map.
+          if (in0.data<float>()[b * n + i] != 1.0f || in1.data<float>()[b * n + i] != 1.0f ||
+              std::abs(m0) < kMoving || std::abs(m1) < kMoving)
+            continue;
+          mask.data<float>()[at] = 1.0f;
+          target.data<float>()[at] = (m0 < 0) != (m1 < 0) ? 1.0f : 0.0f;
+        }
+  }
+  return masked_mean(binary_cross_entropy(logits.to(DType::F32), target), mask);
+}
+
 Tensor with_anchor(const Tensor& anchor, const Tensor& context) {
   if (!anchor.defined()) return context;
   return cat({anchor.to(context.dtype()), context}, 1).contiguous(MemoryFormat::ChannelsLast);
@@ -929,6 +961,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     Tensor raw;     // the unclamped frame, for the loss
     Tensor change;  // a motion model's change after the warp, for its penalty
     Tensor gates;   // an anchor-map model's gate logits [B, 2, H, W]
+    Tensor reflect; // a reflecting model's reflect logits [B, 2, H, W]
   };
   auto step = [&]() {
     Tensor input = context_of(frames);
@@ -937,7 +970,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     const Tensor out = direct_forward(model, input.to(input_dtype).contiguous(cl), sigma, channels);
     Step made{.raw = Tensor(),
               .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor(),
-              .gates = Tensor()};
+              .gates = Tensor(),
+              .reflect = Tensor()};
     Tensor shown_frame;  // with rigid_context: the next context frame, as a rigid stream shows it
     if (anchor_map) {
       AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, frames.back(), displacement);
@@ -959,6 +993,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       // the map should do the work.
       made.change = mul(made.change, rendered.gate.detach());
       made.gates = out.narrow(1, channels + 2, 2);
+      if (model.config().reflect) made.reflect = out.narrow(1, channels + 4, 2);
     } else {
       made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
     }
@@ -1011,7 +1046,13 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           add(inside, background)),
               masked_mean(binary_cross_entropy(made.gates.narrow(1, 1, 1), truth.valid),
                           background));
-      loss = add(loss, mul(add(masked_mean(endpoint, truth.valid), gate_loss), options.map_weight));
+      Tensor map_loss = add(masked_mean(endpoint, truth.valid), gate_loss);
+      const auto graded = static_cast<int64_t>(free_max + k + j);
+      if (made.reflect.defined() && graded >= 2)
+        map_loss = add(map_loss,
+                       reflect_gate_loss(made.reflect, options.map_target(graded - 2, graded - 1),
+                                         options.map_target(graded - 1, graded)));
+      loss = add(loss, mul(map_loss, options.map_weight));
     }
     total = j == 0 ? loss : add(total, loss);
   }

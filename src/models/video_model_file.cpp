@@ -40,6 +40,7 @@ void save_video_model(const std::string& path, const UNetVideo& model, const Vid
   m["unet.motion"] = c.motion ? "1" : "0";
   m["unet.anchor_map"] = c.anchor_map ? "1" : "0";
   m["unet.flow_input"] = c.flow_input ? "1" : "0";
+  m["unet.reflect"] = c.reflect ? "1" : "0";
   m["diffusion.prediction"] = prediction_name(info.prediction);
   m["diffusion.steps"] = std::to_string(info.schedule_steps);
   m["diffusion.residual"] = info.residual ? "1" : "0";
@@ -77,6 +78,8 @@ std::unique_ptr<UNetVideo> load_video_model(const std::string& path, VideoModelI
     c.anchor_map = to_int(path, "unet.anchor_map", get("unet.anchor_map")) != 0;
   if (m.count("unet.flow_input"))
     c.flow_input = to_int(path, "unet.flow_input", get("unet.flow_input")) != 0;
+  if (m.count("unet.reflect"))
+    c.reflect = to_int(path, "unet.reflect", get("unet.reflect")) != 0;
   result.prediction = parse_prediction(get("diffusion.prediction"));
   result.schedule_steps = to_int(path, "diffusion.steps", get("diffusion.steps"));
   // Absent in files from before residual models: the frame itself.

@@ -2,12 +2,15 @@
 // rigid bodies (rigid_layers, clean_plate, and the stream and rollout that use them).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "video_test_util.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/models/video_model_file.h"
 #include "mixprec/models/video_streams.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
@@ -483,6 +486,147 @@ TEST(FlowInput, TrueFlowInputGivesTheFirstStepTheRenderersFlow) {
               video_rollout_loss(*plain, window, options, DType::F32, g);
             }).find("a true flow input is for flow-input models"),
             std::string::npos);
+}
+
+// The flow-input network with reflect gates, extended from it (never reflecting).
+std::unique_ptr<UNetVideo> with_reflect(const UNetVideo& source, Generator& gen) {
+  UNetVideoConfig c = source.config();
+  c.reflect = true;
+  auto net = std::make_unique<UNetVideo>(c, gen);
+  load_extending(*net, source);
+  return net;
+}
+
+// No change, the flow (fx, fy) everywhere, the map open, and the reflect gates' logits.
+Tensor reflecting_prediction(double fx, double fy, double reflect_x, double reflect_y) {
+  Tensor p = Tensor::zeros({1, 9, 8, 8});
+  for (int64_t y = 0; y < 8; ++y)
+    for (int64_t x = 0; x < 8; ++x) {
+      p.set({0, 3, y, x}, fx);
+      p.set({0, 4, y, x}, fy);
+      p.set({0, 5, y, x}, 0.01);
+      p.set({0, 7, y, x}, reflect_x);
+      p.set({0, 8, y, x}, reflect_y);
+    }
+  return p;
+}
+
+TEST(Reflect, AGateTurnsItsAxisAroundExactlyAndKeepsTheSpeed) {
+  Generator gen(35);
+  const Tensor anchor = quantize_8bit(Tensor::uniform({1, 3, 8, 8}, -1, 1, gen));
+  const Tensor d = Tensor::uniform({1, 2, 8, 8}, -2, 2, gen);
+  // x reflected (logit just above 0), y kept (logit 0 is closed): the flow (-1.25, 0.5), and the
+  // frame and map of a model that predicted that flow itself.
+  const AnchorMapFrame turned = anchor_map_frame(reflecting_prediction(1.25, 0.5, 1e-3, 0), anchor, anchor, d);
+  const AnchorMapFrame direct =
+      anchor_map_frame(reflecting_prediction(-1.25, 0.5, 0, 0).narrow(1, 0, 7), anchor, anchor, d);
+  EXPECT_EQ(test::max_abs_diff(turned.flow, direct.flow), 0);
+  EXPECT_EQ(turned.flow.value({0, 0, 3, 3}), -1.25);
+  EXPECT_EQ(turned.flow.value({0, 1, 3, 3}), 0.5);
+  EXPECT_EQ(test::max_abs_diff(turned.frame, direct.frame), 0);
+  EXPECT_EQ(test::max_abs_diff(turned.displacement, direct.displacement), 0);
+  // Both axes, however sure: the magnitude is the network's, only the sign turns.
+  const AnchorMapFrame both = anchor_map_frame(reflecting_prediction(1.25, 0.5, 30, 30), anchor, anchor, d);
+  EXPECT_EQ(both.flow.value({0, 0, 5, 2}), -1.25);
+  EXPECT_EQ(both.flow.value({0, 1, 5, 2}), -0.5);
+  EXPECT_NE(test_support::error_of([&] {
+              anchor_map_frame(Tensor::zeros({1, 8, 8, 8}), anchor, anchor, d);
+            }).find("expected prediction [B, 7 or 9, H, W]"),
+            std::string::npos);
+}
+
+TEST(Reflect, ExtendingAModelNeverReflectsUntilItTrainsAndTheFileKeepsTheGates) {
+  Generator gen(36);
+  const auto source = with_flow_input(*test::anchor_map_net(gen), gen, true);
+  const auto net = with_reflect(*source, gen);
+  EXPECT_EQ(net->config().output_channels(), source->config().output_channels() + 2);
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  const StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  VideoStream a(*source, NoiseSchedule::cosine(100), first, options);
+  VideoStream b(*net, NoiseSchedule::cosine(100), first, options);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(test::max_abs_diff(a.next(), b.next()), 0) << "frame " << i;
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "mixprec_reflect_test.safetensors").string();
+  save_video_model(path, *net, {.config = net->config(), .prediction = Prediction::Direct,
+                                .schedule_steps = 1000, .residual = true});
+  VideoModelInfo info;
+  EXPECT_TRUE(load_video_model(path, &info)->config().reflect);
+  std::filesystem::remove(path);
+
+  UNetVideoConfig plain = test::tiny_unet(2);
+  plain.reflect = true;
+  EXPECT_NE(test_support::error_of([&] { UNetVideo bad(plain, gen); })
+                .find("reflect gates are for anchor-map models"),
+            std::string::npos);
+}
+
+// Maps [1, 2, 1, 6] (x offsets as given, y offsets 0) over a row of six pixels.
+data::AnchorMaps row_maps(std::vector<float> x, std::vector<float> layer, std::vector<float> valid) {
+  data::AnchorMaps m{.offsets = Tensor::zeros({1, 2, 1, 6}), .valid = Tensor::zeros({1, 1, 1, 6}),
+                     .layer = Tensor::zeros({1, 1, 1, 6})};
+  for (int64_t i = 0; i < 6; ++i) {
+    m.offsets.set({0, 0, 0, i}, x[static_cast<std::size_t>(i)]);
+    m.layer.set({0, 0, 0, i}, layer[static_cast<std::size_t>(i)]);
+    m.valid.set({0, 0, 0, i}, valid[static_cast<std::size_t>(i)]);
+  }
+  return m;
+}
+
+TEST(Reflect, TheGateLossGradesTurnsInsideMovingShapesOnly) {
+  // Pixel 0 turns (+1 then -1.5), 1 and 2 keep going; 3 barely moved before (0.2 px: no direction
+  // to keep), 4 is an outline now, 5 has no defined map before. y never moves: not graded.
+  const data::AnchorMaps before = row_maps({1, 1, -0.5, 0.2, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0});
+  const data::AnchorMaps now = row_maps({-1.5, 1, -0.5, 1, -1, -1}, {1, 1, 1, 1, -1, 1}, {1, 1, 1, 1, 1, 1});
+  Tensor logits = Tensor::zeros({1, 2, 1, 6});
+  const double z[6] = {2.0, -1.0, 0.5, 9, 9, 9};
+  for (int64_t i = 0; i < 6; ++i) logits.set({0, 0, 0, i}, z[i]);
+  logits.set({0, 1, 0, 0}, 9.0);
+  const auto softplus = [](double v) { return std::log1p(std::exp(v)); };
+  // Cross-entropy of a logit z: softplus(z) - t z.
+  const double expected = ((softplus(2.0) - 2.0) + softplus(-1.0) + softplus(0.5)) / 3;
+  EXPECT_NEAR(reflect_gate_loss(logits, before, now).item<double>(), expected, 1e-6);
+  // Nothing graded (no shape moves in both frames): 0, not NaN.
+  const data::AnchorMaps still = row_maps({0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1});
+  EXPECT_EQ(reflect_gate_loss(logits, still, now).item<double>(), 0.0);
+}
+
+TEST(Reflect, ARolloutGradesTheGatesAgainstTheRenderersTurnsAndTrainsThem) {
+  Generator gen(37);
+  const auto source = with_flow_input(*test::anchor_map_net(gen), gen, true);
+  const auto net = with_reflect(*source, gen);
+  const std::vector<Tensor> window = noise_window(4, gen);  // 2 context frames, 2 graded
+  // A "renderer" whose shapes cover everything and turn every frame: frame f's map with respect
+  // to the frame before it is +1 px for even f, -1 px for odd f.
+  std::vector<std::pair<int64_t, int64_t>> asked;
+  VideoLossOptions options = direct_residual();
+  options.map_weight = 0.5;
+  options.map_target = [&](int64_t anchor, int64_t frame) {
+    asked.emplace_back(anchor, frame);
+    return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, frame % 2 == 0 ? 1.0 : -1.0),
+                            .valid = Tensor::ones({2, 1, 8, 8}),
+                            .layer = Tensor::ones({2, 1, 8, 8})};
+  };
+  const auto loss_of = [&](UNetVideo& model) {
+    Generator g(0);
+    NoGrad no_grad;
+    return video_rollout_loss(model, window, options, DType::F32, g).item<double>();
+  };
+  // The extended network makes the same frames and maps; each graded frame adds the gates' loss:
+  // every pixel turns on both axes and every logit is 0, log 2 each, times the map weight.
+  asked.clear();
+  EXPECT_NEAR(loss_of(*net) - loss_of(*source), 0.5 * std::log(2.0), 1e-5);
+  for (const auto& pair : {std::make_pair(int64_t{0}, int64_t{1}), std::make_pair(int64_t{1}, int64_t{2}),
+                           std::make_pair(int64_t{2}, int64_t{3})})
+    EXPECT_NE(std::find(asked.begin(), asked.end(), pair), asked.end())
+        << "frame " << pair.second << " with respect to " << pair.first;
+  Generator g(0);
+  video_rollout_loss(*net, window, options, DType::F32, g).backward();
+  const Tensor grad = test::parameter(*net, "conv_out.bias").grad();
+  ASSERT_TRUE(grad.defined());
+  // Every pixel turns: raising the reflect logits lowers the loss.
+  EXPECT_LT(grad.value({7}), 0);
+  EXPECT_LT(grad.value({8}), 0);
 }
 
 }  // namespace

@@ -36,6 +36,12 @@
 // measure each frame's motion anew from the frames measures it short (on held-out videos, one
 // step from true frames, the flow came out at 0.6-0.7 of the true motion), and a stream that
 // feeds it its own short motion slows down frame by frame until the shapes stand still.
+// Reflect (Config::reflect, an anchor-map model): two more gate logits, one per axis, each an
+// exact 0/1 step that flips the sign of the flow along its axis. The data's shapes keep their
+// speed and turn back where an edge meets a wall; a flow that must regress through zero to turn
+// hedges toward it where the turn's timing is unsure, and a stream turns that hedge into a stop
+// (a stopped shape's flow carries no speed any more). With the gates, a turn is a decision and
+// the flow's magnitude is kept.
 // Noise-level conditioning (Config::context_noise_level): history augmentation corrupts the
 // context with noise of a random std sigma; a conditioned model is also told sigma (its sinusoidal
 // embedding, of 1000 sigma, joins the timestep's), so it need not guess how much to trust the
@@ -71,6 +77,8 @@ struct UNetVideoConfig {
   bool anchor_map = false;  // frames are read from the anchor through a composed map (motion)
   // An anchor-map model's previous flow is an input after the context frames (two channels).
   bool flow_input = false;
+  // An anchor-map model's flow is flipped per axis by two more gates (see anchor_map_frame).
+  bool reflect = false;
   // Frames in the context input: the anchor (if any), then the context frames.
   int64_t input_frames() const { return context_frames + (anchor_frame ? 1 : 0); }
   // Channels of the context input: its frames', then the previous flow's.
@@ -78,9 +86,9 @@ struct UNetVideoConfig {
     return input_frames() * frame_channels + (flow_input ? 2 : 0);
   }
   // Channels of the prediction: the frame's, then the flow's two for a motion model, then an
-  // anchor-map model's two gates.
+  // anchor-map model's two gates, then a reflecting model's two.
   int64_t output_channels() const {
-    return frame_channels + (motion ? 2 : 0) + (anchor_map ? 2 : 0);
+    return frame_channels + (motion ? 2 : 0) + (anchor_map ? 2 : 0) + (reflect ? 2 : 0);
   }
 
   // The presets of issue #6 (frames 64x64): base 32 / 3 levels; base 64 with 2 blocks and
@@ -130,12 +138,13 @@ class UNetVideo final : public nn::Module {
   std::shared_ptr<AttentionBlock> mid_attention_;
 };
 
-// Fine-tuning a model with an anchor frame, a motion output or a flow input from one without:
-// `model` takes every weight of `source` (the same configuration, without the anchor, motion
-// and/or flow input `model` adds); conv_in's weights for the anchor's and the previous flow's
-// channels are zero, and so are conv_out's weights and biases for the flow, so it starts out
-// computing exactly what `source` computes (whatever the anchor and previous flow; with a zero
-// flow). Throws mixprec::Error if the configurations differ otherwise.
+// Fine-tuning a model with an anchor frame, a motion output, a flow input or reflect gates from
+// one without: `model` takes every weight of `source` (the same configuration, without the
+// anchor, motion, flow input and/or reflect gates `model` adds); conv_in's weights for the
+// anchor's and the previous flow's channels are zero, and so are conv_out's weights and biases
+// for the flow and the reflect gates, so it starts out computing exactly what `source` computes
+// (whatever the anchor and previous flow; with a zero flow; never reflecting: a gate opens only
+// for a logit > 0). Throws mixprec::Error if the configurations differ otherwise.
 void load_extending(UNetVideo& model, const UNetVideo& source);
 
 // [B] timesteps -> [B, dim] sinusoidal features (Transformer/DDPM style, f32 math, rounded once

@@ -84,7 +84,10 @@ struct VideoLossOptions {
   // background (the anchor where it shows background, else the last frame). A photometric loss
   // says nothing about the map inside a flat shape, where any map reads the same colour, until
   // the error reaches an edge frames later and tears the shape; and a gate unsure at an outline
-  // closes there and erodes the shape a pixel at a time. 0: off.
+  // closes there and erodes the shape a pixel at a time. A reflecting model's reflect gates
+  // (UNetVideoConfig::reflect) add their mean binary cross-entropy against the true turns: per
+  // axis, on shape pixels that move along it by a quarter pixel or more in this frame and the one
+  // before, open where the two motions are opposed. 0: off.
   double map_weight = 0;
   // Anchor-map models: each unrolled frame becomes the next context as a rigid stream shows it
   // (anchor_map_frame with rigid: sprites cut at the first unrolled frame, moved by rigid fits,
@@ -138,6 +141,16 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen,
                           const Tensor& anchor = {}, std::vector<Tensor>* shown = nullptr);
 
+// The reflect gates' loss (VideoLossOptions::map_weight): the mean binary cross-entropy of
+// `logits` [B, 2, H, W] (x, y) against the turns between the true motion into the previous frame
+// (`before`: its map with respect to the frame before it) and into this one (`now`). Graded: per
+// axis, the pixels inside a shape (layer 1, valid) in both maps whose offset along the axis is
+// at least a quarter pixel in both (slower, an axis has no direction to keep); the target is 1
+// where the two offsets have opposite signs. A pixel compares the two at its own place: a shape
+// moves a pixel or two a frame, so its inside overlaps itself. 0 when no pixel is graded.
+Tensor reflect_gate_loss(const Tensor& logits, const data::AnchorMaps& before,
+                         const data::AnchorMaps& now);
+
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
 
@@ -169,7 +182,9 @@ Tensor sample_next_frames(UNetVideo& model, const NoiseSchedule& schedule, const
                           Prediction prediction, DType input_dtype, const Tensor& last = {});
 
 // An anchor-map model's frame (UNetVideoConfig::anchor_map). `prediction` [B, 7, H, W] is the
-// network's change (3 channels), flow f (2) and two gate logits; `displacement` d [B, 2, H, W]
+// network's change (3 channels), flow f (2) and two gate logits, and a reflecting model's
+// [B, 9, H, W] two more (UNetVideoConfig::reflect): f's x and y are multiplied by -1 where
+// their step is 1; `displacement` d [B, 2, H, W]
 // (pixels, f32) maps each pixel of the previous frame to where its content is in `anchor`
 // [B, 3, H, W] (zeros for the anchor itself). The flow composes with it, gated:
 // d' = step(gate) * (f + warp(d, f)), the step's gradient the sigmoid's. An open pixel (gate > 0)
@@ -185,7 +200,7 @@ struct AnchorMapFrame {
   Tensor frame;         // [B, 3, H, W] f32
   Tensor displacement;  // d' [B, 2, H, W] f32
   Tensor gate;          // [B, 1, H, W] f32: 1 where the map is open, else 0
-  Tensor flow;          // f [B, 2, H, W] f32, as the network predicted it (Config::flow_input)
+  Tensor flow;          // f [B, 2, H, W] f32, as the network predicted it, reflected (flow_input)
   Tensor support;       // with `rigid`: the sprites (rigid_layers), else undefined
   Tensor plate;         // with `rigid`: the clean plate (clean_plate), else undefined
 };
