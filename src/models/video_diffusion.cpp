@@ -835,32 +835,43 @@ Tensor regression_loss(const Tensor& predicted, const Tensor& target, Regression
 
 }  // namespace
 
-Tensor reflect_gate_loss(const Tensor& logits, const data::AnchorMaps& before,
-                         const data::AnchorMaps& now) {
+TurnTruth true_turns(const data::AnchorMaps& before, const data::AnchorMaps& now) {
   constexpr float kMoving = 0.25f;  // pixels a frame: slower, an axis has no direction to keep
-  Tensor target, mask;
-  {
-    NoGrad no_grad;
-    const Tensor d0 = before.offsets.contiguous(), d1 = now.offsets.contiguous();
-    const Tensor in0 = mul(before.layer, before.valid).contiguous();
-    const Tensor in1 = mul(now.layer, now.valid).contiguous();
-    target = Tensor::zeros(d1.shape(), DType::F32);
-    mask = Tensor::zeros(d1.shape(), DType::F32);
-    const int64_t batch = d1.size(0), n = d1.size(2) * d1.size(3);
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t axis = 0; axis < 2; ++axis)
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t at = (b * 2 + axis) * n + i;
-          const float m0 = d0.data<float>()[at], m1 = d1.data<float>()[at];
-          // layer * valid is 1 exactly on a shape's inside with a defined map.
-          if (in0.data<float>()[b * n + i] != 1.0f || in1.data<float>()[b * n + i] != 1.0f ||
-              std::abs(m0) < kMoving || std::abs(m1) < kMoving)
-            continue;
-          mask.data<float>()[at] = 1.0f;
-          target.data<float>()[at] = (m0 < 0) != (m1 < 0) ? 1.0f : 0.0f;
-        }
-  }
-  return masked_mean(binary_cross_entropy(logits.to(DType::F32), target), mask);
+  NoGrad no_grad;
+  const Tensor d0 = before.offsets.contiguous(), d1 = now.offsets.contiguous();
+  const Tensor in0 = mul(before.layer, before.valid).contiguous();
+  const Tensor in1 = mul(now.layer, now.valid).contiguous();
+  TurnTruth truth{.turned = Tensor::zeros(d1.shape(), DType::F32),
+                  .graded = Tensor::zeros(d1.shape(), DType::F32)};
+  const int64_t batch = d1.size(0), n = d1.size(2) * d1.size(3);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t axis = 0; axis < 2; ++axis)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = (b * 2 + axis) * n + i;
+        const float m0 = d0.data<float>()[at], m1 = d1.data<float>()[at];
+        // layer * valid is 1 exactly on a shape's inside with a defined map.
+        if (in0.data<float>()[b * n + i] != 1.0f || in1.data<float>()[b * n + i] != 1.0f ||
+            std::abs(m0) < kMoving || std::abs(m1) < kMoving)
+          continue;
+        truth.graded.data<float>()[at] = 1.0f;
+        truth.turned.data<float>()[at] = (m0 < 0) != (m1 < 0) ? 1.0f : 0.0f;
+      }
+  return truth;
+}
+
+Tensor reflect_gate_loss(const Tensor& logits, const TurnTruth& truth) {
+  return masked_mean(binary_cross_entropy(logits.to(DType::F32), truth.turned), truth.graded);
+}
+
+Tensor with_true_turns(const Tensor& prediction, const TurnTruth& truth) {
+  const int64_t gates = prediction.size(1) - 2;
+  const Tensor logits = prediction.narrow(1, gates, 2).to(DType::F32);
+  // A logit of +-1 is decided by the step as surely as any: 1 where turned, 0 where not.
+  const Tensor decided = sub(mul(truth.turned, 2.0), 1.0);
+  const Tensor forced =
+      add(mul(logits, sub(1.0, truth.graded)), mul(decided, truth.graded)).to(prediction.dtype());
+  return cat({prediction.narrow(1, 0, gates), forced}, 1)
+      .contiguous(MemoryFormat::ChannelsLast);
 }
 
 Tensor with_anchor(const Tensor& anchor, const Tensor& context) {
@@ -962,7 +973,9 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     Tensor change;  // a motion model's change after the warp, for its penalty
     Tensor gates;   // an anchor-map model's gate logits [B, 2, H, W]
     Tensor reflect; // a reflecting model's reflect logits [B, 2, H, W]
+    TurnTruth turns; // ... and the renderer's turns they are graded against (with map_weight)
   };
+  std::size_t made_count = 0;  // frames the rollout has made so far
   auto step = [&]() {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
@@ -971,15 +984,29 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     Step made{.raw = Tensor(),
               .change = model.config().motion ? out.narrow(1, 0, channels) : Tensor(),
               .gates = Tensor(),
-              .reflect = Tensor()};
+              .reflect = Tensor(),
+              .turns = {}};
     Tensor shown_frame;  // with rigid_context: the next context frame, as a rigid stream shows it
     if (anchor_map) {
-      AnchorMapFrame rendered = anchor_map_frame(out, anchor_input, frames.back(), displacement);
+      // A reflecting model in training turns the frame's flow where the renderer's shapes turn
+      // (and keeps it where they do not); its own gates are graded against the same truth.
+      Tensor turned_out = out;
+      if (model.config().reflect) {
+        made.reflect = out.narrow(1, channels + 4, 2);
+        const auto index = static_cast<int64_t>(first + k + made_count);
+        if (options.map_weight > 0 && index >= 2) {
+          made.turns = true_turns(options.map_target(index - 2, index - 1),
+                                  options.map_target(index - 1, index));
+          turned_out = with_true_turns(out, made.turns);
+        }
+      }
+      AnchorMapFrame rendered =
+          anchor_map_frame(turned_out, anchor_input, frames.back(), displacement);
       made.raw = rendered.frame;
       if (previous_flow.defined()) previous_flow = rendered.flow.detach().contiguous(cl);
       if (options.rigid_context) {
         NoGrad no_grad;
-        const AnchorMapFrame rigid = anchor_map_frame(out.detach(), anchor_input, frames.back(),
+        const AnchorMapFrame rigid = anchor_map_frame(turned_out.detach(), anchor_input, frames.back(),
                                                       displacement, true, sprites, plate);
         sprites = rigid.support;
         plate = rigid.plate;
@@ -993,7 +1020,6 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       // the map should do the work.
       made.change = mul(made.change, rendered.gate.detach());
       made.gates = out.narrow(1, channels + 2, 2);
-      if (model.config().reflect) made.reflect = out.narrow(1, channels + 4, 2);
     } else {
       made.raw = frame_of(out, options.residual ? frames.back() : Tensor());
     }
@@ -1010,6 +1036,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     }
     frames.erase(frames.begin());
     frames.push_back(next);
+    ++made_count;
     return made;
   };
   {
@@ -1047,11 +1074,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
               masked_mean(binary_cross_entropy(made.gates.narrow(1, 1, 1), truth.valid),
                           background));
       Tensor map_loss = add(masked_mean(endpoint, truth.valid), gate_loss);
-      const auto graded = static_cast<int64_t>(free_max + k + j);
-      if (made.reflect.defined() && graded >= 2)
-        map_loss = add(map_loss,
-                       reflect_gate_loss(made.reflect, options.map_target(graded - 2, graded - 1),
-                                         options.map_target(graded - 1, graded)));
+      if (made.turns.graded.defined())
+        map_loss = add(map_loss, reflect_gate_loss(made.reflect, made.turns));
       loss = add(loss, mul(map_loss, options.map_weight));
     }
     total = j == 0 ? loss : add(total, loss);

@@ -585,46 +585,88 @@ TEST(Reflect, TheGateLossGradesTurnsInsideMovingShapesOnly) {
   const auto softplus = [](double v) { return std::log1p(std::exp(v)); };
   // Cross-entropy of a logit z: softplus(z) - t z.
   const double expected = ((softplus(2.0) - 2.0) + softplus(-1.0) + softplus(0.5)) / 3;
-  EXPECT_NEAR(reflect_gate_loss(logits, before, now).item<double>(), expected, 1e-6);
+  const TurnTruth truth = true_turns(before, now);
+  const float graded[6] = {1, 1, 1, 0, 0, 0}, turned[6] = {1, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(truth.graded.value({0, 0, 0, i}), graded[i]) << "pixel " << i;
+    EXPECT_EQ(truth.turned.value({0, 0, 0, i}), turned[i]) << "pixel " << i;
+    EXPECT_EQ(truth.graded.value({0, 1, 0, i}), 0) << "pixel " << i;
+  }
+  EXPECT_NEAR(reflect_gate_loss(logits, truth).item<double>(), expected, 1e-6);
   // Nothing graded (no shape moves in both frames): 0, not NaN.
   const data::AnchorMaps still = row_maps({0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1});
-  EXPECT_EQ(reflect_gate_loss(logits, still, now).item<double>(), 0.0);
+  EXPECT_EQ(reflect_gate_loss(logits, true_turns(still, now)).item<double>(), 0.0);
 }
 
-TEST(Reflect, ARolloutGradesTheGatesAgainstTheRenderersTurnsAndTrainsThem) {
+TEST(Reflect, TrueTurnsDecideTheGatesWhereGradedAndLeaveTheNetworksElsewhere) {
+  Generator gen(38);
+  const Tensor prediction = Tensor::uniform({1, 9, 1, 6}, -3, 3, gen);
+  const TurnTruth truth = true_turns(
+      row_maps({1, 1, -0.5, 0.2, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0}),
+      row_maps({-1.5, 1, -0.5, 1, -1, -1}, {1, 1, 1, 1, -1, 1}, {1, 1, 1, 1, 1, 1}));
+  const Tensor decided = with_true_turns(prediction, truth);
+  ASSERT_EQ(decided.shape(), prediction.shape());
+  for (int64_t i = 0; i < 6; ++i) {
+    for (int64_t c = 0; c < 8; ++c)
+      if (c != 7) ASSERT_EQ(decided.value({0, c, 0, i}), prediction.value({0, c, 0, i}));
+    const double want = i == 0 ? 1.0 : i < 3 ? -1.0 : prediction.value({0, 7, 0, i});
+    EXPECT_EQ(decided.value({0, 7, 0, i}), want) << "pixel " << i;
+    EXPECT_EQ(decided.value({0, 8, 0, i}), prediction.value({0, 8, 0, i})) << "pixel " << i;
+  }
+}
+
+TEST(Reflect, ARolloutTurnsItsFramesWhereTheRendererDoesAndGradesTheGates) {
   Generator gen(37);
   const auto source = with_flow_input(*test::anchor_map_net(gen), gen, true);
   const auto net = with_reflect(*source, gen);
-  const std::vector<Tensor> window = noise_window(4, gen);  // 2 context frames, 2 graded
-  // A "renderer" whose shapes cover everything and turn every frame: frame f's map with respect
-  // to the frame before it is +1 px for even f, -1 px for odd f.
+  // The source with its flow negated: what a network makes that turns every frame.
+  const auto negated = with_flow_input(*test::anchor_map_net(gen), gen, false);
+  negated->load_state_dict(source->state_dict());
+  for (const char* name : {"conv_out.weight", "conv_out.bias"}) {
+    Tensor p = test::parameter(*negated, name);
+    p.narrow(0, 3, 2).copy_(neg(p.narrow(0, 3, 2).contiguous()));
+  }
+  const std::vector<Tensor> window = noise_window(4, gen);  // 2 context frames, 2 made
+  // A "renderer" whose shapes cover everything and move 1 px a frame, every frame the same way
+  // or, turning, every frame the other way (+1 px into even frames, -1 px into odd ones).
+  bool turning = false;
   std::vector<std::pair<int64_t, int64_t>> asked;
   VideoLossOptions options = direct_residual();
   options.map_weight = 0.5;
   options.map_target = [&](int64_t anchor, int64_t frame) {
     asked.emplace_back(anchor, frame);
-    return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, frame % 2 == 0 ? 1.0 : -1.0),
+    const double offset = !turning || frame % 2 == 0 ? 1.0 : -1.0;
+    return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, offset),
                             .valid = Tensor::ones({2, 1, 8, 8}),
                             .layer = Tensor::ones({2, 1, 8, 8})};
   };
-  const auto loss_of = [&](UNetVideo& model) {
+  const auto run = [&](UNetVideo& model, std::vector<Tensor>* shown = nullptr) {
     Generator g(0);
     NoGrad no_grad;
-    return video_rollout_loss(model, window, options, DType::F32, g).item<double>();
+    return video_rollout_loss(model, window, options, DType::F32, g, Tensor(), shown).item<double>();
   };
-  // The extended network makes the same frames and maps; each graded frame adds the gates' loss:
-  // every pixel turns on both axes and every logit is 0, log 2 each, times the map weight.
+  // No turns: the frames are the source's; each made frame adds the gates' loss, every pixel
+  // graded on both axes at logit 0 against "no turn": log 2, times the map weight.
+  EXPECT_NEAR(run(*net) - run(*source), 0.5 * std::log(2.0), 1e-5);
+  // Turning every frame: the frames are those of the source with its flow negated, though the
+  // gates (still at logit 0) would not turn.
+  turning = true;
   asked.clear();
-  EXPECT_NEAR(loss_of(*net) - loss_of(*source), 0.5 * std::log(2.0), 1e-5);
+  std::vector<Tensor> turned, flipped;
+  run(*net, &turned);
+  run(*negated, &flipped);
+  ASSERT_EQ(turned.size(), flipped.size());
+  for (std::size_t i = 0; i < turned.size(); ++i)
+    EXPECT_EQ(test::max_abs_diff(turned[i], flipped[i]), 0) << "frame " << i;
   for (const auto& pair : {std::make_pair(int64_t{0}, int64_t{1}), std::make_pair(int64_t{1}, int64_t{2}),
                            std::make_pair(int64_t{2}, int64_t{3})})
     EXPECT_NE(std::find(asked.begin(), asked.end(), pair), asked.end())
         << "frame " << pair.second << " with respect to " << pair.first;
+  // The gates learn the turns: raising their logits lowers the loss.
   Generator g(0);
   video_rollout_loss(*net, window, options, DType::F32, g).backward();
   const Tensor grad = test::parameter(*net, "conv_out.bias").grad();
   ASSERT_TRUE(grad.defined());
-  // Every pixel turns: raising the reflect logits lowers the loss.
   EXPECT_LT(grad.value({7}), 0);
   EXPECT_LT(grad.value({8}), 0);
 }

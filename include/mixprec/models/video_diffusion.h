@@ -85,9 +85,8 @@ struct VideoLossOptions {
   // says nothing about the map inside a flat shape, where any map reads the same colour, until
   // the error reaches an edge frames later and tears the shape; and a gate unsure at an outline
   // closes there and erodes the shape a pixel at a time. A reflecting model's reflect gates
-  // (UNetVideoConfig::reflect) add their mean binary cross-entropy against the true turns: per
-  // axis, on shape pixels that move along it by a quarter pixel or more in this frame and the one
-  // before, open where the two motions are opposed. 0: off.
+  // (UNetVideoConfig::reflect) add reflect_gate_loss against true_turns, and its frames are made
+  // with the true turns (with_true_turns). 0: off.
   double map_weight = 0;
   // Anchor-map models: each unrolled frame becomes the next context as a rigid stream shows it
   // (anchor_map_frame with rigid: sprites cut at the first unrolled frame, moved by rigid fits,
@@ -141,15 +140,30 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const VideoLossOptions& options, DType input_dtype, Generator& gen,
                           const Tensor& anchor = {}, std::vector<Tensor>* shown = nullptr);
 
+// Where the renderer's shapes turn, for a reflecting model (UNetVideoConfig::reflect): from the
+// true motion into the previous frame (`before`: its map with respect to the frame before it)
+// and into this one (`now`). Per axis, graded are the pixels inside a shape (layer 1, valid) in
+// both maps whose offset along the axis is at least a quarter pixel in both (slower, an axis has
+// no direction to keep); turned are those where the two offsets have opposite signs. A pixel
+// compares the two at its own place: a shape moves a pixel or two a frame, so its inside overlaps
+// itself. [B, 2, H, W] f32 each, 1 or 0.
+struct TurnTruth {
+  Tensor turned, graded;
+};
+TurnTruth true_turns(const data::AnchorMaps& before, const data::AnchorMaps& now);
+
 // The reflect gates' loss (VideoLossOptions::map_weight): the mean binary cross-entropy of
-// `logits` [B, 2, H, W] (x, y) against the turns between the true motion into the previous frame
-// (`before`: its map with respect to the frame before it) and into this one (`now`). Graded: per
-// axis, the pixels inside a shape (layer 1, valid) in both maps whose offset along the axis is
-// at least a quarter pixel in both (slower, an axis has no direction to keep); the target is 1
-// where the two offsets have opposite signs. A pixel compares the two at its own place: a shape
-// moves a pixel or two a frame, so its inside overlaps itself. 0 when no pixel is graded.
-Tensor reflect_gate_loss(const Tensor& logits, const data::AnchorMaps& before,
-                         const data::AnchorMaps& now);
+// `logits` [B, 2, H, W] (x, y) against truth.turned over the graded pixels (0 when none are).
+Tensor reflect_gate_loss(const Tensor& logits, const TurnTruth& truth);
+
+// A reflecting model's prediction [B, C + 6, H, W] with its reflect logits (the last two
+// channels) decided by the truth where it is graded: +1 where the shapes turn, -1 where they do
+// not, the network's own elsewhere. A reflecting model's rollout (video_rollout_loss with a
+// map_weight) makes its frames from this: the flow the loss grades is the network's continued
+// motion turned where the data turns, so the flow learns the speed and the gates alone learn
+// when to turn. Graded against turns it cannot be sure of, a flow regresses toward their mean,
+// which shrinks the speed near every wall, the hedge that stops a stream's shapes.
+Tensor with_true_turns(const Tensor& prediction, const TurnTruth& truth);
 
 // Frames [B, 3, H, W] each (oldest first) -> the context [B, 3K, H, W], channels_last.
 Tensor context_of(const std::vector<Tensor>& frames);
