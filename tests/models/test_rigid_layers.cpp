@@ -541,10 +541,25 @@ TEST(Reflect, ExtendingAModelNeverReflectsUntilItTrainsAndTheFileKeepsTheGates) 
   const auto net = with_reflect(*source, gen);
   EXPECT_EQ(net->config().output_channels(), source->config().output_channels() + 2);
   const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
-  const StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
   VideoStream a(*source, NoiseSchedule::cosine(100), first, options);
   VideoStream b(*net, NoiseSchedule::cosine(100), first, options);
   for (int i = 0; i < 4; ++i) ASSERT_EQ(test::max_abs_diff(a.next(), b.next()), 0) << "frame " << i;
+  // Reflecting (a gate's bias raised on x): the stream, read through its maps as composed,
+  // differs, and its graph replays it.
+  test::parameter(*net, "conv_out.bias").set({7}, 0.5);
+  options.rigid_maps = false;
+  VideoStream eager(*net, NoiseSchedule::cosine(100), first, options);
+  options.graph = true;
+  VideoStream replayed(*net, NoiseSchedule::cosine(100), first, options);
+  VideoStream unreflected(*source, NoiseSchedule::cosine(100), first, options);
+  double differs = 0;
+  for (int i = 0; i < 4; ++i) {
+    const Tensor frame = eager.next();
+    ASSERT_EQ(test::max_abs_diff(replayed.next(), frame), 0) << "frame " << i;
+    differs = std::max(differs, test::max_abs_diff(unreflected.next(), frame));
+  }
+  EXPECT_GT(differs, 0);
 
   const std::string path =
       (std::filesystem::temp_directory_path() / "mixprec_reflect_test.safetensors").string();
