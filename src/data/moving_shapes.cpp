@@ -207,7 +207,7 @@ AnchorMaps MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
   const auto batch = static_cast<int64_t>(origins.size());
   const int64_t h = config_.height, w = config_.width;
   Tensor offsets = Tensor::empty({batch, 2, h, w}), valid = Tensor::empty({batch, 1, h, w}),
-         layer = Tensor::empty({batch, 1, h, w});
+         layer = Tensor::empty({batch, 1, h, w}), motion = Tensor::empty({batch, 2, h, w});
   for (const WindowOrigin& o : origins)
     check_frame_index("MovingShapes::anchor_maps", o.video,
                       o.first + std::max(anchor_offset, offset));
@@ -216,11 +216,12 @@ AnchorMaps MovingShapes::anchor_maps(const std::vector<WindowOrigin>& origins,
       const WindowOrigin& o = origins[static_cast<std::size_t>(b)];
       scene_anchor_map(scene(o.video), o.first + anchor_offset, o.first + offset,
                        offsets.data<float>() + b * 2 * h * w, valid.data<float>() + b * h * w,
-                       layer.data<float>() + b * h * w);
+                       layer.data<float>() + b * h * w, motion.data<float>() + b * 2 * h * w);
     }
   });
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
-  return {offsets.contiguous(cl), valid.contiguous(cl), layer.contiguous(cl)};
+  return {offsets.contiguous(cl), valid.contiguous(cl), layer.contiguous(cl),
+          motion.contiguous(cl)};
 }
 
 std::vector<Tensor> MovingShapes::anchored_windows(int64_t batch, int64_t length, Generator& gen,

@@ -365,7 +365,7 @@ std::pair<int, bool> topmost(const ShapeScene& scene, const std::vector<Pose>& p
 }  // namespace
 
 void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
-                      float* valid, float* layer) {
+                      float* valid, float* layer, float* motion) {
   const int64_t h = scene.height, w = scene.width;
   std::vector<Pose> now, then;
   for (const ShapeSpec& s : scene.shapes) {
@@ -377,6 +377,7 @@ void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float*
       const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
       const int64_t i = y * w + x;
       offsets[i] = offsets[h * w + i] = 0.0f;
+      if (motion != nullptr) motion[i] = motion[h * w + i] = 0.0f;
       valid[i] = 0.0f;
       const auto [shape, whole] = topmost(scene, now, px, py);
       layer[i] = shape < 0 ? 0.0f : whole ? 1.0f : -1.0f;
@@ -397,6 +398,10 @@ void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float*
       offsets[i] = static_cast<float>(qx - px);
       offsets[h * w + i] = static_cast<float>(qy - py);
       valid[i] = 1.0f;
+      if (motion != nullptr) {
+        motion[i] = static_cast<float>(a.cx - p.cx);
+        motion[h * w + i] = static_cast<float>(a.cy - p.cy);
+      }
     }
 }
 

@@ -836,9 +836,15 @@ Tensor regression_loss(const Tensor& predicted, const Tensor& target, Regression
 }  // namespace
 
 TurnTruth true_turns(const data::AnchorMaps& before, const data::AnchorMaps& now) {
-  constexpr float kMoving = 0.25f;  // pixels a frame: slower, an axis has no direction to keep
+  // Pixels a frame: slower, an axis has no direction to keep (a shape the data moves at all
+  // moves faster than this; its centre's rounding errors are far below).
+  constexpr float kMoving = 0.05f;
+  MIXPREC_CHECK(before.motion.defined() && now.motion.defined() &&
+                    before.motion.shape() == now.motion.shape() && now.motion.dim() == 4 &&
+                    now.motion.size(1) == 2,
+                "[true_turns] expected the maps' shape motion [B, 2, H, W] (data::AnchorMaps)");
   NoGrad no_grad;
-  const Tensor d0 = before.offsets.contiguous(), d1 = now.offsets.contiguous();
+  const Tensor d0 = before.motion.contiguous(), d1 = now.motion.contiguous();
   const Tensor in0 = mul(before.layer, before.valid).contiguous();
   const Tensor in1 = mul(now.layer, now.valid).contiguous();
   TurnTruth truth{.turned = Tensor::zeros(d1.shape(), DType::F32),

@@ -536,6 +536,35 @@ TEST(AnchorMap, HiddenContentAndOutlinesAreUndefined) {
   EXPECT_EQ(valid[16 * 32 + 9], 0.0f);
 }
 
+// The motion field is the shape's centre translation: the same at every defined pixel of a
+// spinning shape, whose pixel offsets differ by the spin; 0 on the background.
+TEST(AnchorMap, MotionIsTheShapesTranslationWithoutTheSpin) {
+  ShapeScene scene{.height = 32, .width = 32};
+  scene.background.color0 = scene.background.color1 = {0.2f, 0.2f, 0.2f};
+  const ShapeSpec spinning{.kind = ShapeKind::Rectangle, .x = 14, .y = 15, .vx = 0.75,
+                           .vy = -0.5, .angle = 0.3, .spin = 0.2, .size = 6, .color = {1, 0, 0}};
+  scene.shapes = {spinning};
+  std::vector<float> offsets(2 * 32 * 32), valid(32 * 32), layer(32 * 32), motion(2 * 32 * 32);
+  scene_anchor_map(scene, 3, 4, offsets.data(), valid.data(), layer.data(), motion.data());
+  const auto then = shape_position(spinning, 32, 32, 3), now = shape_position(spinning, 32, 32, 4);
+  int64_t inside = 0;
+  double spread = 0;  // how far apart the pixels' own offsets are
+  for (int64_t i = 0; i < 32 * 32; ++i) {
+    if (valid[i] == 1.0f && layer[i] == 1.0f) {
+      ++inside;
+      EXPECT_NEAR(motion[i], then[0] - now[0], 1e-5);
+      EXPECT_NEAR(motion[32 * 32 + i], then[1] - now[1], 1e-5);
+      spread = std::max(spread, std::abs(static_cast<double>(offsets[i] - motion[i])));
+    } else {
+      EXPECT_EQ(motion[i], 0.0f);
+      EXPECT_EQ(motion[32 * 32 + i], 0.0f);
+    }
+  }
+  EXPECT_GT(inside, 20);
+  EXPECT_GT(spread, 0.3);  // the spin moves the corners by more than the turns' threshold
+  EXPECT_NEAR(then[0] - now[0], -0.75, 1e-9);
+}
+
 TEST(AnchorMap, WindowOriginsNameTheFramesAndMapsFollowThem) {
   const MovingShapes ds({}, 1);
   Generator gen(2);

@@ -576,12 +576,14 @@ TEST(Reflect, ExtendingAModelNeverReflectsUntilItTrainsAndTheFileKeepsTheGates) 
             std::string::npos);
 }
 
-// Maps [1, 2, 1, 6] (x offsets as given, y offsets 0) over a row of six pixels.
+// Maps [1, 2, 1, 6] over a row of six pixels: the shapes' motion along x as given, 0 along y;
+// the pixels' offsets the opposite way along y (a spin; it says nothing of the turns).
 data::AnchorMaps row_maps(std::vector<float> x, std::vector<float> layer, std::vector<float> valid) {
   data::AnchorMaps m{.offsets = Tensor::zeros({1, 2, 1, 6}), .valid = Tensor::zeros({1, 1, 1, 6}),
-                     .layer = Tensor::zeros({1, 1, 1, 6})};
+                     .layer = Tensor::zeros({1, 1, 1, 6}), .motion = Tensor::zeros({1, 2, 1, 6})};
   for (int64_t i = 0; i < 6; ++i) {
-    m.offsets.set({0, 0, 0, i}, x[static_cast<std::size_t>(i)]);
+    m.motion.set({0, 0, 0, i}, x[static_cast<std::size_t>(i)]);
+    m.offsets.set({0, 1, 0, i}, -x[static_cast<std::size_t>(i)]);
     m.layer.set({0, 0, 0, i}, layer[static_cast<std::size_t>(i)]);
     m.valid.set({0, 0, 0, i}, valid[static_cast<std::size_t>(i)]);
   }
@@ -589,9 +591,10 @@ data::AnchorMaps row_maps(std::vector<float> x, std::vector<float> layer, std::v
 }
 
 TEST(Reflect, TheGateLossGradesTurnsInsideMovingShapesOnly) {
-  // Pixel 0 turns (+1 then -1.5), 1 and 2 keep going; 3 barely moved before (0.2 px: no direction
-  // to keep), 4 is an outline now, 5 has no defined map before. y never moves: not graded.
-  const data::AnchorMaps before = row_maps({1, 1, -0.5, 0.2, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0});
+  // Pixel 0 turns (+1 then -1.5), 1 and 2 keep going; 3 barely moved before (0.02 px: no
+  // direction to keep), 4 is an outline now, 5 has no defined map before. No shape moves along y
+  // (the pixels' offsets do, by the spin): not graded.
+  const data::AnchorMaps before = row_maps({1, 1, -0.5, 0.02, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0});
   const data::AnchorMaps now = row_maps({-1.5, 1, -0.5, 1, -1, -1}, {1, 1, 1, 1, -1, 1}, {1, 1, 1, 1, 1, 1});
   Tensor logits = Tensor::zeros({1, 2, 1, 6});
   const double z[6] = {2.0, -1.0, 0.5, 9, 9, 9};
@@ -617,7 +620,7 @@ TEST(Reflect, TrueTurnsDecideTheGatesWhereGradedAndLeaveTheNetworksElsewhere) {
   Generator gen(38);
   const Tensor prediction = Tensor::uniform({1, 9, 1, 6}, -3, 3, gen);
   const TurnTruth truth = true_turns(
-      row_maps({1, 1, -0.5, 0.2, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0}),
+      row_maps({1, 1, -0.5, 0.02, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0}),
       row_maps({-1.5, 1, -0.5, 1, -1, -1}, {1, 1, 1, 1, -1, 1}, {1, 1, 1, 1, 1, 1}));
   const Tensor decided = with_true_turns(prediction, truth);
   ASSERT_EQ(decided.shape(), prediction.shape());
@@ -653,7 +656,8 @@ TEST(Reflect, ARolloutTurnsItsFramesWhereTheRendererDoesAndGradesTheGates) {
     const double offset = !turning || frame % 2 == 0 ? 1.0 : -1.0;
     return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, offset),
                             .valid = Tensor::ones({2, 1, 8, 8}),
-                            .layer = Tensor::ones({2, 1, 8, 8})};
+                            .layer = Tensor::ones({2, 1, 8, 8}),
+                            .motion = Tensor::full({2, 2, 8, 8}, offset)};
   };
   const auto run = [&](UNetVideo& model, std::vector<Tensor>* shown = nullptr) {
     Generator g(0);

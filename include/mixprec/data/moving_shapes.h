@@ -46,10 +46,11 @@ struct MovingShapesConfig {
 };
 
 // The true anchor maps of a batch (scene_anchor_map), f32, channels_last: offsets [B, 2, H, W],
-// valid [B, 1, H, W] (1 where the offset is defined) and layer [B, 1, H, W] (1 shape, 0
-// background, -1 outline).
+// valid [B, 1, H, W] (1 where the offset is defined), layer [B, 1, H, W] (1 shape, 0
+// background, -1 outline) and motion [B, 2, H, W] (the offset of the pixel's shape's centre
+// where its offset is defined, else 0; may be undefined where a caller made the maps itself).
 struct AnchorMaps {
-  Tensor offsets, valid, layer;
+  Tensor offsets, valid, layer, motion;
 };
 
 // Where a training window came from: its video and the time of its first frame.

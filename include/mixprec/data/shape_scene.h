@@ -110,9 +110,11 @@ Tensor render_scene(const ShapeScene& scene, int64_t t);
 // hidden or outside the frame at the anchor time) valid is 0 and the offset 0. `layer` says what
 // each pixel is at t: 1 wholly inside a shape, 0 background, -1 an outline (a mix). `offsets`
 // holds 2 * height * width floats ([2, H, W]), `valid` and `layer` height * width each. The scene
-// must be valid.
+// must be valid. `motion` (2 * height * width floats, optional) receives, where the offset of a
+// shape's pixel is defined, the offset of its shape's centre: the translation alone, without the
+// spin (0 elsewhere). Which way a shape travels, whatever part of it a pixel shows.
 void scene_anchor_map(const ShapeScene& scene, int64_t anchor, int64_t t, float* offsets,
-                      float* valid, float* layer);
+                      float* valid, float* layer, float* motion = nullptr);
 
 // Deterministic sine and cosine (double, error < 1e-15 for |x| < 1e6): the same bits on
 // every machine, unlike libm's.

@@ -141,12 +141,13 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
                           const Tensor& anchor = {}, std::vector<Tensor>* shown = nullptr);
 
 // Where the renderer's shapes turn, for a reflecting model (UNetVideoConfig::reflect): from the
-// true motion into the previous frame (`before`: its map with respect to the frame before it)
+// true motion into the previous frame (`before`: its maps with respect to the frame before it)
 // and into this one (`now`). Per axis, graded are the pixels inside a shape (layer 1, valid) in
-// both maps whose offset along the axis is at least a quarter pixel in both (slower, an axis has
-// no direction to keep); turned are those where the two offsets have opposite signs. A pixel
-// compares the two at its own place: a shape moves a pixel or two a frame, so its inside overlaps
-// itself. [B, 2, H, W] f32 each, 1 or 0.
+// both whose shape's centre moved along the axis by at least 0.05 px in both frames; turned are
+// those where the two motions have opposite signs. The centre's motion, not the pixel's offset:
+// a spinning shape's pixels move every way, and the spin would drown the turn. A pixel compares
+// the two at its own place: a shape moves a pixel or two a frame, so its inside overlaps itself.
+// [B, 2, H, W] f32 each, 1 or 0.
 struct TurnTruth {
   Tensor turned, graded;
 };
