@@ -51,6 +51,7 @@ int run_video_drift(Args args) {
   double context_noise = std::nan("");    // unset: the model file's level
   double still_threshold = std::nan("");  // unset: the model file's
   bool free_maps = false;
+  int64_t anchor_refresh = models::StreamRequest{}.anchor_refresh;
   ArgParser p("video drift",
               "Roll models out for many frames from held-out ground-truth first frames and\n"
               "report PSNR against the true continuation, frame by frame (next to the last true\n"
@@ -74,6 +75,10 @@ int run_video_drift(Args args) {
   p.flag("--free-maps", &free_maps,
          "an anchor-map model reads each frame through its map as composed, pixel by pixel, "
          "instead of moving each open region as one rigid body (for comparison)");
+  p.option("--anchor-refresh", &anchor_refresh,
+           "anchor-map models: show the network the newest frame as its anchor every N frames "
+           "(0: always the stream's first, real frame; shapes are still read from it; docs/VIDEO.md)",
+           {.min = 0});
   p.option("--csv", &csv, "write frame,psnr_<model>... to this file");
   p.option("--window", &window, "frames per window of the quality report", {.min = 1});
   p.option("--json", &json_path, "write every video's quality report to this JSON file");
@@ -101,7 +106,8 @@ int run_video_drift(Args args) {
                                                    {.steps = steps,
                                                     .context_noise = context_noise,
                                                     .still_threshold = still_threshold,
-                                                    .rigid_maps = !free_maps});
+                                                    .rigid_maps = !free_maps,
+                                                    .anchor_refresh = anchor_refresh});
     options.restorer = restorer.get();
     const data::MovingShapes data = training_dataset(info, path);
     const data::MovingShapesConfig& config = data.config();

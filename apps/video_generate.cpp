@@ -76,6 +76,7 @@ int run_video_generate(Args args) {
   int64_t frames = 500, steps = 4, seed = 0, video = -1, warmup = 2, window = 100;
   double fps = 25.0, context_noise = std::nan("");  // unset: the model file's level
   bool realtime = false, json = false, eager = false, free_maps = false;
+  int64_t anchor_refresh = models::StreamRequest{}.anchor_refresh;
   ArgParser p("video generate",
               "Generate a video stream frame by frame with a trained UNetVideo: each frame is\n"
               "sampled by DDIM conditioned on the previous ones (a direct model: one forward\n"
@@ -105,6 +106,10 @@ int run_video_generate(Args args) {
   p.flag("--free-maps", &free_maps,
          "an anchor-map model reads each frame through its map as composed, pixel by pixel, "
          "instead of moving each open region as one rigid body (for comparison)");
+  p.option("--anchor-refresh", &anchor_refresh,
+           "anchor-map models: show the network the newest frame as its anchor every N frames "
+           "(0: always the stream's first, real frame; shapes are still read from it; docs/VIDEO.md)",
+           {.min = 0});
   p.option("--warmup", &warmup, "first frames left out of the timing statistics");
   p.option("--window", &window, "frames per window of the quality report");
   p.flag("--json", &json, "print the statistics as one JSON object on stdout");
@@ -130,7 +135,8 @@ int run_video_generate(Args args) {
        .still_threshold = still_threshold,
        .graph = !eager,
        .restorer = restorer,
-       .rigid_maps = !free_maps},
+       .rigid_maps = !free_maps,
+       .anchor_refresh = anchor_refresh},
       prec.weights, prec.plan);
   const models::VideoModelInfo& info = opened.info;
   const models::UNetVideo& model = *opened.model;

@@ -148,7 +148,8 @@ StreamOptions stream_options(const VideoModelInfo& info, const std::string& path
           .still_threshold =
               stream_setting(info, path, "stream_still_threshold", request.still_threshold),
           .graph = request.graph,
-          .rigid_maps = request.rigid_maps};
+          .rigid_maps = request.rigid_maps,
+          .anchor_refresh = info.config.anchor_map ? request.anchor_refresh : 0};
 }
 
 }  // namespace mixprec::models

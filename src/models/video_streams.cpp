@@ -62,8 +62,9 @@ BatchedVideoStream::BatchedVideoStream(UNetVideo& model, NoiseSchedule schedule,
 }
 
 void BatchedVideoStream::set_options(const StreamOptions& options) {
-  MIXPREC_CHECK(options.context_noise >= 0 && options.still_threshold >= 0,
-                "[BatchedVideoStream] negative context noise or still threshold");
+  MIXPREC_CHECK(options.context_noise >= 0 && options.still_threshold >= 0 &&
+                    options.anchor_refresh >= 0,
+                "[BatchedVideoStream] negative context noise, still threshold or anchor refresh");
   options_ = options;
   sampler_graph_.reset();
 }
@@ -85,6 +86,9 @@ Tensor BatchedVideoStream::next() {
               .to(model_dtype_));
     }
   }
+  if (displacement_.defined() && options_.anchor_refresh > 0 && index_ > 0 &&
+      index_ % options_.anchor_refresh == 0)
+    anchors_ = context_.narrow(1, context_.size(1) - c, c).contiguous(MemoryFormat::ChannelsLast);
   Tensor batch_context = context_, sigma;
   if (options_.context_noise > 0) {
     batch_context = cat(context, 0).contiguous(MemoryFormat::ChannelsLast);

@@ -704,5 +704,49 @@ TEST(AnchorMap, StreamReadsTheNewestFirstFrameAndItsGraphReplaysBitIdentically) 
             std::string::npos);
 }
 
+// StreamOptions::anchor_refresh: every N-th frame the network's anchor becomes the newest frame,
+// while the frames are still read from the first, real one through the composed map.
+TEST(AnchorMap, AStreamRefreshesTheNetworksAnchorEveryNFramesAndItsGraphReplaysIt) {
+  Generator gen(16);
+  const auto holder = test::anchor_map_net(gen);
+  UNetVideo& net = *holder;
+  const Tensor first = quantize_8bit(Tensor::uniform({2, 3, 8, 8}, -1, 1, gen));
+  StreamOptions options = {.prediction = Prediction::Direct, .seed = 2, .residual = true};
+  options.rigid_maps = false;
+  options.anchor_refresh = 2;
+  VideoStream eager(net, NoiseSchedule::cosine(100), first, options);
+  options.graph = true;
+  VideoStream captured(net, NoiseSchedule::cosine(100), first, options);
+  options.anchor_refresh = 0;
+  VideoStream unrefreshed(net, NoiseSchedule::cosine(100), first, options);
+  NoGrad no_grad;
+  const Tensor source = first.narrow(0, 1, 1).contiguous(kCl);
+  Tensor shown_anchor = source, last = source, d = Tensor::zeros({1, 2, 8, 8});
+  std::vector<Tensor> context = {first.narrow(0, 0, 1), first.narrow(0, 1, 1)};
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0 && i % 2 == 0) shown_anchor = context.back();  // frames 2 and 4 refresh it
+    const Tensor out = by_hand(net, with_anchor(shown_anchor, context_of(context)));
+    const AnchorMapFrame made = anchor_map_frame(out, source, last, d);
+    const Tensor want = quantize_8bit(clamp(made.frame, -1.0, 1.0));
+    d = made.displacement;
+    last = want.contiguous(kCl);
+    context = {context[1], want};
+    const Tensor got = eager.next();
+    ASSERT_EQ(test::max_abs_diff(got, want), 0) << "frame " << i;
+    ASSERT_EQ(test::max_abs_diff(captured.next(), got), 0) << "frame " << i;
+    const double off = test::max_abs_diff(unrefreshed.next(), got);
+    if (i < 2) {
+      EXPECT_EQ(off, 0) << "frame " << i << ": before the first refresh";
+    } else if (i == 2) {
+      EXPECT_GT(off, 0) << "the refreshed anchor changes what the network sees";
+    }
+  }
+  options.anchor_refresh = -1;
+  EXPECT_NE(test_support::error_of([&] {
+              VideoStream bad(net, NoiseSchedule::cosine(100), first, options);
+            }).find("negative context noise, still threshold or anchor refresh"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::models

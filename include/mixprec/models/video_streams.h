@@ -42,6 +42,13 @@ struct StreamOptions {
   // once from the anchor, moved as one rigid body); false: through its map and gate as they
   // compose, pixel by pixel.
   bool rigid_maps = true;
+  // An anchor-map model's network is shown, as its anchor, the newest frame of every
+  // `anchor_refresh`-th frame (0: always the stream's first, real frame). The frames are still
+  // read from the real anchor through the composed map; only the network's view changes. Why:
+  // training shows the network anchors at most a few frames old (the rollouts are that long),
+  // and a stream's anchor is as old as the stream: with a shape far from where the anchor has
+  // it, the network closes its map gate over the shape, and the shape's sprite stands still.
+  int64_t anchor_refresh = 0;
 };
 
 // Stream i is the stream a VideoStream would generate from first_frames[i] with seed
