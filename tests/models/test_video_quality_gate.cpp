@@ -15,43 +15,52 @@ namespace mixprec::models {
 namespace {
 
 // The shipped model is an anchor-map model shown as rigid sprites (docs/VIDEO.md, sessions 12 to
-// 15): it reads every shape from the newest real frame, so its first windows are exact and
-// alive; over 1000 frames it is not yet alive everywhere (issue #12). This gate holds it to what
-// it measures with a margin for other kernel levels, so a regression in the model, the stream or
-// the sprites fails here.
-// Measured 2026-11-26 (Xeon, AMX, bf16, 2 threads, session 15's O1): PSNR over frames 1-10 29.7
-// and 29.1 dB; KID of frames 0-100 1.3e-4 and 3.6e-5; both windows of both videos alive.
+// 16): it reads every shape from the newest real frame, and its network sees a recent frame as
+// its anchor (StreamRequest::anchor_refresh). This gate holds it to what it measures with a
+// margin for other kernel levels, so a regression in the model, the stream, the sprites or the
+// anchor refresh fails here.
+// Measured 2026-11-27 (Xeon, AMX, bf16, 2 threads, session 15's O1 with session 16's refresh):
+// PSNR over frames 1-10 29.7 and 27.3 dB (videos 0 and 3); all 6 windows of frames 0-300 alive
+// (without the refresh 4: video 3 stops after its first window); over 1000 frames, 45 of 50
+// windows of five videos.
 constexpr double kMinPsnrFirst10 = 26.0;  // dB
 constexpr double kMaxKidFirstWindow = 1e-3;
 
 const std::string kShippedModel =
     std::string(MIXPREC_SOURCE_DIR) + "/checkpoints/video_anchor_map.safetensors";
 
-// 200 frames of the shipped model in bf16 (true half precision, as `make demo` runs it), started
-// as `mixprec video generate` starts it on a held-out video, measured against that video's
-// continuation.
-VideoQualityReport shipped_stream_report(int64_t held_out) {
+// `frames` frames of the shipped model in bf16 (true half precision, as `make demo` runs it),
+// started as `mixprec video generate` starts it on a held-out video (with its default anchor
+// refresh unless `anchor_refresh` says otherwise), measured against that video's continuation.
+VideoQualityReport shipped_stream_report(int64_t held_out, int64_t frames,
+                                         int64_t anchor_refresh = StreamRequest{}.anchor_refresh) {
   ModelStream s = open_model_stream(kShippedModel, data::MovingShapesConfig{}.held_out(held_out),
-                                    {}, DType::BF16);
+                                    {.anchor_refresh = anchor_refresh}, DType::BF16);
   const int64_t k = s.model->config().context_frames;
   VideoQualityMeter meter(100);
-  for (int64_t i = 0; i < 200; ++i)
+  for (int64_t i = 0; i < frames; ++i)
     meter.add(s.stream->next(), quantize_8bit(s.videos.frame(s.video, k + i)));
   return meter.report();
 }
 
-TEST(ShippedVideoModel, QualityDoesNotRegressOver200Frames) {
-  for (const int64_t held_out : {0, 1}) {
-    const VideoQualityReport r = shipped_stream_report(held_out);
+TEST(ShippedVideoModel, QualityDoesNotRegressOver300Frames) {
+  int64_t alive = 0, windows = 0;
+  for (const int64_t held_out : {0, 3}) {
+    const VideoQualityReport r = shipped_stream_report(held_out, 300);
     SCOPED_TRACE("held-out video " + std::to_string(held_out) + "\n" + quality_report_text(r));
-    ASSERT_EQ(r.windows.size(), 2u);
+    ASSERT_EQ(r.windows.size(), 3u);
     EXPECT_GE(*r.psnr_first_10, kMinPsnrFirst10);
     EXPECT_LE(*r.windows[0].kid, kMaxKidFirstWindow);
-    // Alive over the first 100 frames: every measure within 30% of the real frames', shapes
-    // moving as much as the real ones and as many.
-    const QualityVerdict first = judge(r.windows[0]);
-    EXPECT_TRUE(first.pass) << ::testing::PrintToString(first.failures);
+    // Alive: every measure within 30% of the real frames', shapes moving as much as the real
+    // ones and as many. The first window always; later ones all but one of the four (a margin
+    // for other kernel levels, whose rounding sends a stream along another path).
+    EXPECT_TRUE(judge(r.windows[0]).pass) << ::testing::PrintToString(judge(r.windows[0]).failures);
+    for (const WindowQuality& window : r.windows) {
+      alive += judge(window).pass ? 1 : 0;
+      ++windows;
+    }
   }
+  EXPECT_GE(alive, windows - 1) << alive << " of " << windows << " windows alive";
 }
 
 }  // namespace
