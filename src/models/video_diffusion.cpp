@@ -981,8 +981,8 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     Tensor reflect; // a reflecting model's reflect logits [B, 2, H, W]
     TurnTruth turns; // ... and the renderer's turns they are graded against (with map_weight)
   };
-  std::size_t made_count = 0;  // frames the rollout has made so far
-  auto step = [&]() {
+  // The rollout's frame after `made_before` made ones (0: the first after the true context).
+  auto step = [&](std::size_t made_before) {
     Tensor input = context_of(frames);
     if (options.context_noise_max > 0) input = add(input, context_noise(input, sigma, gen));
     input = with_flow(with_anchor(anchor_input, input), previous_flow);
@@ -999,7 +999,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
       Tensor turned_out = out;
       if (model.config().reflect) {
         made.reflect = out.narrow(1, channels + 4, 2);
-        const auto index = static_cast<int64_t>(first + k + made_count);
+        const auto index = static_cast<int64_t>(first + k + made_before);
         if (options.map_weight > 0 && index >= 2) {
           made.turns = true_turns(options.map_target(index - 2, index - 1),
                                   options.map_target(index - 1, index));
@@ -1042,12 +1042,11 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
     }
     frames.erase(frames.begin());
     frames.push_back(next);
-    ++made_count;
     return made;
   };
   {
     NoGrad no_grad;
-    for (std::size_t j = 0; j < free_run; ++j) step();
+    for (std::size_t j = 0; j < free_run; ++j) step(j);
   }
   if (shown != nullptr) {
     shown->clear();
@@ -1058,7 +1057,7 @@ Tensor video_rollout_loss(UNetVideo& model, const std::vector<Tensor>& window,
   for (std::size_t j = 0; j < targets; ++j) {
     // The loss sees the unclamped frame (a clamped one would give no gradient where it is wrong
     // beyond the range); the next context gets what a stream keeps.
-    const Step made = step();
+    const Step made = step(free_run + j);
     if (shown != nullptr) shown->push_back(frames.back());
     const double weight = free_run > 0 ? options.free_run_regression : 1.0;
     Tensor loss = regression_loss(made.raw, window[free_max + k + j].to(DType::F32).contiguous(cl),

@@ -149,7 +149,7 @@ StreamOptions stream_options(const VideoModelInfo& info, const std::string& path
               stream_setting(info, path, "stream_still_threshold", request.still_threshold),
           .graph = request.graph,
           .rigid_maps = request.rigid_maps,
-          .anchor_refresh = info.config.anchor_map ? request.anchor_refresh : 0};
+          .anchor_refresh = request.anchor_refresh};
 }
 
 }  // namespace mixprec::models

@@ -466,7 +466,8 @@ TEST(FlowInput, TrueFlowInputGivesTheFirstStepTheRenderersFlow) {
     asked.emplace_back(anchor, frame);
     return data::AnchorMaps{.offsets = Tensor::full({2, 2, 8, 8}, 2.0),
                             .valid = Tensor::ones({2, 1, 8, 8}),
-                            .layer = Tensor::ones({2, 1, 8, 8})};
+                            .layer = Tensor::ones({2, 1, 8, 8}),
+                            .motion = Tensor()};
   };
   const auto loss_with = [&](double fraction) {
     options.true_flow_input = fraction;
@@ -626,7 +627,9 @@ TEST(Reflect, TrueTurnsDecideTheGatesWhereGradedAndLeaveTheNetworksElsewhere) {
   ASSERT_EQ(decided.shape(), prediction.shape());
   for (int64_t i = 0; i < 6; ++i) {
     for (int64_t c = 0; c < 8; ++c)
-      if (c != 7) ASSERT_EQ(decided.value({0, c, 0, i}), prediction.value({0, c, 0, i}));
+      if (c != 7) {
+        ASSERT_EQ(decided.value({0, c, 0, i}), prediction.value({0, c, 0, i}));
+      }
     const double want = i == 0 ? 1.0 : i < 3 ? -1.0 : prediction.value({0, 7, 0, i});
     EXPECT_EQ(decided.value({0, 7, 0, i}), want) << "pixel " << i;
     EXPECT_EQ(decided.value({0, 8, 0, i}), prediction.value({0, 8, 0, i})) << "pixel " << i;

@@ -636,7 +636,7 @@ TEST(AnchorMap, MapSupervisionAddsTheMeanEndpointErrorWhereDefined) {
   Tensor layer = Tensor::full({2, 1, 8, 8}, -1.0);  // outlines everywhere: no gate truth
   options.map_target = [&](int64_t anchor, int64_t frame) {
     asked.emplace_back(anchor, frame);
-    return data::AnchorMaps{Tensor::zeros({2, 2, 8, 8}), valid, layer};
+    return data::AnchorMaps{Tensor::zeros({2, 2, 8, 8}), valid, layer, Tensor()};
   };
   const double supervised = video_rollout_loss(net, window, options, DType::F32, g1).item<double>();
   ASSERT_EQ(asked.size(), 1u);

@@ -63,7 +63,7 @@ struct StreamRequest {
   bool graph = false;  // StreamOptions::graph
   std::string restorer{};  // a restorer's model file (load_restorer), or "" for none
   bool rigid_maps = true;  // StreamOptions::rigid_maps
-  // StreamOptions::anchor_refresh for an anchor-map model (others have no anchor to refresh).
+  // StreamOptions::anchor_refresh (anchor-map models; other streams have no map to keep).
   // Measured on the shipped model (docs/VIDEO.md, session 16): 12-24 keep its streams alive in
   // 73-76 of 100 windows over 10 held-out videos, 8 in 52, 4 in 22 of 50, never in 14 of 50.
   int64_t anchor_refresh = 16;
