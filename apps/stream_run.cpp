@@ -69,6 +69,7 @@ int run_stream_run(Args args) {
   bool zmq_bind = false;
   stream::ClassicFinderOptions classic;
   stream::MaskPeakOptions net_peaks{.min_pixels = 1};
+  double threshold = 0;  // 0: the model file's
   ArgParser p("stream run",
               "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
               "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"
@@ -102,6 +103,10 @@ int run_stream_run(Args args) {
            "autocast-bf16 (f32 frames and weights, products in bf16)");
   p.option("--min-pixels", &net_peaks.min_pixels, "with --finder net: smallest peak kept, pixels",
            {.min = 1});
+  p.option("--threshold", &threshold,
+           "with --finder net: a pixel is a peak above this peak probability (0: the model "
+           "file's, calibrated by stream train; 0.5 is the argmax)",
+           {.min = 0, .max = 0.999});
   p.option("--batch", &max_batch, "largest batch of frames handed to the finder", {1, 4096});
   p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds",
            {0, 60000});
@@ -172,6 +177,7 @@ int run_stream_run(Args args) {
   std::optional<models::PeakNetFinder> net_finder;
   if (use_net) {
     net = models::load_peaknet(model_path);
+    if (threshold > 0) net->set_threshold(threshold);
     net_finder.emplace(*net, net_precision, geometry, setup.bad_pixels, net_peaks);
   }
   const DType frame_dtype = use_net ? net_finder->input_dtype() : DType::F32;
@@ -352,7 +358,9 @@ int run_stream_run(Args args) {
   std::string memory =
       "\"net_precision\": " + std::string(use_net ? "\"" + precision_name + "\"" : "null") +
       ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) + "\", \"model\": " +
-      (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"peak_tensor_mib\": " +
+      (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"threshold\": " +
+      (use_net ? json_number(net->config().threshold) : std::string("null")) +
+      ", \"peak_tensor_mib\": " +
       json_number(static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0, 5) +
       ", \"peak_rss_mib\": " + json_number(static_cast<double>(usage.ru_maxrss) / 1024.0, 5);
   std::string source = "\"source\": \"hdf5\"";

@@ -37,6 +37,7 @@ int run_stream_train(Args args) {
   models::PeakNetTrainOptions o;
   models::PeakNetConfig config;
   int64_t seed = 1, eval_every = 200, eval_frames = 16;
+  double eval_snr = 8;
   ArgParser p(
       "stream train",
       "Train PeakNet, the Bragg-peak segmentation network (a ConvNeXt-V2 encoder and a\n"
@@ -65,14 +66,19 @@ int run_stream_train(Args args) {
   p.option("--depths", &depths, "ConvNeXt blocks per encoder level, comma-separated");
   p.option("--stem", &config.stem_channels, "channels of the full-resolution stem");
   p.option("--mlp-ratio", &config.mlp_ratio, "a block's hidden width / its width");
+  p.option("--kernel", &config.kernel, "the ConvNeXt blocks' depthwise kernel (odd)");
   p.option("--seed", &seed, "seed of the initial weights and the data", {.min = 0});
   p.option("--eval-every", &eval_every,
            "steps between held-out F1 measurements (0: only at the end)", {.min = 0});
   p.option("--eval-frames", &eval_frames, "held-out frames per measurement", {.min = 1});
+  p.option("--eval-snr", &eval_snr,
+           "held-out scoring: weaker true spots are neither required nor false", {.min = 0});
   p.epilog(
       "Held-out F1: frames of a detector seed the training never sees (seed + 1000), scored like "
-      "`stream run` (match within 1.5 px, true spots with SNR >= 8), beside the classical finder's "
-      "on the same frames.\n"
+      "`stream run` (match within 1.5 px, true spots with SNR >= --eval-snr), beside the classical "
+      "finder's on the same frames. At the end, the peak-probability threshold with the best "
+      "held-out F1 (0.05 .. 0.70; 0.5 is the argmax) is written into the model file, which "
+      "`stream run` and `bench stream` then use.\n"
       "Exit status: 0 trained, 1 diverged or failed write, 2 usage mistake, 128 + N stopped by "
       "signal N (a checkpoint was saved).");
   if (!p.parse(args)) return 0;
@@ -99,6 +105,7 @@ int run_stream_train(Args args) {
                                 {"depths", depths},
                                 {"stem", std::to_string(config.stem_channels)},
                                 {"mlp-ratio", std::to_string(config.mlp_ratio)},
+                                {"kernel", std::to_string(config.kernel)},
                                 {"lr", exact_text(o.lr)},
                                 {"min-lr", exact_text(o.min_lr)},
                                 {"warmup", std::to_string(o.warmup)},
@@ -123,11 +130,11 @@ int run_stream_train(Args args) {
   for (const Tensor& t : model.parameters()) parameters += t.numel();
   std::fprintf(
       stderr,
-      "stream train: PeakNet widths %s, depths %s, stem %lld (%lld parameters), precision "
+      "stream train: PeakNet widths %s, depths %s, stem %lld, kernel %lld (%lld parameters), precision "
       "%s, %.3f GFLOP per 352 x 384 panel, batch %lld crops of %lld px, %lld steps, focal alpha %g "
       "gamma %g, labels SNR >= %g\n",
       widths.c_str(), depths.c_str(), static_cast<long long>(config.stem_channels),
-      static_cast<long long>(parameters), precision.c_str(),
+      static_cast<long long>(config.kernel), static_cast<long long>(parameters), precision.c_str(),
       2e-9 * static_cast<double>(model.multiply_adds(352, 384)), static_cast<long long>(o.batch),
       static_cast<long long>(o.crop), static_cast<long long>(o.steps), o.focal.alpha, o.focal.gamma,
       o.labels.min_snr);
@@ -142,17 +149,33 @@ int run_stream_train(Args args) {
     for (int64_t i = 0; i < eval_frames; ++i) {
       held_out.generate(i, frame);
       const std::vector<float> values(frame.adu.begin(), frame.adu.end());
-      classic_score += stream::match_peaks(classic.find(values.data()), frame.peaks, 1.5, 8);
+      classic_score +=
+          stream::match_peaks(classic.find(values.data()), frame.peaks, 1.5, eval_snr);
     }
   }
   double last_f1 = std::nan("");
   auto evaluate = [&] {
-    const stream::MatchCounts s = models::evaluate_peaknet(model, held_out, 0, eval_frames);
+    const stream::MatchCounts s = models::evaluate_peaknet(model, held_out, 0, eval_frames, 1.5, eval_snr);
     last_f1 = s.f1();
     std::fprintf(stderr,
                  "\nstream train: step %lld held-out F1 %.4f (P %.4f R %.4f), classic %.4f\n",
                  static_cast<long long>(trainer.steps_done()), s.f1(), s.precision(), s.recall(),
                  classic_score.f1());
+  };
+
+  // At the end: the peak threshold with the best held-out F1 goes into the model file.
+  auto calibrate = [&] {
+    std::vector<models::ThresholdScore> scores;
+    const double chosen = models::calibrate_threshold(model, held_out, 0, eval_frames, 1.5,
+                                                      eval_snr, {}, &scores);
+    std::fprintf(stderr, "stream train: peak threshold (held-out F1, P, R):");
+    for (const models::ThresholdScore& s : scores) {
+      std::fprintf(stderr, "%s %.2f %.4f %.4f %.4f", s.threshold == scores.front().threshold ? "" : ",",
+                   s.threshold, s.counts.f1(), s.counts.precision(), s.counts.recall());
+      if (s.threshold == chosen) last_f1 = s.counts.f1();
+    }
+    model.set_threshold(chosen);
+    std::fprintf(stderr, "\nstream train: threshold %.2f kept, held-out F1 %.4f\n", chosen, last_f1);
   };
 
   const std::string model_path = run.out + "/model.safetensors";
@@ -184,6 +207,7 @@ int run_stream_train(Args args) {
     bar.update(step + 1, metrics);
     const bool last = step + 1 == o.steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last) evaluate();
+    if (last) calibrate();
     if (monitor.save_now((step + 1) % run.checkpoint_every == 0, last || StopOnSignal::requested()))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || StopOnSignal::requested()) break;
@@ -194,10 +218,11 @@ int run_stream_train(Args args) {
   bar.finish(final_metrics);
   std::printf(
       "{\"checkpoint\": %s, \"model\": %s, \"steps\": %lld, \"loss\": %s, \"held_out_f1\": %s, "
-      "\"classic_f1\": %s, \"held_out_frames\": %lld}\n",
+      "\"threshold\": %s, \"classic_f1\": %s, \"held_out_frames\": %lld}\n",
       io::json_quote(checkpoint).c_str(), io::json_quote(model_path).c_str(),
       static_cast<long long>(o.steps), io::json_number(smoothed).c_str(),
-      io::json_number(last_f1).c_str(), io::json_number(classic_score.f1()).c_str(),
+      io::json_number(last_f1).c_str(), io::json_number(model.config().threshold).c_str(),
+      io::json_number(classic_score.f1()).c_str(),
       static_cast<long long>(eval_frames));
   return 0;
 }

@@ -95,10 +95,13 @@ bool Tensor::is_non_overlapping_and_dense() const {
 }
 
 MemoryFormat Tensor::suggest_memory_format() const {
-  if (dim() == 4 && is_channels_last_layout(shape_, strides_) &&
-      !is_contiguous_layout(shape_, strides_))
-    return MemoryFormat::ChannelsLast;
-  return MemoryFormat::Contiguous;
+  if (dim() != 4 || !is_channels_last_layout(shape_, strides_)) return MemoryFormat::Contiguous;
+  if (!is_contiguous_layout(shape_, strides_)) return MemoryFormat::ChannelsLast;
+  // Dense both ways (one channel, or one pixel): the strides tell which layout made the tensor,
+  // as in PyTorch; a view with channels-last strides keeps its outputs channels-last.
+  return strides_ == channels_last_strides(shape_) && strides_ != contiguous_strides(shape_)
+             ? MemoryFormat::ChannelsLast
+             : MemoryFormat::Contiguous;
 }
 
 void* Tensor::data_ptr() const {

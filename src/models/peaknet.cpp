@@ -51,6 +51,8 @@ void PeakNetConfig::validate() const {
                 stem_channels, ", ", mlp_ratio, ", ", kernel);
   MIXPREC_CHECK(adu_per_photon > 0 && std::isfinite(adu_per_photon),
                 "[PeakNet] adu_per_photon must be > 0, got ", adu_per_photon);
+  MIXPREC_CHECK(threshold > 0 && threshold < 1, "[PeakNet] threshold must be in (0, 1), got ",
+                threshold);
 }
 
 ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel, Generator& gen) {
@@ -145,16 +147,18 @@ Tensor PeakNet::forward(const Tensor& frames) {
                 ", got ", shape_to_string(frames.shape()));
   const DType dt = frames.dtype();
   // Photons on a log scale: spots and background span four decades of ADU.
-  // Channels-last from the start (for one channel the same bytes): the convolutions of x then
-  // write channels-last outputs directly instead of NCHW ones copied over.
+  // Channels-last from the start: for one channel the same bytes, viewed with channels-last
+  // strides, so every op after it (the stem and the first downsampling included) writes
+  // channels-last outputs directly instead of NCHW ones copied over.
+  const Tensor nhwc = frames.contiguous()
+                          .view({frames.size(0), frames.size(2), frames.size(3), 1})
+                          .permute({0, 3, 1, 2});
   const Tensor x =
-      log(add(mul(relu(frames), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)))
-          .contiguous(MemoryFormat::ChannelsLast);
+      log(add(mul(relu(nhwc), 1.0 / config_.adu_per_photon), Tensor::scalar(1.0, dt)));
   std::vector<Tensor> skips;
   Tensor h = x;
   for (Level& level : levels_) {
-    h = level.norm ? level.down->forward(channel_norm(*level.norm, h))
-                   : channels_last(level.down->forward(h));
+    h = level.down->forward(level.norm ? channel_norm(*level.norm, h) : h);
     for (auto& block : level.blocks) h = block->forward(h);
     skips.push_back(h);
   }
@@ -202,14 +206,22 @@ void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
     return;
   }
   const InferenceMode inference;
-  const Tensor logits = forward(frames);
-  // Argmax of two classes: the peak where its logit is the larger (a tie is background).
-  const Tensor margin = sub(logits.select(1, 1), logits.select(1, 0)).to(DType::F32).contiguous();
-  const float* m = margin.data<float>();
-  const int64_t n = margin.numel();
-  parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) mask[i] = m[i] > 0.0F ? 1 : 0;
+  // Of two classes, the peak probability exceeds p where the peak logit exceeds the
+  // background's by log(p / (1 - p)): 0 at p = 0.5, the argmax (a tie is background). The
+  // logits are channels-last, a (background, peak) pair per pixel, widened exactly to f32.
+  const auto margin = static_cast<float>(std::log(config_.threshold / (1 - config_.threshold)));
+  const Tensor logits = forward(frames).to(DType::F32).contiguous(MemoryFormat::ChannelsLast);
+  const float* pair = logits.data<float>();
+  parallel_for(0, logits.numel() / 2, 1 << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) mask[i] = pair[2 * i + 1] > pair[2 * i] + margin ? 1 : 0;
   });
+}
+
+void PeakNet::set_threshold(double threshold) {
+  PeakNetConfig c = config_;
+  c.threshold = threshold;
+  c.validate();
+  config_ = c;
 }
 
 Tensor focal_loss(const Tensor& logits, const Tensor& target, const Tensor& weight,
@@ -279,7 +291,8 @@ io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& c) {
           {"peaknet.stem_channels", std::to_string(c.stem_channels)},
           {"peaknet.mlp_ratio", std::to_string(c.mlp_ratio)},
           {"peaknet.kernel", std::to_string(c.kernel)},
-          {"peaknet.adu_per_photon", io::json_number(c.adu_per_photon, 17)}};
+          {"peaknet.adu_per_photon", io::json_number(c.adu_per_photon, 17)},
+          {"peaknet.threshold", io::json_number(c.threshold, 17)}};
 }
 
 PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string& path) {
@@ -300,11 +313,17 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
   c.stem_channels = integer("peaknet.stem_channels");
   c.mlp_ratio = integer("peaknet.mlp_ratio");
   c.kernel = integer("peaknet.kernel");
-  const std::string& gain = get("peaknet.adu_per_photon");
-  char* end = nullptr;
-  c.adu_per_photon = std::strtod(gain.c_str(), &end);
-  MIXPREC_CHECK(end != gain.c_str() && *end == '\0', "[peaknet] ", path,
-                ": metadata peaknet.adu_per_photon = '", gain, "' is not a number");
+  auto number = [&](const char* key, const std::string& text) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    MIXPREC_CHECK(end != text.c_str() && *end == '\0', "[peaknet] ", path, ": metadata ", key,
+                  " = '", text, "' is not a number");
+    return v;
+  };
+  c.adu_per_photon = number("peaknet.adu_per_photon", get("peaknet.adu_per_photon"));
+  // Files from before calibration have no threshold: the argmax.
+  if (const auto it = m.find("peaknet.threshold"); it != m.end())
+    c.threshold = number("peaknet.threshold", it->second);
   try {
     c.validate();
   } catch (const Error& e) {

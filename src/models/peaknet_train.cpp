@@ -1,6 +1,7 @@
 #include "mixprec/models/peaknet_train.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 
@@ -212,6 +213,25 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
   }
   model.train(was_training);
   return counts;
+}
+
+double calibrate_threshold(PeakNet& model, const stream::SyntheticDetector& detector,
+                           int64_t first, int64_t count, double match_radius,
+                           double min_truth_snr, const stream::MaskPeakOptions& options,
+                           std::vector<ThresholdScore>* scores) {
+  const double kept = model.config().threshold;
+  double best = 0.5, best_f1 = -1;
+  for (int i = 1; i <= 14; ++i) {
+    const double p = 0.05 * i;
+    model.set_threshold(p);
+    const stream::MatchCounts c =
+        evaluate_peaknet(model, detector, first, count, match_radius, min_truth_snr, options);
+    if (scores != nullptr) scores->push_back({p, c});
+    if (c.f1() > best_f1 || (c.f1() == best_f1 && std::abs(p - 0.5) < std::abs(best - 0.5)))
+      best = p, best_f1 = c.f1();
+  }
+  model.set_threshold(kept);
+  return best;
 }
 
 }  // namespace mixprec::models

@@ -31,7 +31,7 @@ struct ActivationBackward final : autograd::Node {
 Tensor activation(amp::AutocastOp policy, UnaryOp op, const Tensor& x_in) {
   const auto [x] = amp::autocast_args(policy, x_in);
   ops_detail::check_float(kernels::unary_op_name(op).data(), x);
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
   {
     NoGrad no_grad;
     capture::launch(

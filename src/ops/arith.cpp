@@ -37,7 +37,7 @@ Tensor run_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor run_unary(UnaryOp op, const Tensor& x) {
   ops_detail::check_float(kernels::unary_op_name(op).data(), x);
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
   capture::launch(
       kernels::unary_op_name(op), {&x}, {&out},
       [op](const capture::KernelArgs& k) { kernels::unary(op, k.in(0), k.out(0)); },
@@ -288,7 +288,7 @@ Tensor rsqrt(const Tensor& x) {
 Tensor pow(const Tensor& x_in, double exponent) {
   const auto [x] = autocast_args(AutocastOp::Pow, x_in);
   ops_detail::check_float("pow", x);
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
   {
     NoGrad no_grad;
     const Tensor p = opmath_scalar(exponent, x.dtype());
@@ -306,7 +306,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
 Tensor clamp(const Tensor& x_in, double lo, double hi) {
   const auto [x] = autocast_args(AutocastOp::Clamp, x_in);
   ops_detail::check_float("clamp", x);
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
   {
     NoGrad no_grad;
     capture::launch(

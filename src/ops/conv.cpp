@@ -30,12 +30,6 @@ kernels::Conv2dOptions with_residual(kernels::Conv2dOptions o, const Tensor* res
   return o;
 }
 
-// The output keeps x's memory format.
-MemoryFormat output_format(const Tensor& x) {
-  return x.is_contiguous(MemoryFormat::ChannelsLast) && !x.is_contiguous()
-             ? MemoryFormat::ChannelsLast
-             : MemoryFormat::Contiguous;
-}
 
 struct Conv2dBackward final : autograd::Node {
   Tensor x, weight;  // as given (detached)
@@ -113,7 +107,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       kernels::conv_output_size(x.size(2), weight.size(2), p.stride, p.padding, p.dilation),
       kernels::conv_output_size(x.size(3), weight.size(3), p.stride, p.padding, p.dilation)};
   if (auto routed = residual_elsewhere(x, weight, bias, p, residual, out_shape)) return *routed;
-  Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.suggest_memory_format());
   {
     NoGrad no_grad;
     capture::launch("conv2d", {&x, &weight, optional(bias), optional(residual)}, {&out},
@@ -155,7 +149,7 @@ Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeigh
       kernels::conv_output_size(x.size(3), weight.shape()[3], p.stride, p.padding, p.dilation);
   const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
   if (auto routed = residual_elsewhere(x, packed, bias, p, residual, out_shape)) return *routed;
-  Tensor out = Tensor::empty(out_shape, x.dtype(), output_format(x));
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.suggest_memory_format());
   capture::launch("conv2d_packed", {&x, optional(bias), optional(residual)}, {&out},
                   [packed, ko = kernel_options(p)](const capture::KernelArgs& k) {
                     kernels::conv2d(k.in(0), *packed, k.optional(1), k.out(0),

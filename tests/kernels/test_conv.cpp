@@ -167,6 +167,15 @@ TEST_P(ConvTest, GroupedAndDepthwise) {
     check(dw7, seed++);
     dw7.opt.stride_h = dw7.opt.stride_w = 2;
     check(dw7, seed++);
+    // Dilated: a 16-bit input's rows are widened into a ring of KH * dilation rows, and the
+    // rows of one output row (3 apart: KH rows would put all three in one slot) must never
+    // evict each other, across samples too.
+    Case dilated{2, 20, 13, 12, 20, 3, 3};
+    dilated.opt.groups = 20;
+    dilated.opt.dilation_h = dilated.opt.dilation_w = 3;
+    dilated.opt.pad_h = dilated.opt.pad_w = 3;
+    dilated.x_dtype = dilated.w_dtype = dilated.out_dtype = t;
+    check(dilated, seed++);
   }
 }
 

@@ -1,6 +1,7 @@
 // kernels::transpose_2d: every element moved bit for bit, for 2-, 4- and 8-byte elements, odd
 // sizes, leading dimensions wider than the matrix, and sizes that split over threads, at every
-// kernel level (AVX-512 transposes whole 64-byte sub-blocks in registers).
+// kernel level (AVX-512 transposes whole 64-byte sub-blocks in registers, and narrow blocks of
+// pixels with a few channels by permutes).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,6 +40,20 @@ TEST_P(Transpose2d, EveryElementSizeShapeAndLeadingDimension) {
         check<uint64_t>(rows, cols, 0, pad);
       }
   check<uint16_t>(2048, 384, 0, 0);  // a Linear's gradient, split over threads
+}
+
+// Narrow blocks (a few channels of many pixels, to and from channel rows: the pixel-vector
+// kernels' layouts): every power-of-two channel count the AVX-512 permute kernels take and its
+// neighbours, pixel counts around their 16- and 32-pixel vectors, and a band split over threads.
+TEST_P(Transpose2d, NarrowBlocksOfPixelsToAndFromChannelRows) {
+  for (int64_t channels : {1, 2, 3, 4, 8, 9, 16})
+    for (int64_t pixels : {1, 15, 16, 17, 31, 32, 33, 96, 100, 4099})
+      for (int64_t pad : {0, 3}) {
+        check<uint16_t>(pixels, channels, 0, pad);  // [pixels][C] -> [C][pixels + pad]
+        check<uint16_t>(channels, pixels, pad, 0);  // [C][pixels + pad] -> [pixels][C]
+        check<uint32_t>(pixels, channels, 0, pad);
+        check<uint32_t>(channels, pixels, pad, 0);
+      }
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(Transpose2d);

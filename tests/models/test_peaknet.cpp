@@ -266,6 +266,67 @@ TEST(PeakNet, SegmentingAFramePerThreadGivesTheSameMasks) {
   }
 }
 
+// The peak threshold: 0.5 is the argmax of the logits (a tie is background); a lower one
+// marks every pixel the argmax marks and more (exactly those whose peak probability exceeds
+// it); it travels in the model file, and a file from before it loads as the argmax.
+TEST(PeakNet, ThresholdOnThePeakProbability) {
+  Generator gen(5);
+  PeakNet net(tiny_config(), gen);
+  {
+    const NoGrad no_grad;
+    for (auto& [name, p] : net.named_parameters())  // both classes in the masks
+      if (name == "head.bias") p.copy_(Tensor::zeros(p.shape()));
+  }
+  net.to(DType::BF16);
+  const Tensor frames = Tensor::uniform({2, 1, 16, 24}, 0, 500, gen).to(DType::BF16);
+  Tensor logits;
+  {
+    const InferenceMode inference;
+    logits = net.forward(frames).to(DType::F32).contiguous();  // [B, 2, H, W]
+  }
+  const int64_t pixels = 16 * 24;
+  auto probability = [&](int64_t i) {  // the peak class's softmax, in f64
+    const float* l = logits.data<float>();
+    const int64_t b = i / pixels, p = i % pixels;
+    const double bg = l[(b * 2) * pixels + p], peak = l[(b * 2 + 1) * pixels + p];
+    return 1 / (1 + std::exp(bg - peak));
+  };
+  std::vector<uint8_t> argmax(2 * pixels), low(2 * pixels);
+  net.segment(frames, argmax.data());
+  net.set_threshold(0.3);
+  net.segment(frames, low.data());
+  int64_t marked = 0, more = 0;
+  for (int64_t i = 0; i < 2 * pixels; ++i) {
+    const float* l = logits.data<float>();
+    const int64_t b = i / pixels, p = i % pixels;
+    EXPECT_EQ(argmax[i], l[(b * 2 + 1) * pixels + p] > l[(b * 2) * pixels + p] ? 1 : 0) << i;
+    if (std::abs(probability(i) - 0.3) > 1e-4) EXPECT_EQ(low[i], probability(i) > 0.3) << i;
+    EXPECT_GE(low[i], argmax[i]) << i;
+    marked += argmax[i];
+    more += low[i] - argmax[i];
+  }
+  EXPECT_GT(marked, 0);
+  EXPECT_GT(more, 0);  // the lower threshold marked something the argmax did not
+  EXPECT_THROW(net.set_threshold(1.0), Error);
+  EXPECT_THROW(net.set_threshold(0.0), Error);
+  EXPECT_EQ(net.config().threshold, 0.3);  // a refused threshold leaves the old one
+
+  const std::string path = temp_path("threshold.safetensors");
+  save_peaknet(path, net);
+  EXPECT_EQ(load_peaknet(path)->config().threshold, 0.3);
+  io::SafetensorsMetadata old = peaknet_metadata(net.config());
+  old.erase("peaknet.threshold");  // a file from before calibration
+  io::save_module(net, path, old);
+  EXPECT_EQ(load_peaknet(path)->config().threshold, 0.5);
+  old["peaknet.threshold"] = "1.5";
+  io::save_module(net, path, old);
+  EXPECT_THROW(load_peaknet(path), Error);
+  old["peaknet.threshold"] = "half";
+  io::save_module(net, path, old);
+  EXPECT_THROW(load_peaknet(path), Error);
+  std::filesystem::remove(path);
+}
+
 TEST(PeakNet, FileRoundTripAndBadFiles) {
   Generator gen(2);
   PeakNetConfig config = tiny_config();
@@ -320,6 +381,21 @@ TEST(PeakNetTraining, AShortRunLowersTheLoss) {
   }
   std::printf("[ focal    ] mean loss, steps 1-8: %.4f, steps 33-40: %.4f\n", first, last);
   EXPECT_LT(last, 0.6 * first);
+
+  // Calibration scores every candidate threshold on held-out frames, picks the best F1 (a tie:
+  // the one nearest the argmax) and leaves the model's own threshold alone.
+  const stream::SyntheticDetector held_out(stream::detector_geometry("single"), {}, 1001);
+  std::vector<ThresholdScore> scores;
+  const double chosen = calibrate_threshold(net, held_out, 0, 1, 1.5, 4, {}, &scores);
+  ASSERT_EQ(scores.size(), 14U);
+  EXPECT_EQ(net.config().threshold, 0.5);
+  double best = -1;
+  for (const ThresholdScore& s : scores) best = std::max(best, s.counts.f1());
+  for (const ThresholdScore& s : scores) {
+    if (s.threshold == chosen) EXPECT_EQ(s.counts.f1(), best);
+    if (s.counts.f1() == best) EXPECT_LE(std::abs(chosen - 0.5), std::abs(s.threshold - 0.5) + 1e-12);
+  }
+  EXPECT_GT(best, 0);  // a real choice, not a tie of nothing found
 }
 
 TEST(PeakNetTraining, ResumedRunContinuesBitForBit) {

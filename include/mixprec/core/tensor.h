@@ -158,8 +158,9 @@ class Tensor {
   int64_t storage_offset() const { return offset_; }
   bool is_contiguous(MemoryFormat format = MemoryFormat::Contiguous) const;
   bool is_non_overlapping_and_dense() const;
-  // ChannelsLast for a 4-D tensor laid out NHWC (and not also plain contiguous), else
-  // Contiguous: the layout outputs of layout-preserving ops should take.
+  // ChannelsLast for a 4-D tensor laid out NHWC (and not also plain contiguous, unless its
+  // strides are exactly channels-last's, as a one-channel NHWC view's are), else Contiguous:
+  // the layout outputs of layout-preserving ops (elementwise, convolutions) take.
   MemoryFormat suggest_memory_format() const;
 
   // The first element (storage data + offset); nullptr for a tensor without elements.

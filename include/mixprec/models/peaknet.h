@@ -35,6 +35,10 @@ struct PeakNetConfig {
   int64_t mlp_ratio = 2;                       // a block's hidden width / its width
   int64_t kernel = 7;                          // the depthwise kernel
   double adu_per_photon = 10;                  // the input scale (the detector's gain)
+  // A pixel is a peak where its softmax peak probability exceeds this (0.5: the argmax).
+  // `stream train` calibrates it on held-out frames: a focal loss leaves faint spots' pixels
+  // below 0.5, so the argmax would trade recall for nothing.
+  double threshold = 0.5;
   int64_t levels() const { return static_cast<int64_t>(widths.size()); }
   void validate() const;  // an Error naming the bad field
 };
@@ -62,9 +66,11 @@ class PeakNet final : public nn::Module {
   int64_t multiply_adds(int64_t height, int64_t width) const;
   // frames [B, 1, H, W] (ADU, any floating dtype) -> logits [B, 2, H, W] in the same dtype.
   Tensor forward(const Tensor& frames);
-  // The argmax mask: 1 where the peak logit is larger, into `mask` (B * H * W bytes). Runs
-  // without gradients; a batch on several threads runs a frame per thread.
+  // The peak mask: 1 where the peak probability exceeds config().threshold (the argmax at
+  // 0.5), into `mask` (B * H * W bytes). Runs without gradients; a batch on several threads
+  // runs a frame per thread.
   void segment(const Tensor& frames, uint8_t* mask);
+  void set_threshold(double threshold);  // in (0, 1)
 
  private:
   struct Level {

@@ -97,4 +97,17 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
                                      double min_truth_snr = 8,
                                      const stream::MaskPeakOptions& options = {});
 
+// The peak-probability threshold (PeakNetConfig::threshold) with the best F1 on frames first ..
+// first + count - 1 of `detector`, scored as evaluate_peaknet does, of 0.05, 0.10 .. 0.70 (a
+// tie goes to the one nearest 0.5, the argmax). Leaves the model's threshold as it found it;
+// `scores` (optional) receives each candidate's counts.
+struct ThresholdScore {
+  double threshold;
+  stream::MatchCounts counts;
+};
+double calibrate_threshold(PeakNet& model, const stream::SyntheticDetector& detector,
+                           int64_t first, int64_t count, double match_radius = 1.5,
+                           double min_truth_snr = 8, const stream::MaskPeakOptions& options = {},
+                           std::vector<ThresholdScore>* scores = nullptr);
+
 }  // namespace mixprec::models

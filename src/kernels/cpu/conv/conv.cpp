@@ -160,8 +160,13 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
   // Weights as f32 [KH][KW][C]; bias as f32 [C].
   const Tensor wf = weight.to(DType::F32).permute({2, 3, 0, 1}).contiguous();
   const Tensor bf = bias != nullptr ? bias->to(DType::F32).contiguous() : Tensor::zeros({g.o});
-  const Tensor xf = x.to(DType::F32);  // NHWC f32 copy: the loop reads each element KH*KW times
-  const float* xp = xf.data<float>();
+  // The row kernels read f32 rows. A 16-bit input is widened a row at a time into a per-thread
+  // ring, not copied whole: each input row serves up to KH output rows, and a thread walks its
+  // output rows in order. Row key n * H + iy sits in slot key % (KH * dilation), so the KH rows
+  // of one output row (keys dilation apart) never share a slot.
+  const bool widen = x.dtype() != DType::F32;
+  const auto row_elems = static_cast<std::size_t>(g.w * g.c);
+  const int64_t ring_slots = g.kh * opt.dilation_h;
   const Tensor* residual = opt.residual;  // channels-last (conv2d_impl): a row is [OW][O]
   MIXPREC_ASSERT(residual == nullptr || residual->is_contiguous(MemoryFormat::ChannelsLast));
   // One output row is contiguous in a channels-last output: converted in one call.
@@ -170,11 +175,25 @@ void depthwise(const Tensor& x, const Tensor& weight, const Tensor* bias, const 
     std::vector<float> acc(static_cast<std::size_t>(g.ow * g.o));  // [OW][O]
     std::vector<float> skip(residual != nullptr ? acc.size() : 0);  // the residual's row in f32
     std::vector<const float*> rows(static_cast<std::size_t>(g.kh));
+    std::vector<float> ring(widen ? static_cast<std::size_t>(ring_slots) * row_elems : 0);
+    std::vector<int64_t> ring_key(static_cast<std::size_t>(ring_slots), -1);
+    auto input_row = [&](int64_t key) -> const float* {
+      const char* src = static_cast<const char*>(x.data_ptr()) +
+                        static_cast<std::size_t>(key) * row_elems * x.element_size();
+      if (!widen) return reinterpret_cast<const float*>(src);
+      const auto slot = static_cast<std::size_t>(key % ring_slots);
+      float* dst = ring.data() + slot * row_elems;
+      if (ring_key[slot] != key) {
+        convert(src, x.dtype(), dst, DType::F32, row_elems);
+        ring_key[slot] = key;
+      }
+      return dst;
+    };
     for (int64_t row = lo; row < hi; ++row) {
       const int64_t n = row / g.oh, oy = row % g.oh;
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
-        rows[static_cast<std::size_t>(ky)] = iy < 0 || iy >= g.h ? nullptr : xp + (n * g.h + iy) * g.w * g.c;
+        rows[static_cast<std::size_t>(ky)] = iy < 0 || iy >= g.h ? nullptr : input_row(n * g.h + iy);
       }
       row_kernel({.rows = rows.data(), .weight = wf.data<float>(), .bias = bf.data<float>(), .channels = g.o,
                   .in_width = g.w, .out_width = g.ow, .kernel_h = g.kh, .kernel_w = g.kw, .stride = opt.stride_w,

@@ -3,6 +3,7 @@
 #include "mixprec/kernels/transpose.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -51,12 +52,62 @@ void transpose_tile(const E* src, int64_t r0, int64_t r1, int64_t c0, int64_t c1
   }
 }
 
+// The narrow kernels of this ISA level for E (transpose_internal.h), or null.
+template <typename E>
+std::pair<transpose_detail::NarrowFn*, transpose_detail::NarrowFn*> narrow_kernels() {
+  static const IsaTable<transpose_detail::NarrowFn> from2{
+      {nullptr, nullptr, transpose_detail::from_pixels_2byte_avx512, nullptr}};
+  static const IsaTable<transpose_detail::NarrowFn> to2{
+      {nullptr, nullptr, transpose_detail::to_pixels_2byte_avx512, nullptr}};
+  static const IsaTable<transpose_detail::NarrowFn> from4{
+      {nullptr, nullptr, transpose_detail::from_pixels_4byte_avx512, nullptr}};
+  static const IsaTable<transpose_detail::NarrowFn> to4{
+      {nullptr, nullptr, transpose_detail::to_pixels_4byte_avx512, nullptr}};
+  if constexpr (sizeof(E) == 2) return {from2(), to2()};
+  if constexpr (sizeof(E) == 4) return {from4(), to4()};
+  return {nullptr, nullptr};
+}
+
+// A dense block of pixels with a few channels, to or from channel rows (the layouts of the
+// pixel-vector kernels): the narrow kernel on whole vectors of pixels, bands of them on the
+// threads, the portable loop on the rest. False when the shape is not narrow.
+template <typename E>
+bool transpose_narrow(const E* src, int64_t rows, int64_t cols, int64_t ld_src, E* dst,
+                      int64_t ld_dst) {
+  const auto [from_pixels, to_pixels] = narrow_kernels<E>();
+  const bool from = from_pixels != nullptr && ld_src == cols &&
+                    transpose_detail::narrow_takes(cols, sizeof(E));
+  const bool to = !from && to_pixels != nullptr && ld_dst == rows &&
+                  transpose_detail::narrow_takes(rows, sizeof(E));
+  if (!from && !to) return false;
+  const int64_t channels = from ? cols : rows, pixels = from ? rows : cols;
+  constexpr int64_t kVector = 64 / static_cast<int64_t>(sizeof(E));
+  const int64_t vectors = pixels / kVector;
+  parallel_for(0, vectors, std::max<int64_t>(1, (int64_t{1} << 15) / (kVector * channels)),
+               [&](int64_t lo, int64_t hi) {
+                 const int64_t p0 = lo * kVector, n = (hi - lo) * kVector;
+                 if (from)
+                   from_pixels(src + p0 * channels, n, channels, ld_dst, dst + p0);
+                 else
+                   to_pixels(src + p0, n, channels, ld_src, dst + p0 * channels);
+               });
+  for (int64_t p = vectors * kVector; p < pixels; ++p)
+    for (int64_t k = 0; k < channels; ++k) {
+      if (from)
+        dst[k * ld_dst + p] = src[p * ld_src + k];
+      else
+        dst[p * ld_dst + k] = src[k * ld_src + p];
+    }
+  return true;
+}
+
 // Blocks of kBlock x kBlock elements, walked tile by tile: a block touches kBlock pages or
 // fewer on each side, which stay in the TLB (a band of 32 source rows across a wide matrix
 // writes one line to each of thousands of destination pages, a TLB miss per line).
 template <typename E>
 void transpose_typed(const E* src, int64_t rows, int64_t cols, int64_t ld_src, E* dst,
                      int64_t ld_dst) {
+  if (transpose_narrow(src, rows, cols, ld_src, dst, ld_dst)) return;
   constexpr int64_t kBlock = 256;
   const int64_t row_blocks = (rows + kBlock - 1) / kBlock,
                 col_blocks = (cols + kBlock - 1) / kBlock;
