@@ -5,9 +5,11 @@
 // exact-ish instead of folding it into shift = bias - mean * scale (that loses digits when the
 // mean is large against the spread). Each entry switches on x's dtype once (with_load_dtype);
 // below it x's dtype X is a template parameter. Internal linkage throughout (see simd_avx512.h).
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "mixprec/kernels/transpose.h"
 #include "norm_kernels.h"
 #include "../reduce/reduce_impl.h"
 
@@ -97,8 +99,69 @@ void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
   }
 }
 
+// Rows of a few elements (LayerNorm over the channels of each pixel, where a pixel has 8 or 16
+// of them): a vector per row would be mostly empty lanes and a horizontal sum per row. Blocks of
+// rows are transposed into channel rows (transpose_2d's narrow path), so each vector holds one
+// channel of W rows, the statistics are sums down the channels, and the result is transposed
+// back. Inference only: nothing records mean and rstd here.
+constexpr int64_t kNarrowBlock = 256;  // rows per block
+
+template <class S>
+bool layer_norm_narrow_takes(const LayerNormPlan& p) {
+  const std::size_t in = dtype_size(p.x_dtype), out = dtype_size(p.out_dtype);
+  return S::kWidth >= 8 && !p.rms && p.mean == nullptr && p.rstd == nullptr &&
+         p.x_dtype != DType::F64 && in == out && p.len * static_cast<int64_t>(in) <= 32 &&
+         p.len >= 2 && (p.len & (p.len - 1)) == 0 && p.rows >= kNarrowBlock;
+}
+
+template <class S, DType X>
+void layer_norm_narrow_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+  using F = typename S::F;
+  constexpr int W = S::kWidth;
+  const int64_t c = p.len;
+  const auto es = static_cast<int64_t>(dtype_size(X));
+  alignas(64) char in[kNarrowBlock * 16 * 4], out[kNarrowBlock * 16 * 4];
+  F weight[16], bias[16];
+  for (int64_t k = 0; k < c; ++k) {
+    weight[k] = p.weight ? S::set1(load_scalar<S>(p.weight, p.weight_dtype, k)) : S::set1(1.0f);
+    bias[k] = p.bias ? S::set1(load_scalar<S>(p.bias, p.bias_dtype, k)) : S::zero();
+  }
+  const auto count = static_cast<lane_t<S>>(c);
+  const F eps = S::set1(static_cast<lane_t<S>>(p.eps));
+  for (int64_t r0 = lo; r0 < hi; r0 += kNarrowBlock) {
+    const int64_t n = std::min(kNarrowBlock, hi - r0);
+    transpose_2d(static_cast<const char*>(p.x) + r0 * c * es, n, c, c, in, kNarrowBlock,
+                 static_cast<std::size_t>(es));
+    for (int64_t i = 0; i < n; i += W) {
+      const int m = n - i < W ? static_cast<int>(n - i) : W;
+      auto load = [&](int64_t k) { return S::load_n(in + (k * kNarrowBlock + i) * es, X, m); };
+      F sum = load(0);
+      for (int64_t k = 1; k < c; ++k) sum = S::add(sum, load(k));
+      const F mean = S::div(sum, S::set1(count));
+      F sq = S::zero();
+      for (int64_t k = 0; k < c; ++k) {
+        const F d = S::sub(load(k), mean);
+        sq = S::add(sq, S::mul(d, d));
+      }
+      const F rstd = inverse_sqrt<S>(S::add(S::div(sq, S::set1(count)), eps));
+      for (int64_t k = 0; k < c; ++k)
+        S::store_n(out + (k * kNarrowBlock + i) * es, p.out_dtype,
+                   S::add(S::mul(S::mul(S::sub(load(k), mean), rstd), weight[k]), bias[k]), m);
+    }
+    transpose_2d(out, c, n, kNarrowBlock, static_cast<char*>(p.out) + r0 * c * es, c,
+                 static_cast<std::size_t>(es));
+  }
+}
+
 template <class S>
 void layer_norm_rows(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+  if (layer_norm_narrow_takes<S>(p)) {
+    with_load_dtype<S>(p.x_dtype, [&](auto x) {
+      if constexpr (decltype(x)::value != DType::F64)
+        layer_norm_narrow_typed<S, decltype(x)::value>(p, lo, hi);
+    });
+    return;
+  }
   with_load_dtype<S>(p.x_dtype,
                      [&](auto x) { layer_norm_rows_typed<S, decltype(x)::value>(p, lo, hi); });
 }
