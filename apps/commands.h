@@ -52,5 +52,6 @@ int run_stream_produce(Args args);
 int run_stream_peaks(Args args);
 int run_stream_run(Args args);
 int run_stream_train(Args args);
+int run_stream_calibrate(Args args);
 
 }  // namespace mixprec::app

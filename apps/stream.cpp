@@ -60,6 +60,8 @@ constexpr Command kStreamCommands[] = {
      run_stream_serve},
     {"train", "train PeakNet, the peak segmentation network, on synthetic frames",
      run_stream_train},
+    {"calibrate", "choose a trained PeakNet's peak rule on held-out frames",
+     run_stream_calibrate},
 };
 
 }  // namespace

@@ -68,8 +68,9 @@ int run_stream_run(Args args) {
   double max_delay_ms = 5, rate = 0, idle_timeout = 0;
   bool zmq_bind = false;
   stream::ClassicFinderOptions classic;
-  stream::MaskPeakOptions net_peaks{.min_pixels = 1};
-  double threshold = 0;  // 0: the model file's
+  stream::MaskPeakOptions net_peaks;  // min_pixels: the model's peak rule
+  double threshold = 0;    // 0: the model file's
+  int64_t min_pixels = 0;  // 0: the model file's
   ArgParser p("stream run",
               "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
               "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"
@@ -101,11 +102,12 @@ int run_stream_run(Args args) {
   p.option("--precision", &precision_name,
            "with --finder net: bf16 (frames and weights in bf16 from the source) | fp32 | fp16 | "
            "autocast-bf16 (f32 frames and weights, products in bf16)");
-  p.option("--min-pixels", &net_peaks.min_pixels, "with --finder net: smallest peak kept, pixels",
-           {.min = 1});
+  p.option("--min-pixels", &min_pixels,
+           "with --finder net: smallest peak kept, pixels (0: the model file's peak rule)",
+           {.min = 0});
   p.option("--threshold", &threshold,
            "with --finder net: a pixel is a peak above this peak probability (0: the model "
-           "file's, calibrated by stream train; 0.5 is the argmax)",
+           "file's peak rule, calibrated by stream train; 0.5 is the argmax)",
            {.min = 0, .max = 0.999});
   p.option("--batch", &max_batch, "largest batch of frames handed to the finder", {1, 4096});
   p.option("--max-delay-ms", &max_delay_ms, "longest wait for a batch to fill, milliseconds",
@@ -177,7 +179,8 @@ int run_stream_run(Args args) {
   std::optional<models::PeakNetFinder> net_finder;
   if (use_net) {
     net = models::load_peaknet(model_path);
-    if (threshold > 0) net->set_threshold(threshold);
+    net->set_peak_rule(threshold > 0 ? threshold : net->config().threshold,
+                       min_pixels > 0 ? min_pixels : net->config().min_pixels);
     net_finder.emplace(*net, net_precision, geometry, setup.bad_pixels, net_peaks);
   }
   const DType frame_dtype = use_net ? net_finder->input_dtype() : DType::F32;
@@ -360,6 +363,8 @@ int run_stream_run(Args args) {
       ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) + "\", \"model\": " +
       (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"threshold\": " +
       (use_net ? json_number(net->config().threshold) : std::string("null")) +
+      ", \"min_pixels\": " +
+      (use_net ? std::to_string(net->config().min_pixels) : std::string("null")) +
       ", \"peak_tensor_mib\": " +
       json_number(static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0, 5) +
       ", \"peak_rss_mib\": " + json_number(static_cast<double>(usage.ru_maxrss) / 1024.0, 5);

@@ -29,6 +29,29 @@ std::vector<int64_t> integer_list(const std::string& option, const std::string& 
 // Held-out frames come from a detector seed training never uses (another bad-pixel map too).
 constexpr uint64_t kHeldOutSeedOffset = 1000;
 
+// Chooses the model's peak rule on held-out frames (models::calibrate_peak_rule), prints each
+// candidate's F1 (a row per min_pixels) and the choice on stderr, and sets it.
+models::PeakRuleScore calibrate(const char* command, models::PeakNet& model,
+                                const stream::SyntheticDetector& held_out, int64_t frames,
+                                double min_truth_snr) {
+  std::vector<models::PeakRuleScore> scores;
+  const models::PeakRuleScore best =
+      models::calibrate_peak_rule(model, held_out, 0, frames, 1.5, min_truth_snr, &scores);
+  std::fprintf(stderr, "%s: held-out F1 by peak threshold (0.05 .. 0.70) and min pixels:\n",
+               command);
+  for (int64_t pixels = 1; pixels <= 4; ++pixels) {
+    std::fprintf(stderr, "  min pixels %lld:", static_cast<long long>(pixels));
+    for (const models::PeakRuleScore& s : scores)
+      if (s.min_pixels == pixels) std::fprintf(stderr, " %.4f", s.counts.f1());
+    std::fprintf(stderr, "\n");
+  }
+  model.set_peak_rule(best.threshold, best.min_pixels);
+  std::fprintf(stderr, "%s: peak rule threshold %.2f, min pixels %lld: F1 %.4f (P %.4f R %.4f)\n",
+               command, best.threshold, static_cast<long long>(best.min_pixels), best.counts.f1(),
+               best.counts.precision(), best.counts.recall());
+  return best;
+}
+
 }  // namespace
 
 int run_stream_train(Args args) {
@@ -76,9 +99,10 @@ int run_stream_train(Args args) {
   p.epilog(
       "Held-out F1: frames of a detector seed the training never sees (seed + 1000), scored like "
       "`stream run` (match within 1.5 px, true spots with SNR >= --eval-snr), beside the classical "
-      "finder's on the same frames. At the end, the peak-probability threshold with the best "
-      "held-out F1 (0.05 .. 0.70; 0.5 is the argmax) is written into the model file, which "
-      "`stream run` and `bench stream` then use.\n"
+      "finder's on the same frames. At the end, the peak rule with the best held-out F1 (the peak "
+      "probability threshold, 0.05 .. 0.70 where 0.5 is the argmax, and the smallest peak, 1 .. 4 "
+      "pixels) is written into the model file, which `stream run` and `bench stream` then use; "
+      "`stream calibrate` chooses it again for a trained model.\n"
       "Exit status: 0 trained, 1 diverged or failed write, 2 usage mistake, 128 + N stopped by "
       "signal N (a checkpoint was saved).");
   if (!p.parse(args)) return 0;
@@ -163,21 +187,6 @@ int run_stream_train(Args args) {
                  classic_score.f1());
   };
 
-  // At the end: the peak threshold with the best held-out F1 goes into the model file.
-  auto calibrate = [&] {
-    std::vector<models::ThresholdScore> scores;
-    const double chosen = models::calibrate_threshold(model, held_out, 0, eval_frames, 1.5,
-                                                      eval_snr, {}, &scores);
-    std::fprintf(stderr, "stream train: peak threshold (held-out F1, P, R):");
-    for (const models::ThresholdScore& s : scores) {
-      std::fprintf(stderr, "%s %.2f %.4f %.4f %.4f", s.threshold == scores.front().threshold ? "" : ",",
-                   s.threshold, s.counts.f1(), s.counts.precision(), s.counts.recall());
-      if (s.threshold == chosen) last_f1 = s.counts.f1();
-    }
-    model.set_threshold(chosen);
-    std::fprintf(stderr, "\nstream train: threshold %.2f kept, held-out F1 %.4f\n", chosen, last_f1);
-  };
-
   const std::string model_path = run.out + "/model.safetensors";
   auto save = [&](int64_t step, double loss) {
     io::SafetensorsMetadata meta = {{"precision", precision}};
@@ -207,7 +216,8 @@ int run_stream_train(Args args) {
     bar.update(step + 1, metrics);
     const bool last = step + 1 == o.steps;
     if ((eval_every > 0 && (step + 1) % eval_every == 0) || last) evaluate();
-    if (last) calibrate();
+    // At the end, the peak rule with the best held-out F1 goes into the model file.
+    if (last) last_f1 = calibrate("stream train", model, held_out, eval_frames, eval_snr).counts.f1();
     if (monitor.save_now((step + 1) % run.checkpoint_every == 0, last || StopOnSignal::requested()))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || StopOnSignal::requested()) break;
@@ -218,12 +228,68 @@ int run_stream_train(Args args) {
   bar.finish(final_metrics);
   std::printf(
       "{\"checkpoint\": %s, \"model\": %s, \"steps\": %lld, \"loss\": %s, \"held_out_f1\": %s, "
-      "\"threshold\": %s, \"classic_f1\": %s, \"held_out_frames\": %lld}\n",
+      "\"threshold\": %s, \"min_pixels\": %lld, \"classic_f1\": %s, \"held_out_frames\": %lld}\n",
       io::json_quote(checkpoint).c_str(), io::json_quote(model_path).c_str(),
       static_cast<long long>(o.steps), io::json_number(smoothed).c_str(),
       io::json_number(last_f1).c_str(), io::json_number(model.config().threshold).c_str(),
-      io::json_number(classic_score.f1()).c_str(),
+      static_cast<long long>(model.config().min_pixels), io::json_number(classic_score.f1()).c_str(),
       static_cast<long long>(eval_frames));
+  return 0;
+}
+
+int run_stream_calibrate(Args args) {
+  std::string model_path, output, detector;
+  int64_t frames = 32, seed = -1;
+  double min_truth_snr = 8;
+  ArgParser p("stream calibrate",
+              "Choose a trained PeakNet's peak rule (the peak probability threshold and the\n"
+              "smallest peak in pixels) for the best F1 on held-out synthetic frames, and write\n"
+              "it into the model file.");
+  p.option("--model", &model_path, "the PeakNet file (stream train's model.safetensors)");
+  p.option("--output", &output, "write the calibrated model here (default: --model, replaced atomically)");
+  p.option("--frames", &frames, "held-out frames to score", {1, 100000});
+  p.option("--min-truth-snr", &min_truth_snr,
+           "scoring: weaker true peaks are neither required nor false", {.min = 0});
+  p.option("--seed", &seed,
+           "held-out detector seed (default: the training seed + 1000, as stream train scores)",
+           {.min = -1});
+  p.option("--detector", &detector, "the synthetic detector (default: the training's)");
+  p.epilog("Exit status: 0 written, 1 unreadable model or failed write, 2 usage mistake.");
+  if (!p.parse(args)) return 0;
+  if (model_path.empty()) throw UsageError{"stream calibrate: --model FILE is required"};
+  if (output.empty()) output = model_path;
+  io::SafetensorsMetadata extra;
+  const std::unique_ptr<models::PeakNet> model = models::load_peaknet(model_path, &extra);
+  if (seed < 0) {
+    const auto it = extra.find("train_seed");
+    if (it == extra.end())
+      throw UsageError{"stream calibrate: " + model_path +
+                       " does not say its training seed: give --seed"};
+    seed = integer_option("stream calibrate", "train_seed", it->second) +
+           static_cast<int64_t>(kHeldOutSeedOffset);
+  }
+  if (detector.empty()) {
+    const auto it = extra.find("train_detector");
+    detector = it == extra.end() ? "single" : it->second;
+  }
+  const stream::SyntheticDetector held_out(stream::detector_geometry(detector), {},
+                                           static_cast<uint64_t>(seed));
+  model->to(DType::BF16);  // as stream run finds peaks by default: bf16 from the source
+  const models::PeakRuleScore best =
+      calibrate("stream calibrate", *model, held_out, frames, min_truth_snr);
+  model->to(DType::F32);  // the file keeps f32 weights (exact: they were f32 to begin with)
+  extra["calibration"] = detector + " seed " + std::to_string(seed) + ", " +
+                         std::to_string(frames) + " frames, SNR >= " + exact_text(min_truth_snr);
+  extra["held_out_f1"] = io::json_number(best.counts.f1());  // of the rule now in the file
+  models::save_peaknet(output, *model, extra);
+  std::printf(
+      "{\"model\": %s, \"threshold\": %s, \"min_pixels\": %lld, \"f1\": %s, \"precision\": %s, "
+      "\"recall\": %s, \"frames\": %lld, \"seed\": %lld, \"min_truth_snr\": %s}\n",
+      io::json_quote(output).c_str(), io::json_number(best.threshold).c_str(),
+      static_cast<long long>(best.min_pixels), io::json_number(best.counts.f1()).c_str(),
+      io::json_number(best.counts.precision()).c_str(),
+      io::json_number(best.counts.recall()).c_str(), static_cast<long long>(frames),
+      static_cast<long long>(seed), io::json_number(min_truth_snr).c_str());
   return 0;
 }
 

@@ -25,11 +25,14 @@ namespace {
 
 constexpr int64_t kRows = 352, kCols = 384;
 
-models::PeakNetConfig shipped_config() {  // session 8's network (docs/STREAM.md)
+// checkpoints/peaknet.safetensors's architecture (session 17; docs/STREAM.md): session 8's
+// widths with 3x3 depthwise convolutions. The weights do not change the time.
+models::PeakNetConfig shipped_config() {
   models::PeakNetConfig c;
   c.widths = {8, 16, 32};
   c.depths = {1, 1, 1};
   c.stem_channels = 4;
+  c.kernel = 3;
   return c;
 }
 
@@ -38,7 +41,7 @@ models::PeakNetConfig shipped_config() {  // session 8's network (docs/STREAM.md
 int main(int argc, char** argv) {
   const bench::Options o = bench::parse_options(
       argc, argv,
-      "bench_peaknet: PeakNet 8,16,32 forward on 352 x 384 panels (batch 1 and 16, bf16 and "
+      "bench_peaknet: PeakNet 8,16,32 (3x3 depthwise) forward on 352 x 384 panels (batch 1 and 16, bf16 and "
       "f32), and kernels::convnext_mlp vs the unfused layers\n  --threads N  threads (default 1)");
   const int threads = o.threads > 0 ? o.threads : 1;
   set_num_threads(threads);

@@ -51,8 +51,9 @@ void PeakNetConfig::validate() const {
                 stem_channels, ", ", mlp_ratio, ", ", kernel);
   MIXPREC_CHECK(adu_per_photon > 0 && std::isfinite(adu_per_photon),
                 "[PeakNet] adu_per_photon must be > 0, got ", adu_per_photon);
-  MIXPREC_CHECK(threshold > 0 && threshold < 1, "[PeakNet] threshold must be in (0, 1), got ",
-                threshold);
+  MIXPREC_CHECK(threshold > 0 && threshold < 1 && min_pixels >= 1,
+                "[PeakNet] threshold must be in (0, 1) and min_pixels >= 1, got ", threshold,
+                " and ", min_pixels);
 }
 
 ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel, Generator& gen) {
@@ -217,9 +218,10 @@ void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
   });
 }
 
-void PeakNet::set_threshold(double threshold) {
+void PeakNet::set_peak_rule(double threshold, int64_t min_pixels) {
   PeakNetConfig c = config_;
   c.threshold = threshold;
+  c.min_pixels = min_pixels;
   c.validate();
   config_ = c;
 }
@@ -292,7 +294,8 @@ io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& c) {
           {"peaknet.mlp_ratio", std::to_string(c.mlp_ratio)},
           {"peaknet.kernel", std::to_string(c.kernel)},
           {"peaknet.adu_per_photon", io::json_number(c.adu_per_photon, 17)},
-          {"peaknet.threshold", io::json_number(c.threshold, 17)}};
+          {"peaknet.threshold", io::json_number(c.threshold, 17)},
+          {"peaknet.min_pixels", std::to_string(c.min_pixels)}};
 }
 
 PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string& path) {
@@ -321,9 +324,10 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
     return v;
   };
   c.adu_per_photon = number("peaknet.adu_per_photon", get("peaknet.adu_per_photon"));
-  // Files from before calibration have no threshold: the argmax.
+  // Files from before calibration have no peak rule: the argmax, every component a peak.
   if (const auto it = m.find("peaknet.threshold"); it != m.end())
     c.threshold = number("peaknet.threshold", it->second);
+  if (m.count("peaknet.min_pixels") != 0) c.min_pixels = integer("peaknet.min_pixels");
   try {
     c.validate();
   } catch (const Error& e) {

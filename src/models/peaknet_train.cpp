@@ -148,6 +148,7 @@ PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision,
       geometry_(std::move(geometry)),
       bad_pixels_(std::move(bad_pixels)),
       options_(options) {
+  options_.min_pixels = model.config().min_pixels;
   const int64_t multiple = int64_t{1} << model.config().levels();
   MIXPREC_CHECK(geometry_.rows % multiple == 0 && geometry_.cols % multiple == 0,
                 "[peaknet] panels of ", geometry_.rows, " x ", geometry_.cols,
@@ -188,8 +189,10 @@ std::vector<std::vector<stream::Peak>> PeakNetFinder::find(const Tensor& frames)
 
 stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
                                      int64_t first, int64_t count, double match_radius,
-                                     double min_truth_snr, const stream::MaskPeakOptions& options) {
+                                     double min_truth_snr, const stream::MaskPeakOptions& given) {
   const stream::DetectorGeometry& g = detector.geometry();
+  stream::MaskPeakOptions options = given;
+  options.min_pixels = model.config().min_pixels;
   const bool was_training = model.training();
   model.eval();
   const DType dtype = model.parameters().front().dtype();
@@ -215,22 +218,25 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
   return counts;
 }
 
-double calibrate_threshold(PeakNet& model, const stream::SyntheticDetector& detector,
-                           int64_t first, int64_t count, double match_radius,
-                           double min_truth_snr, const stream::MaskPeakOptions& options,
-                           std::vector<ThresholdScore>* scores) {
-  const double kept = model.config().threshold;
-  double best = 0.5, best_f1 = -1;
-  for (int i = 1; i <= 14; ++i) {
-    const double p = 0.05 * i;
-    model.set_threshold(p);
-    const stream::MatchCounts c =
-        evaluate_peaknet(model, detector, first, count, match_radius, min_truth_snr, options);
-    if (scores != nullptr) scores->push_back({p, c});
-    if (c.f1() > best_f1 || (c.f1() == best_f1 && std::abs(p - 0.5) < std::abs(best - 0.5)))
-      best = p, best_f1 = c.f1();
-  }
-  model.set_threshold(kept);
+PeakRuleScore calibrate_peak_rule(PeakNet& model, const stream::SyntheticDetector& detector,
+                                  int64_t first, int64_t count, double match_radius,
+                                  double min_truth_snr, std::vector<PeakRuleScore>* scores) {
+  const PeakNetConfig kept = model.config();
+  PeakRuleScore best{0.5, 1, {}};
+  double best_f1 = -1;
+  for (int i = 1; i <= 14; ++i)
+    for (int64_t pixels = 1; pixels <= 4; ++pixels) {
+      const double p = 0.05 * i;
+      model.set_peak_rule(p, pixels);
+      const PeakRuleScore s{
+          p, pixels, evaluate_peaknet(model, detector, first, count, match_radius, min_truth_snr)};
+      if (scores != nullptr) scores->push_back(s);
+      // Candidates come in order of threshold, then pixels: a tie keeps the one nearer 0.5.
+      if (s.counts.f1() > best_f1 ||
+          (s.counts.f1() == best_f1 && std::abs(p - 0.5) < std::abs(best.threshold - 0.5)))
+        best = s, best_f1 = s.counts.f1();
+    }
+  model.set_peak_rule(kept.threshold, kept.min_pixels);
   return best;
 }
 

@@ -17,6 +17,7 @@
 #include "mixprec/models/peaknet_train.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/reduce.h"
+#include "mixprec/stream/classic_finder.h"
 
 namespace mixprec::models {
 namespace {
@@ -266,9 +267,10 @@ TEST(PeakNet, SegmentingAFramePerThreadGivesTheSameMasks) {
   }
 }
 
-// The peak threshold: 0.5 is the argmax of the logits (a tie is background); a lower one
-// marks every pixel the argmax marks and more (exactly those whose peak probability exceeds
-// it); it travels in the model file, and a file from before it loads as the argmax.
+// The peak rule's threshold: 0.5 is the argmax of the logits (a tie is background); a lower
+// one marks every pixel the argmax marks and more (exactly those whose peak probability
+// exceeds it); the rule travels in the model file, and a file from before it loads as the
+// argmax with every component a peak.
 TEST(PeakNet, ThresholdOnThePeakProbability) {
   Generator gen(5);
   PeakNet net(tiny_config(), gen);
@@ -293,7 +295,7 @@ TEST(PeakNet, ThresholdOnThePeakProbability) {
   };
   std::vector<uint8_t> argmax(2 * pixels), low(2 * pixels);
   net.segment(frames, argmax.data());
-  net.set_threshold(0.3);
+  net.set_peak_rule(0.3, 2);
   net.segment(frames, low.data());
   int64_t marked = 0, more = 0;
   for (int64_t i = 0; i < 2 * pixels; ++i) {
@@ -307,17 +309,26 @@ TEST(PeakNet, ThresholdOnThePeakProbability) {
   }
   EXPECT_GT(marked, 0);
   EXPECT_GT(more, 0);  // the lower threshold marked something the argmax did not
-  EXPECT_THROW(net.set_threshold(1.0), Error);
-  EXPECT_THROW(net.set_threshold(0.0), Error);
-  EXPECT_EQ(net.config().threshold, 0.3);  // a refused threshold leaves the old one
+  EXPECT_THROW(net.set_peak_rule(1.0, 1), Error);
+  EXPECT_THROW(net.set_peak_rule(0.0, 1), Error);
+  EXPECT_THROW(net.set_peak_rule(0.5, 0), Error);
+  EXPECT_EQ(net.config().threshold, 0.3);  // a refused rule leaves the old one
+  EXPECT_EQ(net.config().min_pixels, 2);
 
   const std::string path = temp_path("threshold.safetensors");
   save_peaknet(path, net);
   EXPECT_EQ(load_peaknet(path)->config().threshold, 0.3);
+  EXPECT_EQ(load_peaknet(path)->config().min_pixels, 2);
   io::SafetensorsMetadata old = peaknet_metadata(net.config());
   old.erase("peaknet.threshold");  // a file from before calibration
+  old.erase("peaknet.min_pixels");
   io::save_module(net, path, old);
   EXPECT_EQ(load_peaknet(path)->config().threshold, 0.5);
+  EXPECT_EQ(load_peaknet(path)->config().min_pixels, 1);
+  old["peaknet.min_pixels"] = "0";
+  io::save_module(net, path, old);
+  EXPECT_THROW(load_peaknet(path), Error);
+  old.erase("peaknet.min_pixels");
   old["peaknet.threshold"] = "1.5";
   io::save_module(net, path, old);
   EXPECT_THROW(load_peaknet(path), Error);
@@ -382,19 +393,23 @@ TEST(PeakNetTraining, AShortRunLowersTheLoss) {
   std::printf("[ focal    ] mean loss, steps 1-8: %.4f, steps 33-40: %.4f\n", first, last);
   EXPECT_LT(last, 0.6 * first);
 
-  // Calibration scores every candidate threshold on held-out frames, picks the best F1 (a tie:
-  // the one nearest the argmax) and leaves the model's own threshold alone.
+  // Calibration scores every candidate rule (14 thresholds x 1-4 pixels) on held-out frames,
+  // picks the best F1 (a tie: the threshold nearest the argmax, then fewer pixels) and leaves
+  // the model's own rule alone.
   const stream::SyntheticDetector held_out(stream::detector_geometry("single"), {}, 1001);
-  std::vector<ThresholdScore> scores;
-  const double chosen = calibrate_threshold(net, held_out, 0, 1, 1.5, 4, {}, &scores);
-  ASSERT_EQ(scores.size(), 14U);
+  std::vector<PeakRuleScore> scores;
+  const PeakRuleScore chosen = calibrate_peak_rule(net, held_out, 0, 1, 1.5, 4, &scores);
+  ASSERT_EQ(scores.size(), 56U);
   EXPECT_EQ(net.config().threshold, 0.5);
+  EXPECT_EQ(net.config().min_pixels, 1);
   double best = -1;
-  for (const ThresholdScore& s : scores) best = std::max(best, s.counts.f1());
-  for (const ThresholdScore& s : scores) {
-    if (s.threshold == chosen) EXPECT_EQ(s.counts.f1(), best);
-    if (s.counts.f1() == best) EXPECT_LE(std::abs(chosen - 0.5), std::abs(s.threshold - 0.5) + 1e-12);
-  }
+  for (const PeakRuleScore& s : scores) best = std::max(best, s.counts.f1());
+  EXPECT_EQ(chosen.counts.f1(), best);
+  for (const PeakRuleScore& s : scores)
+    if (s.counts.f1() == best) {
+      EXPECT_LE(std::abs(chosen.threshold - 0.5), std::abs(s.threshold - 0.5) + 1e-12);
+      if (s.threshold == chosen.threshold) EXPECT_LE(chosen.min_pixels, s.min_pixels);
+    }
   EXPECT_GT(best, 0);  // a real choice, not a tie of nothing found
 }
 
@@ -447,6 +462,35 @@ TEST(PeakNetFinder, FindsPeaksInBf16AndChecksItsInput) {
   const stream::DetectorGeometry odd{
       .name = "odd", .panels = 1, .rows = 18, .cols = 16, .placement = {}};
   EXPECT_THROW(PeakNetFinder(net, NetPrecision::F32, odd, {}), Error);
+}
+
+// The shipped network (checkpoints/peaknet.safetensors, docs/STREAM.md): on frames of a
+// detector seed neither its training (1 .. 4) nor its calibration (1001) saw, in bf16 from the
+// source as `stream run` runs it, it finds spots of SNR >= 8 with F1 >= 0.99, and at least as
+// well as the classical finder at its defaults on the same frames.
+TEST(ShippedPeakNet, FindsBraggPeaksAtLeastAsWellAsTheClassicalFinder) {
+  const std::unique_ptr<PeakNet> net =
+      load_peaknet(std::string(MIXPREC_SOURCE_DIR) + "/checkpoints/peaknet.safetensors");
+  EXPECT_EQ(net->config().min_pixels, 3);  // the calibrated rule travels with it
+  net->to(DType::BF16);
+  const stream::SyntheticDetector test(stream::detector_geometry("single"), {}, 4242);
+  const int64_t frames = 24;
+  const stream::MatchCounts found = evaluate_peaknet(*net, test, 0, frames, 1.5, 8);
+  const stream::ClassicPeakFinder classic(test.geometry(), test.bad_pixel_mask());
+  stream::MatchCounts baseline;
+  stream::SyntheticFrame frame;
+  for (int64_t i = 0; i < frames; ++i) {
+    test.generate(i, frame);
+    const std::vector<float> values(frame.adu.begin(), frame.adu.end());
+    baseline += stream::match_peaks(classic.find(values.data()), frame.peaks, 1.5, 8);
+  }
+  std::printf("[ peaknet  ] F1 %.5f (FP %lld, FN %lld) vs classical %.5f (FP %lld, FN %lld)\n",
+              found.f1(), static_cast<long long>(found.false_positives),
+              static_cast<long long>(found.false_negatives), baseline.f1(),
+              static_cast<long long>(baseline.false_positives),
+              static_cast<long long>(baseline.false_negatives));
+  EXPECT_GE(found.f1(), 0.99);
+  EXPECT_GE(found.f1(), baseline.f1());
 }
 
 }  // namespace

@@ -35,10 +35,12 @@ struct PeakNetConfig {
   int64_t mlp_ratio = 2;                       // a block's hidden width / its width
   int64_t kernel = 7;                          // the depthwise kernel
   double adu_per_photon = 10;                  // the input scale (the detector's gain)
-  // A pixel is a peak where its softmax peak probability exceeds this (0.5: the argmax).
-  // `stream train` calibrates it on held-out frames: a focal loss leaves faint spots' pixels
-  // below 0.5, so the argmax would trade recall for nothing.
+  // The peak rule: a pixel is a peak where its softmax peak probability exceeds `threshold`
+  // (0.5: the argmax), and a peak keeps at least `min_pixels` of them. `stream train` (and
+  // `stream calibrate`) choose both on held-out frames for the best F1: a focal loss leaves
+  // pixels of faint spots below 0.5, and single stray pixels are most of a net's false peaks.
   double threshold = 0.5;
+  int64_t min_pixels = 1;
   int64_t levels() const { return static_cast<int64_t>(widths.size()); }
   void validate() const;  // an Error naming the bad field
 };
@@ -70,7 +72,7 @@ class PeakNet final : public nn::Module {
   // 0.5), into `mask` (B * H * W bytes). Runs without gradients; a batch on several threads
   // runs a frame per thread.
   void segment(const Tensor& frames, uint8_t* mask);
-  void set_threshold(double threshold);  // in (0, 1)
+  void set_peak_rule(double threshold, int64_t min_pixels);  // (0, 1) and >= 1
 
  private:
   struct Level {

@@ -70,6 +70,7 @@ DType net_input_dtype(NetPrecision precision);  // the dtype frames are converte
 
 class PeakNetFinder {
  public:
+  // The model's peak rule decides options.min_pixels (PeakNet::set_peak_rule changes it).
   PeakNetFinder(PeakNet& model, NetPrecision precision, stream::DetectorGeometry geometry,
                 std::vector<uint8_t> bad_pixels, stream::MaskPeakOptions options = {});
   DType input_dtype() const { return net_input_dtype(precision_); }
@@ -90,24 +91,26 @@ class PeakNetFinder {
 
 // The network's peaks on frames first .. first + count - 1 of `detector`, scored against their
 // truth (stream::match_peaks within `match_radius` px, true spots below `min_truth_snr` don't
-// care). Runs the model as it is (its dtype, no gradients; f32 frames unless the model is
+// care), with the model's peak rule (its min_pixels replaces options.min_pixels). Runs the model as it is (its dtype, no gradients; f32 frames unless the model is
 // 16-bit, then frames in its dtype); for training-time validation on held-out frames.
 stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
                                      int64_t first, int64_t count, double match_radius = 1.5,
                                      double min_truth_snr = 8,
                                      const stream::MaskPeakOptions& options = {});
 
-// The peak-probability threshold (PeakNetConfig::threshold) with the best F1 on frames first ..
-// first + count - 1 of `detector`, scored as evaluate_peaknet does, of 0.05, 0.10 .. 0.70 (a
-// tie goes to the one nearest 0.5, the argmax). Leaves the model's threshold as it found it;
-// `scores` (optional) receives each candidate's counts.
-struct ThresholdScore {
+// The peak rule (PeakNetConfig::threshold and min_pixels) with the best F1 on frames first ..
+// first + count - 1 of `detector`, scored as evaluate_peaknet does: thresholds 0.05, 0.10 ..
+// 0.70 times min_pixels 1 .. 4 (a tie goes to the threshold nearest 0.5, the argmax, then to
+// fewer pixels). Leaves the model's rule as it found it; `scores` (optional) receives each
+// candidate's counts.
+struct PeakRuleScore {
   double threshold;
+  int64_t min_pixels;
   stream::MatchCounts counts;
 };
-double calibrate_threshold(PeakNet& model, const stream::SyntheticDetector& detector,
-                           int64_t first, int64_t count, double match_radius = 1.5,
-                           double min_truth_snr = 8, const stream::MaskPeakOptions& options = {},
-                           std::vector<ThresholdScore>* scores = nullptr);
+PeakRuleScore calibrate_peak_rule(PeakNet& model, const stream::SyntheticDetector& detector,
+                                  int64_t first, int64_t count, double match_radius = 1.5,
+                                  double min_truth_snr = 8,
+                                  std::vector<PeakRuleScore>* scores = nullptr);
 
 }  // namespace mixprec::models
