@@ -207,13 +207,19 @@ void PeakNet::segment(const Tensor& frames, uint8_t* mask) {
     return;
   }
   const InferenceMode inference;
+  peak_mask(forward(frames), config_.threshold, mask);
+}
+
+void peak_mask(const Tensor& logits, double threshold, uint8_t* mask) {
+  MIXPREC_CHECK(logits.dim() == 4 && logits.size(1) == 2,
+                "[peak_mask] expected logits [B, 2, H, W], got ", shape_to_string(logits.shape()));
   // Of two classes, the peak probability exceeds p where the peak logit exceeds the
-  // background's by log(p / (1 - p)): 0 at p = 0.5, the argmax (a tie is background). The
-  // logits are channels-last, a (background, peak) pair per pixel, widened exactly to f32.
-  const auto margin = static_cast<float>(std::log(config_.threshold / (1 - config_.threshold)));
-  const Tensor logits = forward(frames).to(DType::F32).contiguous(MemoryFormat::ChannelsLast);
-  const float* pair = logits.data<float>();
-  parallel_for(0, logits.numel() / 2, 1 << 16, [&](int64_t lo, int64_t hi) {
+  // background's by log(p / (1 - p)): 0 at p = 0.5. Channels-last logits are a (background,
+  // peak) pair per pixel, widened exactly to f32.
+  const auto margin = static_cast<float>(std::log(threshold / (1 - threshold)));
+  const Tensor pairs = logits.to(DType::F32).contiguous(MemoryFormat::ChannelsLast);
+  const float* pair = pairs.data<float>();
+  parallel_for(0, pairs.numel() / 2, 1 << 16, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) mask[i] = pair[2 * i + 1] > pair[2 * i] + margin ? 1 : 0;
   });
 }

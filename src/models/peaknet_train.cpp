@@ -187,12 +187,23 @@ std::vector<std::vector<stream::Peak>> PeakNetFinder::find(const Tensor& frames)
   return peaks;
 }
 
-stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
-                                     int64_t first, int64_t count, double match_radius,
-                                     double min_truth_snr, const stream::MaskPeakOptions& given) {
+namespace {
+
+struct PeakRule {
+  double threshold;
+  int64_t min_pixels;
+};
+
+// Each rule's counts on frames first .. first + count - 1 of `detector`: one forward a frame,
+// then a mask per threshold (rules sharing one in a row share the mask) and an extraction per
+// rule. Runs the model as it is (its dtype, no gradients).
+std::vector<stream::MatchCounts> score_rules(PeakNet& model,
+                                             const stream::SyntheticDetector& detector,
+                                             int64_t first, int64_t count, double match_radius,
+                                             double min_truth_snr,
+                                             const std::vector<PeakRule>& rules,
+                                             stream::MaskPeakOptions options) {
   const stream::DetectorGeometry& g = detector.geometry();
-  stream::MaskPeakOptions options = given;
-  options.min_pixels = model.config().min_pixels;
   const bool was_training = model.training();
   model.eval();
   const DType dtype = model.parameters().front().dtype();
@@ -200,43 +211,61 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
   stream::SyntheticFrame frame;
   std::vector<float> values(static_cast<std::size_t>(n));
   std::vector<uint8_t> mask(static_cast<std::size_t>(n));
-  stream::MatchCounts counts;
+  std::vector<stream::MatchCounts> counts(rules.size());
   for (int64_t i = first; i < first + count; ++i) {
     detector.generate(i, frame);
     Tensor frames = Tensor::empty({g.panels, 1, g.rows, g.cols}, dtype);
     stream::convert_samples(frame.adu.data(), stream::SampleType::U16, frames.data_ptr(), dtype,
                             static_cast<std::size_t>(n));
-    model.segment(frames, mask.data());
+    Tensor logits;
+    {
+      const InferenceMode inference;
+      logits = model.forward(frames);
+    }
     kernels::convert(frames.data_ptr(), dtype, values.data(), DType::F32,
                      static_cast<std::size_t>(n));
-    const std::vector<stream::Peak> peaks =
-        stream::extract_peaks({values.data(), g.panels, g.rows, g.cols}, mask.data(),
-                              detector.bad_pixel_mask().data(), options);
-    counts += stream::match_peaks(peaks, frame.peaks, match_radius, min_truth_snr);
+    for (std::size_t r = 0; r < rules.size(); ++r) {
+      if (r == 0 || rules[r].threshold != rules[r - 1].threshold)
+        peak_mask(logits, rules[r].threshold, mask.data());
+      options.min_pixels = rules[r].min_pixels;
+      const std::vector<stream::Peak> peaks =
+          stream::extract_peaks({values.data(), g.panels, g.rows, g.cols}, mask.data(),
+                                detector.bad_pixel_mask().data(), options);
+      counts[r] += stream::match_peaks(peaks, frame.peaks, match_radius, min_truth_snr);
+    }
   }
   model.train(was_training);
   return counts;
 }
 
+}  // namespace
+
+stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
+                                     int64_t first, int64_t count, double match_radius,
+                                     double min_truth_snr, const stream::MaskPeakOptions& options) {
+  const PeakRule rule{model.config().threshold, model.config().min_pixels};
+  return score_rules(model, detector, first, count, match_radius, min_truth_snr, {rule},
+                     options)[0];
+}
+
 PeakRuleScore calibrate_peak_rule(PeakNet& model, const stream::SyntheticDetector& detector,
                                   int64_t first, int64_t count, double match_radius,
                                   double min_truth_snr, std::vector<PeakRuleScore>* scores) {
-  const PeakNetConfig kept = model.config();
+  std::vector<PeakRule> rules;
+  for (int i = 1; i <= 14; ++i)
+    for (int64_t pixels = 1; pixels <= 4; ++pixels) rules.push_back({0.05 * i, pixels});
+  const std::vector<stream::MatchCounts> counts =
+      score_rules(model, detector, first, count, match_radius, min_truth_snr, rules, {});
   PeakRuleScore best{0.5, 1, {}};
   double best_f1 = -1;
-  for (int i = 1; i <= 14; ++i)
-    for (int64_t pixels = 1; pixels <= 4; ++pixels) {
-      const double p = 0.05 * i;
-      model.set_peak_rule(p, pixels);
-      const PeakRuleScore s{
-          p, pixels, evaluate_peaknet(model, detector, first, count, match_radius, min_truth_snr)};
-      if (scores != nullptr) scores->push_back(s);
-      // Candidates come in order of threshold, then pixels: a tie keeps the one nearer 0.5.
-      if (s.counts.f1() > best_f1 ||
-          (s.counts.f1() == best_f1 && std::abs(p - 0.5) < std::abs(best.threshold - 0.5)))
-        best = s, best_f1 = s.counts.f1();
-    }
-  model.set_peak_rule(kept.threshold, kept.min_pixels);
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    const PeakRuleScore s{rules[r].threshold, rules[r].min_pixels, counts[r]};
+    if (scores != nullptr) scores->push_back(s);
+    // Candidates come in order of threshold, then pixels: a tie keeps the one nearer 0.5.
+    if (s.counts.f1() > best_f1 ||
+        (s.counts.f1() == best_f1 && std::abs(s.threshold - 0.5) < std::abs(best.threshold - 0.5)))
+      best = s, best_f1 = s.counts.f1();
+  }
   return best;
 }
 

@@ -302,7 +302,9 @@ TEST(PeakNet, ThresholdOnThePeakProbability) {
     const float* l = logits.data<float>();
     const int64_t b = i / pixels, p = i % pixels;
     EXPECT_EQ(argmax[i], l[(b * 2 + 1) * pixels + p] > l[(b * 2) * pixels + p] ? 1 : 0) << i;
-    if (std::abs(probability(i) - 0.3) > 1e-4) EXPECT_EQ(low[i], probability(i) > 0.3) << i;
+    if (std::abs(probability(i) - 0.3) > 1e-4) {
+      EXPECT_EQ(low[i], probability(i) > 0.3) << i;
+    }
     EXPECT_GE(low[i], argmax[i]) << i;
     marked += argmax[i];
     more += low[i] - argmax[i];
@@ -408,7 +410,9 @@ TEST(PeakNetTraining, AShortRunLowersTheLoss) {
   for (const PeakRuleScore& s : scores)
     if (s.counts.f1() == best) {
       EXPECT_LE(std::abs(chosen.threshold - 0.5), std::abs(s.threshold - 0.5) + 1e-12);
-      if (s.threshold == chosen.threshold) EXPECT_LE(chosen.min_pixels, s.min_pixels);
+      if (s.threshold == chosen.threshold) {
+        EXPECT_LE(chosen.min_pixels, s.min_pixels);
+      }
     }
   EXPECT_GT(best, 0);  // a real choice, not a tie of nothing found
 }

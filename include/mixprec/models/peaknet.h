@@ -87,6 +87,10 @@ class PeakNet final : public nn::Module {
   std::vector<Level> levels_;
 };
 
+// 1 where the peak probability of two-class logits [B, 2, H, W] (any float dtype) exceeds
+// `threshold` (0.5: the argmax; a tie is background), into `mask` (B * H * W bytes).
+void peak_mask(const Tensor& logits, double threshold, uint8_t* mask);
+
 // The focal loss (Lin et al., RetinaNet) of two-class logits [B, 2, H, W] against a 0/1 target
 // [B, H, W]: per pixel -a_t (1 - p_t)^gamma log p_t, with p_t the probability of the true class
 // and a_t = alpha for a peak pixel, 1 - alpha for background; summed over the pixels whose

@@ -1,6 +1,7 @@
 // transpose_2d's sub-blocks on AVX-512: in-register shuffles (16 per 64 four-byte elements,
 // about 10 per 64 two-byte ones) instead of a scalar load and store per element.
 #include <cstring>
+#include <type_traits>
 
 #include "../gemm/gemm_pack_avx512.h"
 #include "transpose_internal.h"
@@ -38,29 +39,23 @@ void sub_block_2byte_avx512(const void* src, int64_t ld_src, void* dst, int64_t 
 // (pixel (q * lanes + l) / C, channel l % C) from row l % C, in row pair (l % C) / 2.
 namespace {
 
+// The two-source permute, lane merge and lane arithmetic for elements of kBytes (2 or 4).
 template <int kBytes>
-struct Lanes;
-template <>
-struct Lanes<2> {
-  static constexpr int kCount = 32;
-  using Mask = __mmask32;
+struct Lanes {
+  static constexpr int kCount = 64 / kBytes;
+  using Mask = std::conditional_t<kBytes == 2, __mmask32, __mmask16>;
   static __m512i permute(__m512i a, __m512i idx, __m512i b) {
-    return _mm512_permutex2var_epi16(a, idx, b);
+    if constexpr (kBytes == 2) return _mm512_permutex2var_epi16(a, idx, b);
+    else return _mm512_permutex2var_epi32(a, idx, b);
   }
-  static __m512i merge(__m512i acc, Mask m, __m512i v) { return _mm512_mask_mov_epi16(acc, m, v); }
-  static __m512i set1(int v) { return _mm512_set1_epi16(static_cast<int16_t>(v)); }
-  static __m512i add(__m512i a, __m512i b) { return _mm512_add_epi16(a, b); }
-};
-template <>
-struct Lanes<4> {
-  static constexpr int kCount = 16;
-  using Mask = __mmask16;
-  static __m512i permute(__m512i a, __m512i idx, __m512i b) {
-    return _mm512_permutex2var_epi32(a, idx, b);
+  static __m512i merge(__m512i acc, Mask m, __m512i v) {
+    if constexpr (kBytes == 2) return _mm512_mask_mov_epi16(acc, m, v);
+    else return _mm512_mask_mov_epi32(acc, m, v);
   }
-  static __m512i merge(__m512i acc, Mask m, __m512i v) { return _mm512_mask_mov_epi32(acc, m, v); }
-  static __m512i set1(int v) { return _mm512_set1_epi32(v); }
-  static __m512i add(__m512i a, __m512i b) { return _mm512_add_epi32(a, b); }
+  static __m512i add(__m512i a, int v) {
+    if constexpr (kBytes == 2) return _mm512_add_epi16(a, _mm512_set1_epi16(static_cast<int16_t>(v)));
+    else return _mm512_add_epi32(a, _mm512_set1_epi32(v));
+  }
 };
 
 // A vector of per-lane values f(lane), as the lane width's integers.
@@ -80,6 +75,9 @@ int64_t from_pixels(const void* src, int64_t pixels, int64_t channels, int64_t l
   constexpr int L = V::kCount;
   const int c = static_cast<int>(channels), pair_lanes = 2 * L / c;
   const __m512i base = lane_vector<kBytes>([&](int p) { return p * c; });
+  typename V::Mask pair_mask[8];  // the output lanes source register pair j fills
+  for (int j = 0; j < c / 2; ++j)
+    pair_mask[j] = static_cast<typename V::Mask>(((uint64_t{1} << pair_lanes) - 1) << (j * pair_lanes));
   const auto* s = static_cast<const char*>(src);
   auto* d = static_cast<char*>(dst);
   const int64_t whole = pixels / L * L;
@@ -87,11 +85,10 @@ int64_t from_pixels(const void* src, int64_t pixels, int64_t channels, int64_t l
   for (int64_t p0 = 0; p0 < whole; p0 += L) {
     for (int i = 0; i < c; ++i) r[i] = _mm512_loadu_si512(s + (p0 * c + i * L) * kBytes);
     for (int k = 0; k < c; ++k) {
-      const __m512i idx = V::add(base, V::set1(k));
+      const __m512i idx = V::add(base, k);
       __m512i out = V::permute(r[0], idx, r[1]);
       for (int j = 1; j < c / 2; ++j)
-        out = V::merge(out, static_cast<typename V::Mask>(((uint64_t{1} << pair_lanes) - 1) << (j * pair_lanes)),
-                       V::permute(r[2 * j], idx, r[2 * j + 1]));
+        out = V::merge(out, pair_mask[j], V::permute(r[2 * j], idx, r[2 * j + 1]));
       _mm512_storeu_si512(d + (k * ld_dst + p0) * kBytes, out);
     }
   }
@@ -116,7 +113,7 @@ int64_t to_pixels(const void* src, int64_t pixels, int64_t channels, int64_t ld_
   for (int64_t p0 = 0; p0 < whole; p0 += L) {
     for (int k = 0; k < c; ++k) r[k] = _mm512_loadu_si512(s + (k * ld_src + p0) * kBytes);
     for (int q = 0; q < c; ++q) {
-      const __m512i idx = V::add(base, V::set1(q * L / c));
+      const __m512i idx = V::add(base, q * L / c);
       __m512i out = V::permute(r[0], idx, r[1]);
       for (int m = 1; m < c / 2; ++m)
         out = V::merge(out, static_cast<typename V::Mask>(first_pair << (2 * m)),
