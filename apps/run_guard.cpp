@@ -3,18 +3,23 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "cli_args.h"
 #include "commands.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/atomic_file.h"
+#include "mixprec/optim/lr_schedule.h"
 
 namespace mixprec::app {
 
@@ -86,15 +91,16 @@ std::string settings_that_differ(const io::SafetensorsMetadata& saved, const Run
   return differences;
 }
 
-std::optional<double> saved_smoothed_loss(const io::SafetensorsMetadata& saved,
-                                          const std::string& checkpoint) {
-  const auto it = saved.find("smoothed_loss");
+// A finite number the checkpoint's metadata may hold under `key`.
+std::optional<double> saved_number(const io::SafetensorsMetadata& saved, const std::string& key,
+                                   const std::string& checkpoint) {
+  const auto it = saved.find(key);
   if (it == saved.end()) return std::nullopt;
   const std::string& text = it->second;
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
-    throw Error(checkpoint + ": metadata 'smoothed_loss' is '" + text +
+    throw Error(checkpoint + ": metadata '" + key + "' is '" + text +
                 "', expected a finite number");
   return value;
 }
@@ -115,7 +121,7 @@ ResumePoint check_resume(const std::string& command, const std::string& checkpoi
                  differences.c_str());
   const int64_t step = metadata_integer(saved, "step", checkpoint, 0);
   const ResumePoint point{.step = step,
-                          .smoothed_loss = saved_smoothed_loss(saved, checkpoint),
+                          .smoothed_loss = saved_number(saved, "smoothed_loss", checkpoint),
                           .from_checkpoint = true,
                           .finished = step >= steps};
   if (point.finished)
@@ -133,6 +139,101 @@ ResumePoint check_resume(const std::string& command, const std::string& checkpoi
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss) {
   metadata["step"] = std::to_string(step);
   metadata["smoothed_loss"] = exact_text(smoothed_loss);
+}
+
+StepLog::StepLog(const std::string& command, const std::string& option, const std::string& path,
+                 const ResumePoint& start)
+    : where_(command + ": " + option + " " + path) {
+  if (path.empty()) return;
+  bool append = false;
+  if (std::ifstream old{path}; old && start.from_checkpoint) {
+    std::string kept;  // replaced atomically: a kill here loses no line of the run before
+    for (std::string line; std::getline(old, line);) {
+      int64_t step = 0;
+      const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
+      if (ec == std::errc() && step <= start.step) kept += line + '\n';
+    }
+    io::AtomicFile rewritten(path, command);
+    rewritten.write(kept.data(), kept.size());
+    rewritten.commit();
+    append = true;
+  }
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (file_ == nullptr) throw Error(where_ + ": cannot write: " + std::strerror(errno));
+}
+
+StepLog::~StepLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void StepLog::write(int64_t step, const std::string& text) {
+  if (file_ == nullptr) return;
+  if (std::fprintf(file_, "%lld %s\n", static_cast<long long>(step), text.c_str()) < 0 ||
+      std::fflush(file_) != 0)
+    throw Error(where_ + ": cannot write: " + std::strerror(errno));
+}
+
+void print_lr_schedule(const std::string& command, double lr, int64_t warmup, int64_t steps) {
+  std::vector<int64_t> at = {0,
+                             warmup - 1,
+                             warmup + (steps - warmup) / 4,
+                             warmup + (steps - warmup) / 2,
+                             warmup + 3 * (steps - warmup) / 4,
+                             steps - 1};  // 0-based steps
+  std::erase_if(at, [&](int64_t s) { return s < 0 || s >= steps; });
+  std::sort(at.begin(), at.end());
+  at.erase(std::unique(at.begin(), at.end()), at.end());
+  auto lr_at = [&](int64_t step) { return optim::warmup_cosine_lr(lr, step, warmup, steps); };
+  std::string points;
+  for (const int64_t s : at) {
+    char point[64];
+    std::snprintf(point, sizeof point, "%s%lld %.3g", points.empty() ? "" : ", ",
+                  static_cast<long long>(s + 1), lr_at(s));
+    points += point;
+  }
+  std::fprintf(stderr,
+               "%s: learning rate: linear warm-up to %.3g over %lld steps, then cosine decay to "
+               "%.3g at step %lld; at step %s\n",
+               command.c_str(), lr, static_cast<long long>(warmup), lr_at(steps),
+               static_cast<long long>(steps), points.c_str());
+}
+
+namespace {
+constexpr const char* kFallbackPrecision = "fallback_precision";
+constexpr const char* kFallbackReason = "fallback_reason";
+}  // namespace
+
+void add_fallback(io::SafetensorsMetadata& metadata, const models::MixedPrecisionOptimizer& opt) {
+  if (opt.fallback_reason().empty()) return;
+  metadata[kFallbackPrecision] = opt.precision().name();
+  metadata[kFallbackReason] = opt.fallback_reason();
+}
+
+void resume_fallback(const std::string& command, const std::string& checkpoint,
+                     models::MixedPrecisionOptimizer& opt) {
+  const io::SafetensorsMetadata saved = io::SafetensorsFile::open(checkpoint).metadata();
+  const auto it = saved.find(kFallbackPrecision);
+  if (it == saved.end()) return;
+  const std::string now = opt.precision().name();
+  if (it->second == now) return;  // --override to the fallback itself
+  if (!models::trains_in_f16(opt.precision()) ||
+      it->second != models::bf16_fallback_of(opt.precision()).name()) {
+    std::fprintf(stderr, "%s: %s fell back to %s; --precision %s overrides that\n",
+                 command.c_str(), checkpoint.c_str(), it->second.c_str(), now.c_str());
+    return;
+  }
+  const auto reason = saved.find(kFallbackReason);
+  const std::string why = reason != saved.end() ? reason->second : "an earlier fallback";
+  std::fprintf(stderr, "%s: %s fell back from %s to %s (%s): continuing in %s\n",
+               command.c_str(), checkpoint.c_str(), now.c_str(), it->second.c_str(), why.c_str(),
+               it->second.c_str());
+  opt.fall_back(why);
+}
+
+void print_peak_memory(const std::string& command) {
+  const double mib =
+      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20);
+  std::printf("%s: peak memory %.1f MiB (tensors)\n", command.c_str(), mib);
 }
 
 LossMonitor::LossMonitor(double decay, const ResumePoint& start)

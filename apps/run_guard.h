@@ -13,6 +13,7 @@
 //   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
 //     a second one ends the process at once (temporaries removed).
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "cli_args.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/io/safetensors.h"
+#include "mixprec/models/mixed_precision_optimizer.h"
 #include "progress.h"
 
 namespace mixprec::app {
@@ -83,8 +85,50 @@ struct ResumePoint {
 ResumePoint check_resume(const std::string& command, const std::string& checkpoint,
                          const RunSettings& now, bool override, int64_t steps);
 
-// The metadata a checkpoint saves for the loop: "step" and "smoothed_loss".
+// The metadata a checkpoint saves for the loop: "step" and "smoothed_loss" (no clock time: the
+// checkpoint of a resumed run is the same file as an uninterrupted run's).
 void add_progress(io::SafetensorsMetadata& metadata, int64_t step, double smoothed_loss);
+
+// A log with a line per step that starts with the step's number (--log-losses, --log-eval). A
+// fresh run starts the file empty. A resumed run keeps the lines of the steps up to the one it
+// resumes at (a run stopped after its last checkpoint logged steps it takes again) and appends:
+// the log of a resumed run is the log of the whole run. No path: writes nothing.
+class StepLog {
+ public:
+  StepLog(const std::string& command, const std::string& option, const std::string& path,
+          const ResumePoint& start);
+  ~StepLog();
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+
+  // Writes "STEP TEXT\n" and flushes it (a killed run keeps what it logged).
+  void write(int64_t step, const std::string& text);
+
+ private:
+  std::FILE* file_ = nullptr;
+  std::string where_;  // "command: --option path" for errors
+};
+
+// The learning rate of optim::warmup_cosine_lr(lr, step, warmup, steps) at a few steps, so a
+// run's schedule is on record before it starts (stderr).
+void print_lr_schedule(const std::string& command, double lr, int64_t warmup, int64_t steps);
+
+// ---- the f16 -> bf16 fallback (models::MixedPrecisionOptimizer) ------------------------------
+
+// After a fallback, steps taken with a finite loss before a periodic checkpoint may replace the
+// last one written in f16 (LossMonitor::precision_changed).
+constexpr int64_t kCleanStepsBeforeSaving = 10;
+
+// Records a fallback in checkpoint metadata ("fallback_precision", the precision the run trains
+// in now, and "fallback_reason"); nothing before one. The run's "precision" setting stays the
+// one asked for, so the same command line resumes it.
+void add_fallback(io::SafetensorsMetadata& metadata, const models::MixedPrecisionOptimizer& opt);
+
+// On --resume, before the weights are loaded: a checkpoint that records a fallback resumes in
+// that precision (when the run still asks for the precision that fell back; with --override to
+// another one, that one is used).
+void resume_fallback(const std::string& command, const std::string& checkpoint,
+                     models::MixedPrecisionOptimizer& opt);
 
 // ---- the loss, and divergence ----------------------------------------------------------------
 
@@ -139,6 +183,10 @@ class LossMonitor {
 // records the divergence: a checkpoint is never written from weights that are not.
 void save_checked(LossMonitor& monitor, const std::vector<Tensor>& parameters, int64_t step,
                   const std::function<void()>& save);
+
+// "peak memory N MiB (tensors)": the allocator's peak of live tensor bytes in this process, as
+// PyTorch's max_memory_allocated (stdout; a training command's last figure).
+void print_peak_memory(const std::string& command);
 
 // After the training loop: a diverged run prints where and why and which checkpoint was kept
 // (exit 1); a run stopped by a signal says where it saved (exit 128 + the signal). Returns 0

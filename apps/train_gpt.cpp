@@ -25,66 +25,12 @@
 namespace mixprec::app {
 namespace {
 
-// Checkpoint metadata of a run that fell back from f16 to bf16: the precision it trains in now
-// (its "precision" setting stays the one asked for, so the same command line resumes it).
-constexpr const char* kFallbackPrecision = "fallback_precision";
-constexpr const char* kFallbackReason = "fallback_reason";
-// After a fallback, steps taken with a finite loss before a periodic checkpoint may replace the
-// last one written in f16.
-constexpr int64_t kCleanStepsBeforeSaving = 10;
-
-// A checkpoint that records a fallback resumes in that precision (when the run still asks for
-// the precision that fell back; with --override to another one, that one is used).
-void resume_fallback(const std::string& checkpoint, models::GPTTrainer& trainer) {
-  const io::SafetensorsMetadata saved = io::SafetensorsFile::open(checkpoint).metadata();
-  const auto it = saved.find(kFallbackPrecision);
-  if (it == saved.end()) return;
-  const std::string expected = models::bf16_fallback_of(trainer.precision()).name();
-  if (it->second == trainer.precision().name()) return;  // --override to the fallback itself
-  if (it->second != expected) {
-    std::fprintf(stderr, "train gpt: %s fell back to %s; --precision %s overrides that\n",
-                 checkpoint.c_str(), it->second.c_str(), trainer.precision().name().c_str());
-    return;
-  }
-  const auto reason = saved.find(kFallbackReason);
-  const std::string why = reason != saved.end() ? reason->second : "an earlier fallback";
-  std::fprintf(stderr, "train gpt: %s fell back from %s to %s (%s): continuing in %s\n",
-               checkpoint.c_str(), trainer.precision().name().c_str(), expected.c_str(),
-               why.c_str(), expected.c_str());
-  trainer.fall_back(why);
-}
-
-// The learning rate at a few steps, so a run's schedule is on record before it starts.
-void print_lr_schedule(const models::GPTTrainer& trainer, int64_t warmup, int64_t steps) {
-  std::vector<int64_t> at = {0,
-                             warmup - 1,
-                             warmup + (steps - warmup) / 4,
-                             warmup + (steps - warmup) / 2,
-                             warmup + 3 * (steps - warmup) / 4,
-                             steps - 1};  // 0-based steps
-  std::erase_if(at, [&](int64_t s) { return s < 0 || s >= steps; });
-  std::sort(at.begin(), at.end());
-  at.erase(std::unique(at.begin(), at.end()), at.end());
-  std::string points;
-  for (const int64_t s : at) {
-    char point[64];
-    std::snprintf(point, sizeof point, "%s%lld %.3g", points.empty() ? "" : ", ",
-                  static_cast<long long>(s + 1), trainer.learning_rate(s));
-    points += point;
-  }
-  std::fprintf(stderr,
-               "train gpt: learning rate: linear warm-up to %.3g over %lld steps, then cosine "
-               "decay to %.3g at step %lld; at step %s\n",
-               trainer.options().lr, static_cast<long long>(warmup), trainer.learning_rate(steps),
-               static_cast<long long>(steps), points.c_str());
-}
-
 int train_gpt(Args args, const Communicator& world) {
   const std::string command = "train gpt";
   std::string corpus = source_path("data/shakespeare.txt");
   models::GPTTrainSettings train;  // the trainer's flags, with their defaults
   RunDirOptions run{.out = "runs/gpt", .checkpoint_every = 200};
-  std::string prompt = "ROMEO:", log_losses;
+  std::string prompt = "ROMEO:", log_losses, log_eval;
   int64_t context = 256, layers = 6, d_model = 384, heads = 6;
   int64_t eval_every = 200, eval_batches = 8, sample_tokens = 200;
   double bucket_mb = 4.0;
@@ -126,7 +72,12 @@ int train_gpt(Args args, const Communicator& world) {
   p.option("--prompt", &prompt, "prompt of the sample printed at the end");
   p.option("--sample-tokens", &sample_tokens, "tokens to sample at the end (0: none)");
   p.option("--log-losses", &log_losses,
-           "write each step's loss to this file (\"step loss skipped\" per line, 9 digits)");
+           "write each step's loss to this file (\"step loss skipped seconds\" per line, 9 "
+           "digits, the step's seconds; a resumed run keeps the lines up to its checkpoint and "
+           "appends, so the file sums a run's time)");
+  p.option("--log-eval", &log_eval,
+           "write each validation loss to this file (\"step loss\" per line; resumed as "
+           "--log-losses)");
   p.option("--bucket-mb", &bucket_mb,
            "under mpirun: megabytes of f32 gradients per all-reduce bucket");
   p.flag("--no-overlap", &no_overlap,
@@ -208,7 +159,8 @@ int train_gpt(Args args, const Communicator& world) {
   if (run.resume) {
     start = check_resume(command, checkpoint, settings, run.override, train.steps);
     if (start.finished) return 0;
-    resume_fallback(checkpoint, trainer);  // before loading: it may change parameter dtypes
+    // Before loading: it may change parameter dtypes.
+    resume_fallback(command, checkpoint, trainer.mixed_precision());
     io::load_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler());
     if (!nn::replicas_agree(world, model.parameters()))
       throw Error(command + ": the ranks loaded different weights from " + checkpoint +
@@ -234,7 +186,7 @@ int train_gpt(Args args, const Communicator& world) {
                       " all-reduce buckets" + (no_overlap ? ", after backward)" : ")"))
                          .c_str()
                    : "");
-  print_lr_schedule(trainer, train.warmup, train.steps);
+  print_lr_schedule(command, train.lr, train.warmup, train.steps);
 
   LossMonitor monitor(0.95, start);
   auto save = [&](int64_t step) {
@@ -243,10 +195,7 @@ int train_gpt(Args args, const Communicator& world) {
     io::SafetensorsMetadata meta;
     add_settings(meta, settings);
     add_progress(meta, step, monitor.smoothed());
-    if (!trainer.fallback_reason().empty()) {
-      meta[kFallbackPrecision] = trainer.precision().name();
-      meta[kFallbackReason] = trainer.fallback_reason();
-    }
+    add_fallback(meta, trainer.mixed_precision());
     io::save_checkpoint(checkpoint, model, trainer.optimizer(), &trainer.scaler(), meta);
   };
 
@@ -254,23 +203,19 @@ int train_gpt(Args args, const Communicator& world) {
   ProgressBar bar(command, train.steps);
   const double tokens_per_step = static_cast<double>(global_batch * train.grad_accum * context);
   double validation = 0, step_seconds = 0;
-  std::ofstream loss_log;
-  if (!log_losses.empty() && world.is_root()) {
-    loss_log.open(log_losses);
-    if (!loss_log) throw Error(command + ": cannot write --log-losses " + log_losses);
-  }
+  StepLog loss_log(command, "--log-losses", world.is_root() ? log_losses : "", start);
+  StepLog eval_log(command, "--log-eval", world.is_root() ? log_eval : "", start);
   const auto start_time = std::chrono::steady_clock::now();
   for (int64_t step = start.step; step < train.steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
     const double loss = trainer.step(step);
-    step_seconds +=
+    const double seconds_of_step =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
-    if (loss_log.is_open()) {
-      char line[64];
-      std::snprintf(line, sizeof line, "%lld %.9g %d\n", static_cast<long long>(step + 1), loss,
-                    trainer.last_step_skipped() ? 1 : 0);
-      loss_log << line << std::flush;
-    }
+    step_seconds += seconds_of_step;
+    char line[80];
+    std::snprintf(line, sizeof line, "%.9g %d %.6f", loss, trainer.last_step_skipped() ? 1 : 0,
+                  seconds_of_step);
+    loss_log.write(step + 1, line);
     // A signal may reach the ranks at different steps: they stop together at the first one.
     const bool stop_requested = world.any(StopOnSignal::requested());
     if (!monitor.observe(step, loss, trainer.last_step_skipped())) break;
@@ -283,8 +228,11 @@ int train_gpt(Args args, const Communicator& world) {
       monitor.precision_changed(kCleanStepsBeforeSaving);
     }
     const bool last = step + 1 == train.steps;
-    if ((eval_every > 0 && (step + 1) % eval_every == 0) || last)
+    if ((eval_every > 0 && (step + 1) % eval_every == 0) || last) {
       validation = trainer.evaluate(eval_batches);
+      std::snprintf(line, sizeof line, "%.9g", validation);
+      eval_log.write(step + 1, line);
+    }
     if (monitor.save_now((step + 1) % run.checkpoint_every == 0, last || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1); });
     if (monitor.diverged()) break;
@@ -307,6 +255,7 @@ int train_gpt(Args args, const Communicator& world) {
   bar.finish(final_metrics);
   std::printf("final train loss %.4f, validation loss %.4f; checkpoint %s\n", monitor.smoothed(),
               validation, checkpoint.c_str());
+  print_peak_memory(command);
   if (sample_tokens > 0 && world.is_root()) {
     Generator gen(static_cast<uint64_t>(train.seed) + 1);
     const std::vector<int64_t> text =

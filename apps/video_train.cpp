@@ -24,7 +24,9 @@
 #include "mixprec/models/video_model_file.h"
 #include "mixprec/nn/clip.h"
 #include "mixprec/nn/precision.h"
+#include "mixprec/models/mixed_precision_optimizer.h"
 #include "mixprec/optim/adam.h"
+#include "mixprec/optim/ema.h"
 #include "mixprec/optim/lr_schedule.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
@@ -108,6 +110,39 @@ void load_critic(const std::string& path, int64_t step, Adversary& a) {
                 " (a crash between the two writes): resume needs both from one step");
 }
 
+// The weights' moving average of --ema beside the checkpoint, named as the model's parameters,
+// with the step it is from: a resumed run needs the average of the same step as its checkpoint.
+void save_average(const std::string& path, int64_t step, const nn::Module& model,
+                  const optim::WeightAverage& average) {
+  io::NamedTensors tensors;
+  const io::NamedTensors params = model.named_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    tensors.emplace_back(params[i].first, average.averages()[i]);
+  io::save_safetensors(path, tensors,
+                       {{"step", std::to_string(step)}, {"ema", exact_text(average.decay())}});
+}
+
+void load_average(const std::string& path, int64_t step, const nn::Module& model,
+                  optim::WeightAverage& average) {
+  if (!std::filesystem::exists(path))
+    throw UsageError{"video train: --resume of a run with --ema needs " + path};
+  const io::SafetensorsFile file = io::SafetensorsFile::open(path);
+  const auto saved = file.metadata().find("step");
+  if (saved == file.metadata().end() || saved->second != std::to_string(step))
+    throw Error("video train: " + path + " is from step " +
+                (saved == file.metadata().end() ? std::string("?") : saved->second) +
+                ", the checkpoint from step " + std::to_string(step) +
+                " (a crash between the two writes): resume needs both from one step");
+  const io::NamedTensors params = model.named_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor value = file.tensor(params[i].first);
+    Tensor& a = average.averages()[i];
+    if (value.shape() != a.shape() || value.dtype() != a.dtype())
+      throw Error("video train: " + path + ": '" + params[i].first + "' does not match the model");
+    a.copy_(value);
+  }
+}
+
 int video_train(Args args, const Communicator& world) {
   std::string preset = "lightweight", precision = "bf16", prediction = "v",
               loss_name = "mse";
@@ -125,7 +160,10 @@ int video_train(Args args, const Communicator& world) {
   bool noise_level = false, residual = false, anchor = false, motion = false, restorer = false,
        degrade_each_frame = false, anchor_map = false, rigid_context = false, flow_input = false,
        reflect = false;
-  std::string init_from;
+  std::string init_from, rounding = "nearest", log_losses;
+  int64_t grad_accum = 1, fallback_after = 10;
+  bool checkpoint_activations = false;
+  double ema = 0.0, loss_scale = 65536.0;
   ArgParser p("video train",
               "Train a UNetVideo denoiser on procedural moving-shapes videos (64x64 RGB), each\n"
               "frame conditioned on the previous one, in mixed precision.");
@@ -138,6 +176,26 @@ int video_train(Args args, const Communicator& world) {
   p.option("--warmup", &warmup, "warm-up steps");
   p.option("--weight-decay", &weight_decay, "AdamW weight decay");
   p.option("--clip", &clip, "gradient-norm clipping threshold (0 turns it off)");
+  p.option("--grad-accum", &grad_accum,
+           "micro-batches per optimizer step: a step on N x --batch windows in the memory of "
+           "--batch (the windows are those of the N-times larger batch; docs/VIDEO.md)");
+  p.flag("--checkpoint-activations", &checkpoint_activations,
+         "keep only each encoder and decoder block's inputs and recompute the rest in backward "
+         "(less memory, more compute; the same losses)");
+  p.option("--rounding", &rounding,
+           "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
+           "(bf16-params, fp16-params)");
+  p.option("--fallback-after", &fallback_after,
+           "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
+           "overflow, or when the loss scale is at its floor (0: never)");
+  p.option("--loss-scale", &loss_scale, "initial loss scale of fp16 training (dynamic)");
+  p.option("--ema", &ema,
+           "decay of an exponential moving average of the weights, which the model file then "
+           "holds (0.999: about the last 1000 steps; 0: off, the last weights)",
+           {.min = 0, .max = 0.99999});
+  p.option("--log-losses", &log_losses,
+           "write each step's loss to this file (\"step loss skipped seconds\" per line, as "
+           "train gpt's)");
   p.option("--prediction", &prediction,
            "v | eps: what the diffusion network predicts; direct: the frame itself in one "
            "forward, no diffusion (docs/VIDEO.md)");
@@ -260,6 +318,16 @@ int video_train(Args args, const Communicator& world) {
         "--self-context and "
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
   check_run_dir_options("video train", run);
+  if (grad_accum < 1) throw UsageError{"video train: --grad-accum must be >= 1"};
+  if (!(loss_scale > 0) || !std::isfinite(loss_scale))
+    throw UsageError{"video train: --loss-scale must be a positive finite number"};
+  if (rounding != "nearest" && rounding != "stochastic")
+    throw UsageError{"video train: --rounding must be nearest or stochastic, got '" + rounding +
+                     "'"};
+  if (fallback_after < 0 || fallback_after >= LossMonitor::kMaxSkippedInARow)
+    throw UsageError{"video train: --fallback-after must be >= 0 and below " +
+                     std::to_string(LossMonitor::kMaxSkippedInARow) +
+                     " (that many skipped steps in a row is divergence)"};
 
   if (precision == "auto") {  // every rank trains in rank 0's measured choice
     precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();
@@ -269,6 +337,10 @@ int video_train(Args args, const Communicator& world) {
   }
   const amp::PrecisionConfig pc =
       parse_usage("video train", [&] { return amp::PrecisionConfig::parse(precision); });
+  if (rounding == "stochastic" && !pc.half_params())
+    throw UsageError{"video train: stochastic rounding rounds into 16-bit parameters, and "
+                     "--precision " + pc.name() + " keeps them in f32: use bf16-params or "
+                     "fp16-params"};
   const models::Prediction pred =
       parse_usage("video train", [&] { return models::parse_prediction(prediction); });
   const bool direct = pred == models::Prediction::Direct;
@@ -316,6 +388,9 @@ int video_train(Args args, const Communicator& world) {
                      "--adversarial-from >= 0, --critic-lr > 0, --critic-width a multiple of 8"};
   if (!(distribution >= 0) || (distribution > 0 && !direct))
     throw UsageError{"video train: --distribution must be >= 0 and needs --prediction direct"};
+  if (adversarial > 0 && grad_accum > 1)
+    throw UsageError{"video train: --adversarial does not combine with --grad-accum (the critic "
+                     "steps on every batch it judges)"};
   if (adversarial > 0 && world.distributed())
     throw UsageError{"video train: --adversarial does not run under mpirun yet (each rank would "
                      "train its own critic)"};
@@ -375,19 +450,25 @@ int video_train(Args args, const Communicator& world) {
       models::load_extending(model, *source);
   }
   nn::broadcast_parameters(world, model.parameters());  // under mpirun: rank 0's weights
-  nn::to_precision(model, pc);  // before the optimizer takes the parameters
-  optim::AdamW opt(model.parameters(), {.lr = lr, .weight_decay = weight_decay});
+  model.set_activation_checkpointing(checkpoint_activations);
   // Under mpirun --batch is each rank's share of a global batch of ranks x --batch.
-  std::optional<nn::DataParallel> ranks;
-  if (world.distributed()) ranks.emplace(world, opt.params());
-  amp::GradScaler scaler(pc.scaler_options());
+  models::MixedPrecisionOptimizer mp(
+      model, {.precision = pc,
+              .lr = lr,
+              .weight_decay = weight_decay,
+              .clip = clip,
+              .rounding = rounding == "stochastic" ? optim::Rounding::Stochastic
+                                                   : optim::Rounding::NearestEven,
+              .seed = static_cast<uint64_t>(seed),
+              .loss_scale = loss_scale,
+              .fallback_after = models::trains_in_f16(pc) ? fallback_after : 0,
+              .world = &world});
   std::optional<Adversary> adversary;
   if (adversarial > 0) {
     Generator critic_init(static_cast<uint64_t>(seed) ^ 0xc217ULL);
     adversary.emplace(context_frames + unroll, critic_width, critic_lr, pc, critic_init);
   }
   const models::NoiseSchedule schedule = models::NoiseSchedule::cosine(1000);
-  const DType input_dtype = pc.half_params() ? pc.params : DType::F32;
 
   // What a resumed run must share with its checkpoint to continue bit for bit (the stream
   // settings a model file recommends do not change training, so they may change on resume).
@@ -434,19 +515,35 @@ int video_train(Args args, const Communicator& world) {
   if (context_sharpen > 0) settings.emplace_back("context-sharpen", exact_text(context_sharpen));
   if (degrade_each_frame) settings.emplace_back("degrade-each-frame", "1");
   if (reflect) settings.emplace_back("reflect", "1");
+  // Checkpoints from before these controls lack them, and resume as they were.
+  settings.emplace_back("grad-accum", std::to_string(grad_accum));
+  settings.emplace_back("rounding", rounding);
+  settings.emplace_back("ema", exact_text(ema));
+  if (models::trains_in_f16(pc))
+    settings.emplace_back("fallback-after", std::to_string(fallback_after));
+  // Recomputed activations are the same bits, but the gradients of inputs several blocks share
+  // (the time embedding, the skips) are summed in another order.
+  settings.emplace_back("checkpoint-activations", checkpoint_activations ? "1" : "0");
   const std::string checkpoint = world.is_root()
                                      ? prepare_run_directory("video train", run.out, run.resume,
                                                              run.overwrite)
                                      : run.out + "/checkpoint.safetensors";
   const std::string critic_path = run.out + "/critic.safetensors";
+  const std::string ema_path = run.out + "/ema.safetensors";
+  std::optional<optim::WeightAverage> average;
   ResumePoint resumed;
   int64_t start = 0;
   if (run.resume) {
     resumed = check_resume("video train", checkpoint, settings, run.override, steps);
     if (resumed.finished) return 0;
     start = resumed.step;
-    io::load_checkpoint(checkpoint, model, opt, &scaler);
+    resume_fallback("video train", checkpoint, mp);  // before loading: it may change dtypes
+    io::load_checkpoint(checkpoint, model, mp.optimizer(), &mp.scaler());
     if (adversary) load_critic(critic_path, start, *adversary);
+  }
+  if (ema > 0) {
+    average.emplace(mp.optimizer(), ema);
+    if (run.resume) load_average(ema_path, start, model, *average);
   }
   std::fprintf(stderr,
                "video train: %s (%lld parameters, %.2f GFLOP/forward), precision %s, batch "
@@ -456,6 +553,17 @@ int video_train(Args args, const Communicator& world) {
                static_cast<long long>(batch), static_cast<long long>(steps), prediction.c_str(),
                static_cast<long long>(context_frames), context_noise,
                noise_level ? " (the model is told its level)" : "");
+  if (grad_accum > 1 || checkpoint_activations || rounding != "nearest" || ema > 0)
+    std::fprintf(stderr, "video train: %s%s%s%s\n",
+                 grad_accum > 1 ? (std::to_string(grad_accum) + " micro-batches of " +
+                                   std::to_string(batch) + " per step; ").c_str()
+                                : "",
+                 checkpoint_activations ? "activation checkpointing; " : "",
+                 rounding != "nearest" ? "stochastic rounding; " : "",
+                 ema > 0 ? ("the model file holds the weights' moving average (decay " +
+                            exact_text(ema) + ")").c_str()
+                         : "");
+  print_lr_schedule("video train", lr, warmup, steps);
 
   const io::SafetensorsMetadata run_info = {{"preset", preset},
                                             {"precision", pc.name()},
@@ -472,12 +580,15 @@ int video_train(Args args, const Communicator& world) {
     io::SafetensorsMetadata meta = run_info;
     add_settings(meta, settings);
     add_progress(meta, step, loss);
-    // The critic first: a crash between the two leaves a checkpoint one interval older than the
-    // critic, which --resume reports rather than continuing from mismatched halves.
+    add_fallback(meta, mp);
+    // The critic and the average first: a crash between the writes leaves a checkpoint one
+    // interval older than they are, which --resume reports rather than continuing from
+    // mismatched parts.
     if (adversary)
       io::save_checkpoint(critic_path, adversary->critic, adversary->opt, &adversary->scaler,
                           {{"step", std::to_string(step)}});
-    io::save_checkpoint(checkpoint, model, opt, &scaler, meta);
+    if (average) save_average(ema_path, step, model, *average);
+    io::save_checkpoint(checkpoint, model, mp.optimizer(), &mp.scaler(), meta);
     models::VideoModelInfo info{.config = model.config(),
                                 .prediction = pred,
                                 .schedule_steps = schedule.steps(),
@@ -499,17 +610,24 @@ int video_train(Args args, const Communicator& world) {
     info.extra["stream_still_threshold"] = std::to_string(stream_still_threshold);
     info.extra["loss"] = std::to_string(loss);
     if (!init_from.empty()) info.extra["init"] = init_from;
+    if (average) info.extra["ema"] = exact_text(average->decay());
+    // The model file holds the moving average where there is one: the weights to sample from.
+    std::optional<optim::ScopedWeights> averaged;
+    if (average) averaged.emplace(model.parameters(), average->averages());
     models::save_video_model(model_path, model, info);
   };
 
   LossMonitor monitor(0.98, resumed);
   const StopOnSignal stop;
   ProgressBar bar("video train", steps);
+  StepLog loss_log("video train", "--log-losses", world.is_root() ? log_losses : "", resumed);
   double smoothed = monitor.smoothed();
   double step_seconds = 0;  // for the per-rank summary under mpirun
   for (int64_t step = start; step < steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
-    opt.set_lr(optim::warmup_cosine_lr(lr, step, warmup, steps));
+    mp.begin(optim::warmup_cosine_lr(lr, step, warmup, steps));
+    const amp::PrecisionConfig& now = mp.precision();  // bf16 after a fallback
+    const DType input_dtype = now.half_params() ? now.params : DType::F32;
     // Every step's data and noise come from (seed, step) alone, so a resumed run draws exactly
     // what an uninterrupted one would.
     Generator gen;
@@ -522,110 +640,128 @@ int video_train(Args args, const Communicator& world) {
     // An anchor-map model's anchor is its newest true context frame, which the loss takes from
     // the window itself.
     const bool drawn_anchor = anchor && !anchor_map;
-    std::vector<data::WindowOrigin> origins;
-    std::vector<Tensor> window =
-        drawn_anchor ? videos.anchored_windows(batch * world.size(), length, gen)
-                     : videos.windows(batch * world.size(), length, gen, DType::F32,
-                                      MemoryFormat::ChannelsLast, &origins,
+    // The windows of the whole step (every micro-batch, every rank), drawn at once: micro-batch
+    // k takes the k-th slice, as a step on the grad_accum-times larger batch would see them.
+    const int64_t slice = batch * world.size();
+    std::vector<data::WindowOrigin> all_origins;
+    const std::vector<Tensor> all_windows =
+        drawn_anchor ? videos.anchored_windows(slice * grad_accum, length, gen)
+                     : videos.windows(slice * grad_accum, length, gen, DType::F32,
+                                      MemoryFormat::ChannelsLast, &all_origins,
                                       {.fraction = bounce_fraction, .within = unroll});
-    if (world.distributed() && !origins.empty())  // this rank's share, as rank_share takes
-      origins = std::vector<data::WindowOrigin>(
-          origins.begin() + batch * world.rank(), origins.begin() + batch * (world.rank() + 1));
-    // A restorer's context is its target frame itself, degraded by the loss's context options.
-    if (restorer) window.front() = window.back();
-    for (Tensor& frames : window) frames = rank_share(world, frames);
     fork_per_rank(world, gen);
-    Tensor anchor_frames;
-    if (drawn_anchor) {
-      anchor_frames = window.front();
-      window.erase(window.begin());
-    }
-    const models::VideoLossOptions loss_options = {.prediction = pred,
-                                                   .context_noise_max = context_noise,
-                                                   .context_blur_max = context_blur,
-                                                   .context_sharpen_max = context_sharpen,
-                                                   .degrade_each_frame = degrade_each_frame,
-                                                   .quantize_context = true,
-                                                   .residual = residual,
-                                                   .free_run_max = free_run,
-                                                   .free_run_regression = free_run_regression,
-                                                   .regression = regression,
-                                                   .change_penalty = change_penalty,
-                                                   .map_weight = map_supervision,
-                                                   .rigid_context = rigid_context,
-                                                   .true_flow_input = true_flow_input,
-                                                   .map_target = [&](int64_t a, int64_t f) {
-                                                     return videos.anchor_maps(origins, a, f);
-                                                   }};
-    Tensor loss, total;
-    double critic_loss = 0, adversarial_loss = 0, distribution_loss = 0;
-    {
-      amp::Autocast autocast(pc.autocast() ? pc.compute : DType::BF16, pc.autocast());
-      if (direct) {
-        std::vector<Tensor> shown;
-        loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
-                                          anchor_frames,
-                                          adversary || distribution > 0 ? &shown : nullptr);
-        total = loss;
-        // The true frames of the shown clip, 8-bit as a viewer sees them.
-        std::vector<Tensor> real(window.end() - static_cast<std::ptrdiff_t>(shown.size()),
-                                 window.end());
-        for (Tensor& frame : real) frame = models::quantize_8bit(frame);
-        if (distribution > 0) {
-          // Each predicted frame (the last `unroll` of the clip) with the frame before it,
-          // against the true pair: patches that span two frames also see the motion. (Stacking
-          // the frame with its change amplified 4x instead made shapes flicker: session 9.)
-          Tensor term;
-          for (int64_t i = 0; i < unroll; ++i) {
-            const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
-            const Tensor pair_term = models::sliced_wasserstein_loss(
-                cat({shown[k - 1], shown[k]}, 1), cat({real[k - 1], real[k]}, 1), gen);
-            term = term.defined() ? add(term, pair_term) : pair_term;
-          }
-          term = div(term, static_cast<double>(unroll));
-          distribution_loss = term.item<double>();
-          total = add(total, mul(term, distribution));
-        }
-        if (adversary) {
-          // The critic's step on this batch first (fake clips detached), then the predictor's
-          // adversarial term against the updated critic.
-          std::vector<Tensor> fake;
-          for (const Tensor& frame : shown) fake.push_back(frame.detach());
-          critic_loss = train_critic(*adversary, models::context_of(real),
-                                     models::context_of(fake));
-          if (step >= adversarial_from) {
-            const Tensor term =
-                models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
-            adversarial_loss = term.item<double>();
-            total = add(total, mul(term, adversarial));  // on top of the distribution term
-          }
-        }
-      } else {
-        Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
-        if (own > 0)
-          context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
-                                        residual, input_dtype, gen, context);
-        loss = models::video_diffusion_loss(model, schedule, context, window.back(), loss_options,
-                                            input_dtype, gen);
-        total = loss;
+    double step_total = 0, critic_loss = 0, adversarial_loss = 0, distribution_loss = 0;
+    for (int64_t k = 0; k < grad_accum; ++k) {
+      // This rank's share of micro-batch k, as rank_share takes it.
+      const int64_t first = k * slice + batch * world.rank();
+      std::vector<data::WindowOrigin> origins;
+      if (!all_origins.empty())
+        origins.assign(all_origins.begin() + first, all_origins.begin() + first + batch);
+      std::vector<Tensor> window;
+      for (const Tensor& frames : all_windows)
+        window.push_back(grad_accum == 1 ? rank_share(world, frames)
+                                         : rank_share(world, frames.narrow(0, k * slice, slice)));
+      // A restorer's context is its target frame itself, degraded by the loss's context options.
+      if (restorer) window.front() = window.back();
+      Tensor anchor_frames;
+      if (drawn_anchor) {
+        anchor_frames = window.front();
+        window.erase(window.begin());
       }
+      const models::VideoLossOptions loss_options = {.prediction = pred,
+                                                     .context_noise_max = context_noise,
+                                                     .context_blur_max = context_blur,
+                                                     .context_sharpen_max = context_sharpen,
+                                                     .degrade_each_frame = degrade_each_frame,
+                                                     .quantize_context = true,
+                                                     .residual = residual,
+                                                     .free_run_max = free_run,
+                                                     .free_run_regression = free_run_regression,
+                                                     .regression = regression,
+                                                     .change_penalty = change_penalty,
+                                                     .map_weight = map_supervision,
+                                                     .rigid_context = rigid_context,
+                                                     .true_flow_input = true_flow_input,
+                                                     .map_target = [&](int64_t a, int64_t f) {
+                                                       return videos.anchor_maps(origins, a, f);
+                                                     }};
+      Tensor loss, total;
+      {
+        amp::Autocast autocast(now.autocast() ? now.compute : DType::BF16, now.autocast());
+        if (direct) {
+          std::vector<Tensor> shown;
+          loss = models::video_rollout_loss(model, window, loss_options, input_dtype, gen,
+                                            anchor_frames,
+                                            adversary || distribution > 0 ? &shown : nullptr);
+          total = loss;
+          // The true frames of the shown clip, 8-bit as a viewer sees them.
+          std::vector<Tensor> real(window.end() - static_cast<std::ptrdiff_t>(shown.size()),
+                                   window.end());
+          for (Tensor& frame : real) frame = models::quantize_8bit(frame);
+          if (distribution > 0) {
+            // Each predicted frame (the last `unroll` of the clip) with the frame before it,
+            // against the true pair: patches that span two frames also see the motion. (Stacking
+            // the frame with its change amplified 4x instead made shapes flicker: session 9.)
+            Tensor term;
+            for (int64_t i = 0; i < unroll; ++i) {
+              const auto k = shown.size() - static_cast<std::size_t>(unroll - i);
+              const Tensor pair_term = models::sliced_wasserstein_loss(
+                  cat({shown[k - 1], shown[k]}, 1), cat({real[k - 1], real[k]}, 1), gen);
+              term = term.defined() ? add(term, pair_term) : pair_term;
+            }
+            term = div(term, static_cast<double>(unroll));
+            distribution_loss += term.item<double>() / static_cast<double>(grad_accum);
+            total = add(total, mul(term, distribution));
+          }
+          if (adversary) {
+            // The critic's step on this batch first (fake clips detached), then the predictor's
+            // adversarial term against the updated critic.
+            std::vector<Tensor> fake;
+            for (const Tensor& frame : shown) fake.push_back(frame.detach());
+            critic_loss = train_critic(*adversary, models::context_of(real),
+                                       models::context_of(fake));
+            if (step >= adversarial_from) {
+              const Tensor term =
+                  models::generator_adversarial_loss(adversary->critic, models::context_of(shown));
+              adversarial_loss = term.item<double>();
+              total = add(total, mul(term, adversarial));  // on top of the distribution term
+            }
+          }
+        } else {
+          Tensor context = models::context_of({window.end() - 1 - context_frames, window.end() - 1});
+          if (own > 0)
+            context = with_own_prediction(model, schedule, window, own, self_context_steps, pred,
+                                          residual, input_dtype, gen, context);
+          loss = models::video_diffusion_loss(model, schedule, context, window.back(), loss_options,
+                                              input_dtype, gen);
+          total = loss;
+        }
+      }
+      step_total += total.item<double>();
+      mp.backward(total, k, grad_accum);
     }
-    if (ranks) ranks->expect_gradients();
-    scaler.scale(total).backward();
-    if (ranks) ranks->finish();
-    scaler.unscale(opt);
-    if (ranks) scaler.agree_found_inf(world);
-    if (clip > 0) nn::clip_grad_norm(model.parameters(), clip);
-    scaler.step(opt);
-    scaler.update();
-    opt.zero_grad();
-    step_seconds +=
+    mp.step();
+    if (average && !mp.last_step_skipped()) average->update(mp.optimizer());
+    const double seconds_of_step =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    step_seconds += seconds_of_step;
     const bool stop_requested = world.any(StopOnSignal::requested());  // every rank or none
     // The objective the step minimised: with --free-run-regression 0 the per-pixel part alone
     // is 0 on every step that graded after a free run.
-    const double global_loss = world.all_reduce_sum(total.item<double>()) / world.size();
-    if (!monitor.observe(step, global_loss, scaler.last_step_skipped())) break;
+    const double global_loss =
+        world.all_reduce_sum(step_total / static_cast<double>(grad_accum)) / world.size();
+    char line[80];
+    std::snprintf(line, sizeof line, "%.9g %d %.6f", global_loss, mp.last_step_skipped() ? 1 : 0,
+                  seconds_of_step);
+    loss_log.write(step + 1, line);
+    if (!monitor.observe(step, global_loss, mp.last_step_skipped())) break;
+    if (mp.fell_back_at_last_step()) {
+      bar.note("video train: step " + std::to_string(step + 1) + ": " + mp.fallback_reason() +
+               ": falling back from " + pc.name() + " to " + mp.precision().name() +
+               " (kept in the checkpoint; no checkpoint for the next " +
+               std::to_string(kCleanStepsBeforeSaving) + " steps)");
+      monitor.precision_changed(kCleanStepsBeforeSaving);
+    }
     smoothed = monitor.smoothed();
     char metrics[160];
     char adversary_terms[48] = "", distribution_term[32] = "";
@@ -636,20 +772,22 @@ int video_train(Args args, const Communicator& world) {
       std::snprintf(distribution_term, sizeof distribution_term, " | swd %.5f", distribution_loss);
     const std::string extra_terms = std::string(adversary_terms) + distribution_term;
     std::snprintf(metrics, sizeof metrics, "loss %.4f%s | lr %.2e%s", smoothed, extra_terms.c_str(),
-                  opt.lr(), scaler.last_step_skipped() ? " | skipped (overflow)" : "");
+                  mp.optimizer().lr(), mp.last_step_skipped() ? " | skipped (overflow)" : "");
     bar.update(step + 1, metrics);
     if (monitor.save_now((step + 1) % run.checkpoint_every == 0,
                          step + 1 == steps || stop_requested))
       save_checked(monitor, model.parameters(), step + 1, [&] { save(step + 1, smoothed); });
     if (monitor.diverged() || stop_requested) break;
   }
-  if (ranks) print_rank_times("video train", world, step_seconds, ranks->times());
+  if (mp.data_parallel())
+    print_rank_times("video train", world, step_seconds, mp.data_parallel()->times());
   if (const int status = end_of_loop("video train", monitor, bar, checkpoint)) return status;
   char final_metrics[64];
   std::snprintf(final_metrics, sizeof final_metrics, "loss %.4f", smoothed);
   bar.finish(final_metrics);
 
   std::printf("wrote %s and %s\n", checkpoint.c_str(), model_path.c_str());
+  print_peak_memory("video train");
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
+#include "mixprec/nn/checkpoint.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
@@ -263,10 +264,21 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
                            1);
   Tensor h = conv_in_->forward(input);
   std::vector<Tensor> skips = {h};
+  // A block (a ResBlock and its attention, if any) on x, or on cat(x, skip) in the decoder. With
+  // activation checkpointing it keeps only its inputs and recomputes the rest in backward.
+  auto block = [&](const Level& level, std::size_t b, const Tensor& x, const Tensor& skip) {
+    const std::shared_ptr<ResBlock> res = level.blocks[b];
+    const std::shared_ptr<AttentionBlock> attention =
+        level.attention.empty() ? nullptr : level.attention[b];
+    auto run = [res, attention](const std::vector<Tensor>& in) {
+      const Tensor y = res->forward(in[2].defined() ? cat({in[0], in[2]}, 1) : in[0], in[1]);
+      return attention != nullptr ? attention->forward(y) : y;
+    };
+    return checkpoint_blocks_ ? nn::checkpoint(run, {x, time, skip}) : run({x, time, skip});
+  };
   for (Level& level : down_) {
     for (std::size_t b = 0; b < level.blocks.size(); ++b) {
-      h = level.blocks[b]->forward(h, time);
-      if (!level.attention.empty()) h = level.attention[b]->forward(h);
+      h = block(level, b, h, Tensor());
       skips.push_back(h);
     }
     if (level.resample != nullptr) {
@@ -277,9 +289,8 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
   h = mid2_->forward(mid_attention_->forward(mid1_->forward(h, time)), time);
   for (Level& level : up_) {
     for (std::size_t b = 0; b < level.blocks.size(); ++b) {
-      h = level.blocks[b]->forward(cat({h, skips.back()}, 1), time);
+      h = block(level, b, h, skips.back());
       skips.pop_back();
-      if (!level.attention.empty()) h = level.attention[b]->forward(h);
     }
     if (level.resample != nullptr)
       h = level.resample->forward(upsample(h, 2, kernels::UpsampleMode::Nearest));

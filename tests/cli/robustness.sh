@@ -384,6 +384,65 @@ precision_fallback)
   [[ ! -e bad ]] || fail "a refused run created its --out"
   ;;
 
+# 14. The same training controls in `video train` (issue #15): the fallback, the weights'
+# moving average resumed bit for bit, activation checkpointing giving the same losses (to the
+# order of a few gradient sums), and micro-batches giving the losses of the larger batch.
+video_controls)
+  run 0 "${tiny_video[@]}" --precision fp16 --steps 6 --checkpoint-every 2 --loss-scale 1e30 \
+    --fallback-after 2 --out fp16
+  expect_err "step 2: 2 steps in a row skipped for overflow: falling back from fp16 to bf16"
+  grep -aqE '"fallback_precision" *: *"bf16"' fp16/checkpoint.safetensors ||
+    fail "the checkpoint does not record the fallback"
+  run 0 "${tiny_video[@]}" --precision fp16 --steps 8 --checkpoint-every 2 --fallback-after 2 \
+    --out fp16 --resume
+  expect_err "continuing in bf16"
+  grep -q "skipped (overflow)" err && fail "the resumed run still scales the loss"
+  # --ema: the model file holds the average, and a resumed run gives the same files.
+  ema=("${tiny_video[@]}" --precision bf16-params --rounding stochastic --ema 0.9)
+  run 0 "${ema[@]}" --steps 3 --out ema_straight
+  expect_err "stochastic rounding; the model file holds the weights' moving average \(decay 0.9\)"
+  run 0 "${ema[@]}" --steps 2 --out ema_resumed
+  run 0 "${ema[@]}" --steps 3 --out ema_resumed --resume
+  for f in checkpoint ema model; do
+    same_file ema_resumed/$f.safetensors ema_straight/$f.safetensors
+  done
+  run 0 "${tiny_video[@]}" --precision bf16-params --rounding stochastic --steps 3 --out last
+  cmp -s last/model.safetensors ema_straight/model.safetensors &&
+    fail "the model file with --ema holds the last weights"
+  rm ema_resumed/ema.safetensors
+  run 2 "${ema[@]}" --steps 4 --out ema_resumed --resume
+  expect_err "needs ema_resumed/ema.safetensors"
+  run 2 "${tiny_video[@]}" --steps 4 --out ema_straight --resume --precision bf16-params \
+    --rounding stochastic
+  expect_err "settings that differ .*--ema"
+  # Activation checkpointing: the same forward, gradients summed in another order (f32).
+  check=("${tiny_video[@]}" --precision fp32 --steps 4 --checkpoint-every 4)
+  run 0 "${check[@]}" --out plain --log-losses plain.txt
+  run 0 "${check[@]}" --out recomputed --log-losses recomputed.txt --checkpoint-activations
+  expect_err "activation checkpointing"
+  python3 "$(dirname "$0")/../dist/compare_losses.py" plain.txt recomputed.txt 1e-6 4 \
+    >compare.txt || fail "--checkpoint-activations changed the losses: $(cat compare.txt)"
+  run 2 "${check[@]}" --steps 5 --out recomputed --resume
+  expect_err "settings that differ .*--checkpoint-activations 0"
+  # Micro-batches: the windows of the larger batch, the same losses (f32, no context noise).
+  micro=("${tiny_video[@]}" --prediction direct --context-noise 0 --precision fp32 --steps 3)
+  run 0 "${micro[@]}" --batch 4 --out big --log-losses big.txt
+  run 0 "${micro[@]}" --batch 2 --grad-accum 2 --out accum --log-losses accum.txt
+  expect_err "2 micro-batches of 2 per step"
+  python3 "$(dirname "$0")/../dist/compare_losses.py" big.txt accum.txt 1e-5 3 >compare.txt ||
+    fail "--grad-accum 2 --batch 2 is not --batch 4: $(cat compare.txt)"
+  # Usage mistakes, before anything runs.
+  run 2 "${tiny_video[@]}" --steps 2 --rounding stochastic --out bad
+  expect_err "stochastic rounding rounds into 16-bit parameters"
+  run 2 "${tiny_video[@]}" --steps 2 --grad-accum 0 --out bad
+  expect_err "--grad-accum must be >= 1"
+  run 2 "${tiny_video[@]}" --steps 2 --ema 1 --out bad
+  expect_err "--ema"
+  run 2 "${tiny_video[@]}" --steps 2 --prediction direct --adversarial 0.1 --grad-accum 2 --out bad
+  expect_err "--adversarial does not combine with --grad-accum"
+  [[ ! -e bad ]] || fail "a refused run created its --out"
+  ;;
+
 *)
   fail "unknown case"
   ;;

@@ -12,7 +12,7 @@ def read(path):
     steps = {}
     with open(path) as f:
         for line in f:
-            step, loss, skipped = line.split()
+            step, loss, skipped = line.split()[:3]  # then the step's seconds
             steps[int(step)] = (float(loss), int(skipped))
     return steps
 

@@ -29,12 +29,12 @@
 // rank's scaler skips a step any rank overflowed, and step() and evaluate() return the mean
 // over every rank's sequences. The weights must start equal (DataParallel::broadcast_parameters).
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
 #include "mixprec/models/gpt.h"
+#include "mixprec/models/mixed_precision_optimizer.h"
 #include "mixprec/models/text_dataset.h"
 #include "mixprec/nn/data_parallel.h"
 #include "mixprec/optim/adam.h"
@@ -83,10 +83,6 @@ struct GPTTrainSettings {
   GPTTrainOptions options() const;
 };
 
-// bf16 in place of f16 with the same parameter storage class: fp16 -> bf16 (autocast, f32
-// parameters), fp16-params -> bf16-params; neither scales the loss (bf16 has f32's range).
-amp::PrecisionConfig bf16_fallback_of(const amp::PrecisionConfig& p);
-
 class GPTTrainer {
  public:
   // Converts `model` to the configuration's parameter dtype; build it with f32 parameters.
@@ -101,51 +97,34 @@ class GPTTrainer {
   double evaluate(int64_t batches, uint64_t seed = 1);
   double learning_rate(int64_t index) const;
 
-  // Switches f16 training to bf16_fallback_of(precision) now: 16-bit parameters are converted
-  // (from their f32 master weights where they have one, so nothing is rounded twice), the
-  // optimizer is rebuilt over them with its state carried over (steps, moments, masters), and
-  // loss scaling is turned off. `why` is kept for fallback_reason(). An Error unless training
-  // in f16.
-  void fall_back(std::string why);
-  // Whether the last step() ended with an automatic fall_back(), and why ("8 steps in a row
-  // skipped for overflow" / "the loss scale reached its floor 1").
-  // Whether the loss scaler skipped the last step for overflow (true for the step that
-  // triggered a fallback, though the scaler is then a new one).
-  bool last_step_skipped() const { return last_step_skipped_; }
-  bool fell_back_at_last_step() const { return fell_back_at_last_step_; }
-  const std::string& fallback_reason() const { return fallback_reason_; }
+  // The f16 -> bf16 fallback, by hand (MixedPrecisionOptimizer::fall_back).
+  void fall_back(std::string why) { optimizer_.fall_back(std::move(why)); }
+  bool last_step_skipped() const { return optimizer_.last_step_skipped(); }
+  bool fell_back_at_last_step() const { return optimizer_.fell_back_at_last_step(); }
+  const std::string& fallback_reason() const { return optimizer_.fallback_reason(); }
   // The precision training runs in now (options().precision until a fallback).
-  const amp::PrecisionConfig& precision() const { return precision_; }
+  const amp::PrecisionConfig& precision() const { return optimizer_.precision(); }
 
   // Rebuilt by fall_back(): take it again after a fallback rather than keeping the reference.
-  optim::AdamW& optimizer() { return *optimizer_; }
-  amp::GradScaler& scaler() { return scaler_; }
+  optim::AdamW& optimizer() { return optimizer_.optimizer(); }
+  amp::GradScaler& scaler() { return optimizer_.scaler(); }
   const GPTTrainOptions& options() const { return options_; }
   // The gradient reduction of a data-parallel run (its times, the replica check); null alone.
-  const nn::DataParallel* data_parallel() const { return data_parallel_.get(); }
+  const nn::DataParallel* data_parallel() const { return optimizer_.data_parallel(); }
+  MixedPrecisionOptimizer& mixed_precision() { return optimizer_; }
 
  private:
   Tensor forward_loss(const TokenBatch& batch);
-  void widen_gradients_to_f32();
-  void maybe_fall_back(double scale_before);
-  void build_optimizer();  // and the data-parallel reduction over its parameters
   // Index of this rank's micro-batch `k` of step `index` in the stream of `options_.batch`-sized
-  // batches, and the number of ranks.
+  // batches.
   int64_t shard_index(int64_t micro_index) const;
-  int64_t ranks() const;
   // `value` (this rank's mean over its equal share) averaged over ranks: the global mean.
   double mean_over_ranks(double value) const;
 
   GPT& model_;
   const TextDataset& data_;
   GPTTrainOptions options_;
-  amp::PrecisionConfig precision_;
-  std::unique_ptr<optim::AdamW> optimizer_;
-  std::unique_ptr<nn::DataParallel> data_parallel_;  // over the optimizer's parameters
-  amp::GradScaler scaler_;
-  int64_t skipped_in_a_row_ = 0;
-  bool fell_back_at_last_step_ = false, last_step_skipped_ = false;
-  std::string fallback_reason_;
+  MixedPrecisionOptimizer optimizer_;  // AdamW, loss scaling, accumulation, fallback
 };
 
 }  // namespace mixprec::models

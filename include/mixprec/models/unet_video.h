@@ -116,6 +116,11 @@ class UNetVideo final : public nn::Module {
 
   const UNetVideoConfig& config() const { return config_; }
   int64_t parameter_count() const;
+  // Activation checkpointing (training memory for compute): each encoder and decoder block keeps
+  // only its inputs and recomputes its activations in backward (nn::checkpoint). The forward is
+  // the same bits; the gradients of inputs several blocks share (the time embedding, the skips)
+  // are summed in another order. The middle blocks, at the lowest resolution, are not worth it.
+  void set_activation_checkpointing(bool on) { checkpoint_blocks_ = on; }
   // Multiply-adds x 2 of one forward at batch 1 and height x width, counted layer by layer
   // (convolutions, linears, attention); elementwise work and norms are not counted.
   double gflop_per_forward(int64_t height, int64_t width) const;
@@ -125,6 +130,7 @@ class UNetVideo final : public nn::Module {
 
  private:
   UNetVideoConfig config_;
+  bool checkpoint_blocks_ = false;
   std::shared_ptr<nn::Linear> time_fc1_, time_fc2_;
   std::shared_ptr<nn::Conv2d> conv_in_, conv_out_;
   std::shared_ptr<nn::GroupNorm> norm_out_;
