@@ -117,7 +117,7 @@ int run_precision_plan(Args args) {
   const models::TextDataset data = models::TextDataset::from_file(corpus);
   std::unique_ptr<models::GPT> gpt;
   if (!checkpoint.empty()) {
-    gpt = models::load_gpt(checkpoint);
+    gpt = models::load_gpt_f32(checkpoint);  // a -params run's f32 master weights
   } else {
     Generator init(static_cast<uint64_t>(seed));
     gpt = std::make_unique<models::GPT>(

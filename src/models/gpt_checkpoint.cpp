@@ -7,6 +7,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/io/safetensors.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::models {
 namespace {
@@ -69,6 +70,26 @@ std::unique_ptr<GPT> load_gpt(const std::string& checkpoint, int64_t heads) {
   // that are the same values but not the trainer's model (norms stay f32 either way).
   if (*wte.dtype != DType::F32) model->to(*wte.dtype);
   model->load_state_dict(state, /*strict=*/true);
+  return model;
+}
+
+std::unique_ptr<GPT> load_gpt_f32(const std::string& checkpoint) {
+  std::unique_ptr<GPT> model = load_gpt(checkpoint);
+  const std::vector<Tensor> sixteen_bit = model->parameters();
+  model->to(DType::F32);
+  const io::SafetensorsFile file = io::SafetensorsFile::open(checkpoint);
+  const std::vector<Tensor> params = model->parameters();
+  NoGrad no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (sixteen_bit[i].dtype() == DType::F32) continue;
+    const std::string name = "optim." + std::to_string(i) + ".master";  // io/checkpoint.h's
+    if (!file.contains(name)) continue;
+    const Tensor master = file.tensor(name);
+    MIXPREC_CHECK(master.shape() == params[i].shape() && master.dtype() == DType::F32,
+                  "[load_gpt] ", checkpoint, ": ", name, " is not parameter ", i,
+                  "'s f32 master weight");
+    params[i].copy_(master);
+  }
   return model;
 }
 

@@ -431,6 +431,19 @@ video_controls)
   expect_err "2 micro-batches of 2 per step"
   python3 "$(dirname "$0")/../dist/compare_losses.py" big.txt accum.txt 1e-5 3 >compare.txt ||
     fail "--grad-accum 2 --batch 2 is not --batch 4: $(cat compare.txt)"
+  # The logs of a resumed run: the lines up to its checkpoint are kept, those a stopped run wrote
+  # after it are replaced, so the log is the whole run's, each step once.
+  logged=("${tiny_gpt[@]}" --precision fp32 --checkpoint-every 2 --eval-every 2)
+  run 0 "${logged[@]}" --steps 4 --out gpt --log-losses log.txt --log-eval eval.txt
+  cp log.txt log_at_4.txt && cp eval.txt eval_at_4.txt
+  printf '5 9.9 0 0.1\n6 9.9 0 0.1\n' >>log.txt  # as a run stopped after step 4's checkpoint
+  printf '6 9.9\n' >>eval.txt
+  run 0 "${logged[@]}" --steps 6 --out gpt --log-losses log.txt --log-eval eval.txt --resume
+  [[ $(wc -l <log.txt) == 6 && $(wc -l <eval.txt) == 3 ]] ||
+    fail "the resumed logs hold $(wc -l <log.txt) and $(wc -l <eval.txt) lines, not 6 and 3"
+  head -n 4 log.txt | cmp -s - log_at_4.txt || fail "the resumed log lost its first 4 lines"
+  head -n 2 eval.txt | cmp -s - eval_at_4.txt || fail "the resumed log lost its evaluations"
+  grep -q " 9.9" log.txt eval.txt && fail "the lines after the checkpoint were kept"
   # Usage mistakes, before anything runs.
   run 2 "${tiny_video[@]}" --steps 2 --rounding stochastic --out bad
   expect_err "stochastic rounding rounds into 16-bit parameters"

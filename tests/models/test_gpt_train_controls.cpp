@@ -10,6 +10,8 @@
 
 #include "gpt_test_util.h"
 #include "mixprec/core/allocator.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/models/gpt_checkpoint.h"
 #include "mixprec/models/gpt_train.h"
 
 namespace mixprec::models {
@@ -202,6 +204,40 @@ TEST(GPTTrainControls, NoFallbackUnlessAsked) {
   for (int64_t s = 0; s < 5; ++s) trainer.step(s);
   EXPECT_EQ(trainer.precision().name(), "fp16");
   EXPECT_EQ(trainer.scaler().skipped_steps(), 5);
+}
+
+}  // namespace
+}  // namespace mixprec::models
+
+namespace mixprec::models {
+namespace {
+
+// A planner measures the trainer's true weights: from a bf16-params checkpoint, load_gpt_f32
+// gives the f32 master weights (which the bf16 parameters only round), from an f32 one the
+// parameters.
+TEST(GPTCheckpoint, LoadsTheF32MasterWeightsOf16BitParameters) {
+  Generator gen(5);
+  GPT model(GPTConfig::tiny(), gen);
+  GPTTrainer trainer(model, corpus(), options("bf16-params", 2, 3));
+  for (int64_t s = 0; s < 3; ++s) trainer.step(s);
+  const std::string path = ::testing::TempDir() + "gpt_masters.safetensors";
+  io::save_checkpoint(path, model, trainer.optimizer(), &trainer.scaler(),
+                      {{kGPTHeadsKey, std::to_string(model.config().heads)}});
+  const std::unique_ptr<GPT> f32 = load_gpt_f32(path);
+  const std::vector<Tensor> params = f32->parameters();
+  ASSERT_EQ(params.size(), model.parameters().size());
+  int64_t masters = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].dtype(), DType::F32) << i;
+    const Tensor& master = trainer.optimizer().master(i);
+    const Tensor expected = master.defined() ? master : model.parameters()[i];
+    masters += master.defined() ? 1 : 0;
+    EXPECT_EQ(test::max_abs_diff(params[i], expected.to(DType::F32)), 0.0) << i;
+  }
+  EXPECT_GT(masters, 0);
+  // The masters are not the bf16 parameters: the planner would otherwise see rounded weights.
+  EXPECT_GT(max_param_diff(snapshot(*f32), snapshot(model)), 0.0);
+  std::remove(path.c_str());
 }
 
 }  // namespace

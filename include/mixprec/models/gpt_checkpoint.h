@@ -21,4 +21,10 @@ inline constexpr const char* kGPTHeadsKey = "heads";
 // "[load_gpt] <path>: ..." for a file that is not a GPT checkpoint or lacks what it needs.
 std::unique_ptr<GPT> load_gpt(const std::string& checkpoint, int64_t heads = 0);
 
+// The trainer's true weights, all in f32: a checkpoint of 16-bit parameters (bf16-params,
+// fp16-params) gives its optimizer's f32 master weights ("optim.<i>.master", i in the order of
+// parameters()), where the 16 bits only round them; an f32 checkpoint gives its parameters. What
+// a precision planner measures. A 16-bit parameter without a master (no step taken) is widened.
+std::unique_ptr<GPT> load_gpt_f32(const std::string& checkpoint);
+
 }  // namespace mixprec::models
