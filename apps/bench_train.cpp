@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "commands.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/io/json.h"
 #include "mixprec/models/gpt_train.h"
 #include "video_common.h"
@@ -27,13 +30,80 @@
 namespace mixprec::app {
 namespace {
 
+struct OpTime {
+  std::string name;
+  double ms = 0, backward_ms = 0;  // per step
+  int64_t calls = 0;
+  double total() const { return ms + backward_ms; }
+};
+
 struct Row {
   std::string name;
   double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
+  double mean_ms = 0;        // with --profile: the mean step the ops are a share of
+  std::vector<OpTime> ops;  // with --profile
 };
 
+// The categories of a profile: the first row whose key the op's or backward node's name
+// contains (case-insensitive) gives it; any other op is elementwise.
+constexpr std::pair<std::string_view, std::string_view> kCategories[] = {
+    {"adam", "optimizer"},       {"sgd", "optimizer"},       {"clip_grad", "optimizer"},
+    {"unscale", "optimizer"},    {"attention", "attention"}, {"sdpa", "attention"},
+    {"conv", "convolution"},     {"linear", "GEMM"},         {"gemm", "GEMM"},
+    {"matmul", "GEMM"},          {"norm", "norms"},          {"embedding", "embedding"},
+    {"cross_entropy", "loss"},   {"crossentropy", "loss"},   {"copy", "copies, casts"},  {"view", "copies, casts"},
+    {"transpose", "copies, casts"}, {"permute", "copies, casts"}, {"cat", "copies, casts"}};
+
+std::string_view category_of(const std::string& op) {
+  std::string lower = op;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& [key, category] : kCategories)
+    if (lower.find(key) != std::string::npos) return category;
+  return "elementwise";
+}
+
+// Where a profiled step's time goes: per category, forward and backward, then the slowest ops.
+void print_profile(const Row& r) {
+  struct Split {
+    double forward = 0, backward = 0;
+  };
+  std::vector<std::pair<std::string, Split>> categories;
+  double timed = 0;
+  for (const OpTime& op : r.ops) {
+    const std::string_view c = category_of(op.name);
+    auto it = std::find_if(categories.begin(), categories.end(),
+                           [&](const auto& e) { return e.first == c; });
+    if (it == categories.end()) it = categories.insert(categories.end(), {std::string(c), {}});
+    it->second.forward += op.ms;
+    it->second.backward += op.backward_ms;
+    timed += op.total();
+  }
+  std::sort(categories.begin(), categories.end(), [](const auto& a, const auto& b) {
+    return a.second.forward + a.second.backward > b.second.forward + b.second.backward;
+  });
+  std::printf("\nwhere a %s step goes (ms per step, mean of the timed steps; forward: outside "
+              "backward, the optimizer's update included):\n",
+              r.name.c_str());
+  std::printf("  %-22s %9s %9s %9s %7s\n", "category", "forward", "backward", "total", "share");
+  for (const auto& [name, t] : categories)
+    std::printf("  %-22s %9.2f %9.2f %9.2f %6.1f%%\n", name.c_str(), t.forward, t.backward,
+                t.forward + t.backward, 100 * (t.forward + t.backward) / r.mean_ms);
+  std::printf("  %-22s %9s %9s %9.2f %6.1f%%\n", "framework (untimed)", "", "",
+              r.mean_ms - timed, 100 * (r.mean_ms - timed) / r.mean_ms);
+  std::printf("  %-22s %9s %9s %9.2f\n", "step", "", "", r.mean_ms);
+  std::vector<OpTime> slowest = r.ops;
+  std::sort(slowest.begin(), slowest.end(),
+            [](const OpTime& a, const OpTime& b) { return a.total() > b.total(); });
+  std::printf("  slowest:");
+  for (std::size_t i = 0; i < std::min<std::size_t>(8, slowest.size()); ++i)
+    std::printf("%s %s %.2f ms (%lld calls)", i ? "," : "", slowest[i].name.c_str(),
+                slowest[i].total(), static_cast<long long>(slowest[i].calls));
+  std::printf("\n");
+}
+
 int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch,
-            bool checkpoint_activations) {
+            bool checkpoint_activations, bool profile_ops) {
   const models::TextDataset data =
       models::TextDataset::from_file(source_path("data/shakespeare.txt"));
   Generator gen(1337);
@@ -48,22 +118,36 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;
   double loss = 0;
+  profiler::Profile profile;  // the timed steps' ops, with --profile
   for (int64_t i = 0; i < warmup + steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    loss = trainer.step(i);
+    {
+      std::optional<profiler::ScopedProfile> on;
+      if (profile_ops && i >= warmup) on.emplace(profile);
+      loss = trainer.step(i);
+    }
     const double t =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i >= warmup) ms.push_back(t);
   }
   const double p50 = median(ms);
+  std::string ops;  // per step: "name": [ms, backward ms, calls in all]
+  const double per_step = 1e3 / static_cast<double>(steps);
+  for (const auto& [name, e] : profile.entries())
+    ops += (ops.empty() ? "" : ", ") + io::json_quote(name) + ": [" +
+           std::to_string(e.seconds * per_step) + ", " +
+           std::to_string(e.backward_seconds * per_step) + ", " +
+           std::to_string((e.calls + e.backward_calls) / steps) + "]";
+  const double mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(steps);
   std::printf(
       "{\"mode\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": %.1f, "
-      "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f}\n",
+      "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f, "
+      "\"mean_ms\": %.3f, \"ops\": {%s}}\n",
       (precision + (checkpoint_activations ? " +ckpt" : "")).c_str(), p50,
       *std::min_element(ms.begin(), ms.end()),
       static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
-      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss);
+      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss, mean_ms, ops.c_str());
   return 0;
 }
 
@@ -77,6 +161,12 @@ Row parse_row(const io::JsonValue& v, const std::string& prefix) {
   if (const io::JsonValue* a = v.find("peak_alloc_mib")) r.peak_alloc_mib = a->as_double();
   r.rss_mib = result.number("peak_rss_mib");
   r.loss = result.number("last_loss");
+  if (const io::JsonValue* mean = v.find("mean_ms")) r.mean_ms = mean->as_double();
+  if (const io::JsonValue* ops = v.find("ops"))
+    for (const io::JsonMember& m : ops->members())
+      r.ops.push_back({m.key, m.value.items().at(0).as_double(),
+                       m.value.items().at(1).as_double(),
+                       static_cast<int64_t>(m.value.items().at(2).as_double())});
   return r;
 }
 
@@ -85,7 +175,8 @@ Row parse_row(const io::JsonValue& v, const std::string& prefix) {
 int run_bench_train(Args args) {
   std::string modes = "fp32,bf16,bf16-params,fp16", one, python = "/usr/bin/python3";
   int64_t warmup = 2, steps = 8, batch = 8;
-  bool json = false, no_peer = false, quick = false, checkpoint_activations = false;
+  bool json = false, no_peer = false, quick = false, checkpoint_activations = false,
+       profile_ops = false;
   ArgParser p("bench train",
               "GPT small() training step (6 layers, d_model 384, 6 heads, context 256, AdamW):\n"
               "ms/step, tokens/s and peak memory per precision, with PyTorch in the same run.");
@@ -97,11 +188,15 @@ int run_bench_train(Args args) {
   p.flag("--no-peer", &no_peer, "skip PyTorch");
   p.flag("--checkpoint-activations", &checkpoint_activations,
          "mixprec with activation checkpointing per block (train gpt's flag)");
+  p.flag("--profile", &profile_ops,
+         "also print where each mixprec step's time goes: per category (GEMM, attention, norms, "
+         "elementwise, copies, optimizer, ...) and forward / backward, the slowest ops, and the "
+         "framework's own time (the step less every timed op)");
   p.flag("--quick", &quick, "fp32 and bf16, 1 + 3 steps, no peer");
   p.flag("--json", &json, "print the results as JSON on stdout");
   p.option("--run-one", &one, "(internal) time one mode and print JSON");
   if (!p.parse(args)) return 0;
-  if (!one.empty()) return run_one(one, warmup, steps, batch, checkpoint_activations);
+  if (!one.empty()) return run_one(one, warmup, steps, batch, checkpoint_activations, profile_ops);
   if (quick) {
     modes = "fp32,bf16";
     warmup = 1;
@@ -116,7 +211,8 @@ int run_bench_train(Args args) {
     const std::string out = run_and_capture(
         "'" + self + "' bench train --run-one " + mode + " --warmup " + std::to_string(warmup) +
             " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch) +
-            (checkpoint_activations ? " --checkpoint-activations" : ""),
+            (checkpoint_activations ? " --checkpoint-activations" : "") +
+            (profile_ops ? " --profile" : ""),
         "bench train");
     rows.push_back(parse_row(io::parse_json(out), "mixprec "));
   }
@@ -172,6 +268,8 @@ int run_bench_train(Args args) {
                   f32 != nullptr ? f32->ms / r.ms : NAN,
                   torch_bf16 != nullptr ? torch_bf16->ms / r.ms : NAN);
     if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+    for (const Row& r : rows)
+      if (!r.ops.empty()) print_profile(r);
   }
   return 0;
 }

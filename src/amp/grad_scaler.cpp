@@ -6,6 +6,7 @@
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/ops/arith.h"
@@ -86,6 +87,7 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 }
 
 void GradScaler::unscale(optim::Optimizer& opt) {
+  const profiler::Timer timer("unscale_gradients");
   if (!options_.enabled) return;
   PerOptimizer& state = this_step_[&opt];
   MIXPREC_CHECK(!state.unscaled,

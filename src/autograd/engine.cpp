@@ -7,6 +7,7 @@
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 
@@ -77,13 +78,18 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (pending[edge.node.get()].dependencies == 0 && queued.insert(edge.node.get()).second)
       ready.emplace(edge.node->sequence_nr, edge.node.get());
 
+  const profiler::BackwardPhase backward_phase;
   while (!ready.empty()) {
     Node* node = ready.top().second;
     ready.pop();
     MIXPREC_CHECK(!node->released, "[backward] trying to backward through ", node->name(),
                   " a second time, after its saved tensors were freed; pass retain_graph = true to "
                   "the first backward");
-    std::vector<Tensor> outputs = node->apply(std::move(pending[node].grads));
+    std::vector<Tensor> outputs;
+    {
+      const profiler::Timer timer(node->name());
+      outputs = node->apply(std::move(pending[node].grads));
+    }
     if (!retain_graph && !node->is_accumulator()) {
       node->release_saved();
       node->released = true;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/kernels/elementwise.h"
 #include "mixprec/kernels/optim.h"
 #include "mixprec/mode/grad_mode.h"
@@ -29,6 +30,7 @@ double grad_norm(const std::vector<Tensor>& params, double norm_type) {
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type,
                       bool error_if_nonfinite) {
+  const profiler::Timer timer("clip_grad_norm");
   MIXPREC_CHECK(max_norm >= 0 && !std::isnan(max_norm),
                 "[clip_grad_norm] max_norm must be >= 0, got ", max_norm);
   const double norm = grad_norm(params, norm_type);

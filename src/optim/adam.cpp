@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::optim::detail {
@@ -34,6 +35,7 @@ void AdamUpdate::set_lr(double lr) {
 }
 
 void AdamUpdate::step() {
+  const profiler::Timer timer("adam_step");
   NoGrad no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     kernels::OptimOperands ops;

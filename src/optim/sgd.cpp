@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/profiler.h"
 #include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::optim {
@@ -36,6 +37,7 @@ SGDOptions SGD::options() const {
 }
 
 void SGD::step() {
+  const profiler::Timer timer("sgd_step");
   NoGrad no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     kernels::OptimOperands ops;

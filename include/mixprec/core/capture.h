@@ -18,6 +18,8 @@
 #include <string_view>
 #include <utility>
 
+#include "mixprec/core/profiler.h"
+
 namespace mixprec {
 
 class Storage;
@@ -96,6 +98,7 @@ template <class F>
 void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<const Tensor*> outputs, F&& kernel,
             Aliasing aliasing = Aliasing::None) {
+  const profiler::Timer timer(op);
   const KernelArgs args{{inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}};
   Recorder* recorder = active();
   if (recorder == nullptr) {
