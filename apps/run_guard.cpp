@@ -203,6 +203,34 @@ constexpr const char* kFallbackPrecision = "fallback_precision";
 constexpr const char* kFallbackReason = "fallback_reason";
 }  // namespace
 
+void add_mixed_precision_options(ArgParser& p, std::string& rounding, int64_t& fallback_after,
+                                 double& loss_scale, std::string& log_losses) {
+  p.option("--rounding", &rounding,
+           "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
+           "(bf16-params, fp16-params)");
+  p.option("--fallback-after", &fallback_after,
+           "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
+           "overflow, or when the loss scale is at its floor (0: never)");
+  p.option("--loss-scale", &loss_scale, "initial loss scale of fp16 training (dynamic)");
+  p.option("--log-losses", &log_losses,
+           "write each step's loss to this file (\"step loss skipped seconds\" per line, 9 "
+           "digits, the step's seconds; a resumed run keeps the lines up to its checkpoint and "
+           "appends, so the file is the whole run's)");
+}
+
+void check_mixed_precision_options(const std::string& command, const std::string& rounding,
+                                   int64_t fallback_after, double loss_scale) {
+  if (rounding != "nearest" && rounding != "stochastic")
+    throw UsageError{command + ": --rounding must be nearest or stochastic, got '" + rounding +
+                     "'"};
+  if (fallback_after < 0 || fallback_after >= LossMonitor::kMaxSkippedInARow)
+    throw UsageError{command + ": --fallback-after must be below " +
+                     std::to_string(LossMonitor::kMaxSkippedInARow) +
+                     " (that many skipped steps in a row is divergence) and >= 0"};
+  if (!(loss_scale > 0) || !std::isfinite(loss_scale))
+    throw UsageError{command + ": --loss-scale must be a positive finite number"};
+}
+
 void add_fallback(io::SafetensorsMetadata& metadata, const models::MixedPrecisionOptimizer& opt) {
   if (opt.fallback_reason().empty()) return;
   metadata[kFallbackPrecision] = opt.precision().name();

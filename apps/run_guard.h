@@ -115,6 +115,14 @@ void print_lr_schedule(const std::string& command, double lr, int64_t warmup, in
 
 // ---- the f16 -> bf16 fallback (models::MixedPrecisionOptimizer) ------------------------------
 
+// The mixed-precision options every trainer takes, with the same help: --rounding,
+// --fallback-after, --loss-scale, --log-losses. check_mixed_precision_options refuses what
+// they cannot be (a UsageError naming `command`), before anything runs.
+void add_mixed_precision_options(ArgParser& p, std::string& rounding, int64_t& fallback_after,
+                                 double& loss_scale, std::string& log_losses);
+void check_mixed_precision_options(const std::string& command, const std::string& rounding,
+                                   int64_t fallback_after, double loss_scale);
+
 // After a fallback, steps taken with a finite loss before a periodic checkpoint may replace the
 // last one written in f16 (LossMonitor::precision_changed).
 constexpr int64_t kCleanStepsBeforeSaving = 10;

@@ -50,13 +50,8 @@ int train_gpt(Args args, const Communicator& world) {
   p.flag("--checkpoint-activations", &train.checkpoint_activations,
          "keep only each transformer block's input and recompute the rest in backward (less "
          "memory, about a third more compute; the same losses)");
-  p.option("--rounding", &train.rounding,
-           "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
-           "(bf16-params, fp16-params)");
-  p.option("--fallback-after", &train.fallback_after,
-           "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
-           "overflow, or when the loss scale is at its floor (0: never)");
-  p.option("--loss-scale", &train.loss_scale, "initial loss scale of fp16 training (dynamic)");
+  add_mixed_precision_options(p, train.rounding, train.fallback_after, train.loss_scale,
+                              log_losses);
   p.option("--context", &context, "sequence length");
   p.option("--layers", &layers, "transformer blocks");
   p.option("--d-model", &d_model, "model width");
@@ -71,10 +66,6 @@ int train_gpt(Args args, const Communicator& world) {
   add_run_dir_options(p, run, "directory for checkpoint.safetensors");
   p.option("--prompt", &prompt, "prompt of the sample printed at the end");
   p.option("--sample-tokens", &sample_tokens, "tokens to sample at the end (0: none)");
-  p.option("--log-losses", &log_losses,
-           "write each step's loss to this file (\"step loss skipped seconds\" per line, 9 "
-           "digits, the step's seconds; a resumed run keeps the lines up to its checkpoint and "
-           "appends, so the file sums a run's time)");
   p.option("--log-eval", &log_eval,
            "write each validation loss to this file (\"step loss\" per line; resumed as "
            "--log-losses)");
@@ -95,10 +86,7 @@ int train_gpt(Args args, const Communicator& world) {
     throw UsageError{
         "train gpt: --eval-batches must be >= 1, --eval-every and --sample-tokens >= 0"};
   check_run_dir_options("train gpt", run);
-  if (train.fallback_after >= LossMonitor::kMaxSkippedInARow)
-    throw UsageError{"train gpt: --fallback-after must be below " +
-                     std::to_string(LossMonitor::kMaxSkippedInARow) +
-                     " (that many skipped steps in a row is divergence)"};
+  check_mixed_precision_options(command, train.rounding, train.fallback_after, train.loss_scale);
   if (!(bucket_mb > 0) || !std::isfinite(bucket_mb))
     throw UsageError{"train gpt: --bucket-mb must be a positive number"};
   if (sample_tokens > 0 && prompt.empty())

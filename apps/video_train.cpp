@@ -182,20 +182,11 @@ int video_train(Args args, const Communicator& world) {
   p.flag("--checkpoint-activations", &checkpoint_activations,
          "keep only each encoder and decoder block's inputs and recompute the rest in backward "
          "(less memory, more compute; the same losses)");
-  p.option("--rounding", &rounding,
-           "nearest | stochastic: how the f32 master weights round into 16-bit parameters "
-           "(bf16-params, fp16-params)");
-  p.option("--fallback-after", &fallback_after,
-           "fp16, fp16-params: switch to bf16 after this many steps in a row skipped for "
-           "overflow, or when the loss scale is at its floor (0: never)");
-  p.option("--loss-scale", &loss_scale, "initial loss scale of fp16 training (dynamic)");
+  add_mixed_precision_options(p, rounding, fallback_after, loss_scale, log_losses);
   p.option("--ema", &ema,
            "decay of an exponential moving average of the weights, which the model file then "
            "holds (0.999: about the last 1000 steps; 0: off, the last weights)",
            {.min = 0, .max = 0.99999});
-  p.option("--log-losses", &log_losses,
-           "write each step's loss to this file (\"step loss skipped seconds\" per line, as "
-           "train gpt's)");
   p.option("--prediction", &prediction,
            "v | eps: what the diffusion network predicts; direct: the frame itself in one "
            "forward, no diffusion (docs/VIDEO.md)");
@@ -319,15 +310,7 @@ int video_train(Args args, const Communicator& world) {
         "--stream-context-noise and --stream-still-threshold in [0, 1]"};
   check_run_dir_options("video train", run);
   if (grad_accum < 1) throw UsageError{"video train: --grad-accum must be >= 1"};
-  if (!(loss_scale > 0) || !std::isfinite(loss_scale))
-    throw UsageError{"video train: --loss-scale must be a positive finite number"};
-  if (rounding != "nearest" && rounding != "stochastic")
-    throw UsageError{"video train: --rounding must be nearest or stochastic, got '" + rounding +
-                     "'"};
-  if (fallback_after < 0 || fallback_after >= LossMonitor::kMaxSkippedInARow)
-    throw UsageError{"video train: --fallback-after must be >= 0 and below " +
-                     std::to_string(LossMonitor::kMaxSkippedInARow) +
-                     " (that many skipped steps in a row is divergence)"};
+  check_mixed_precision_options("video train", rounding, fallback_after, loss_scale);
 
   if (precision == "auto") {  // every rank trains in rank 0's measured choice
     precision = amp::PrecisionConfig::for_compute(amp::agreed_auto_precision(world)).name();

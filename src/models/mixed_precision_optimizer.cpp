@@ -40,8 +40,10 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(nn::Module& model,
       options_(std::move(options)),
       precision_(options_.precision),
       scaler_(scaler_options(options_.precision, options_)) {
-  MIXPREC_CHECK(options_.fallback_after >= 0, "[MixedPrecisionOptimizer] fallback_after must be "
-                ">= 0, got ", options_.fallback_after);
+  MIXPREC_CHECK(options_.fallback_after >= 0,
+                "[MixedPrecisionOptimizer] fallback_after must be "
+                ">= 0, got ",
+                options_.fallback_after);
   nn::to_precision(model_, precision_);  // before the optimizer takes the parameters
   build_optimizer();
 }

@@ -47,10 +47,10 @@ TEST(WeightAverage, AveragesTheMasterWeightsOf16BitParameters) {
   }
   EXPECT_EQ(ema.averages()[0].dtype(), DType::F32);
   const double master = values_of(adam.master(0))[0], average = values_of(ema.averages()[0])[0];
-  EXPECT_LT(master, 1.0 - 7e-3);                   // 8 steps of about lr
-  EXPECT_EQ(values_of(p)[0], 0.9921875);            // the bf16 parameter moved in bf16 steps
-  EXPECT_GT(average, master);                      // the average lags the master...
-  EXPECT_LT(average, 1.0 - 5e-3);                  // ...but it is not the bf16 parameter's
+  EXPECT_LT(master, 1.0 - 7e-3);          // 8 steps of about lr
+  EXPECT_EQ(values_of(p)[0], 0.9921875);  // the bf16 parameter moved in bf16 steps
+  EXPECT_GT(average, master);             // the average lags the master...
+  EXPECT_LT(average, 1.0 - 5e-3);         // ...but it is not the bf16 parameter's
   EXPECT_NE(average, values_of(p)[0]);
 }
 

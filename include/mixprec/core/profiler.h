@@ -80,8 +80,7 @@ class Timer {
     if (profile_ == nullptr) return;
     if (--detail::depth == 0)
       profile_->add(
-          name_,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
+          name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(),
           detail::in_backward);
   }
   Timer(const Timer&) = delete;
