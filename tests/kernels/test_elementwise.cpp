@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -261,6 +262,34 @@ TEST_P(ElementwiseTest, UnarySpecialValues) {
   EXPECT_TRUE(std::signbit(n[0]));
   EXPECT_EQ(run(UnaryOp::GeluErf)[3], kInf);
   EXPECT_LT(run(UnaryOp::Sigmoid)[7], 1e-38) << "sigmoid saturates to (almost) 0";
+}
+
+// exp's tail, every f32 in [-110, -86]: normal results to a few ulps, subnormal ones to one
+// subnormal step, and exactly 0 where e^x is under half the smallest subnormal (x < -103.97).
+// Lanes below -104 are set to 0 without computing the underflow (a microcode assist per
+// instruction on Intel); this pins down that the shortcut changes no value, at every level.
+TEST_P(ElementwiseTest, ExpThroughTheSubnormalsToZero) {
+  std::vector<float> xs;
+  for (float x = -110.0f; x <= -86.0f; x = std::nextafter(x, 0.0f)) xs.push_back(x);
+  const Tensor x = Tensor::from_vector<float>(xs);
+  const Tensor out = Tensor::empty(x.shape(), DType::F32);
+  unary(UnaryOp::Exp, x, out);
+  const float* got = out.data<float>();
+  const double smallest = std::ldexp(1.0, -149);
+  int64_t failures = 0, zeros = 0, subnormals = 0;
+  for (std::size_t i = 0; i < xs.size() && failures < 5; ++i) {
+    const double want =
+        static_cast<float>(std::exp(static_cast<double>(xs[i])));  // RNE, subnormals kept
+    const double bound = std::max(smallest, 4 * std::ldexp(want, -23));  // 4 ulps
+    if (xs[i] < -104.0f ? got[i] != 0.0f : !(std::fabs(got[i] - want) <= bound))
+      ++failures, ADD_FAILURE() << "exp(" << xs[i] << ") = " << got[i] << ", reference " << want;
+    zeros += got[i] == 0.0f;
+    subnormals += got[i] != 0.0f && std::fabs(got[i]) < std::numeric_limits<float>::min();
+  }
+  EXPECT_GT(zeros, 0);
+  EXPECT_GT(subnormals, 0);
+  EXPECT_GT(got[std::lower_bound(xs.begin(), xs.end(), -103.9f) - xs.begin()], 0.0f)
+      << "e^-103.9 rounds to the smallest subnormal";
 }
 
 TEST_P(ElementwiseTest, BinaryBroadcastingEveryOpAndDtype) {
