@@ -43,6 +43,10 @@ PrecisionConfig PrecisionConfig::parse(std::string_view name) {
     PrecisionConfig c;  // f32 compute and storage but for the plan's modules
     c.plan = std::make_shared<const PrecisionPlan>(
         read_precision_plan(std::string(name.substr(std::string_view("plan:").size()))));
+    // A module in f16 computes in f16 (nn::as_input_of): its gradients need the loss scaled, as
+    // fp16-params does.
+    for (const PlanLayer& layer : c.plan->layers)
+      if (layer.dtype == DType::F16) c.loss_scaling = LossScaling::Dynamic;
     return c;
   }
   for (const auto& [preset, config] : kPresets)

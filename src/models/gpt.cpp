@@ -5,6 +5,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/nn/checkpoint.h"
+#include "mixprec/nn/precision.h"
 #include "mixprec/nn/init.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
@@ -103,10 +104,8 @@ Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
   Tensor x = add(token_embedding_->forward(tokens), position_embedding_->forward(positions));
   x = dropout_->forward(x);
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    // A block a precision plan stores in other bits than the stream's computes in them: its
-    // input is cast to its weights' dtype. Otherwise an f32 stream would widen a bf16 block's
-    // weights and every product would run in f32, as slow as f32 and no less memory.
-    if (const DType dtype = blocks_[i]->weight_dtype(); x.dtype() != dtype) x = x.to(dtype);
+    // A block a precision plan stores in other bits than the stream's computes in them.
+    x = nn::as_input_of(*blocks_[i], x);
     // Not the last block: its backward comes right after its forward, so recomputing it
     // would cost a block forward and free no memory at the peak (the start of backward).
     if (checkpoint_blocks_ && cache == nullptr && i + 1 < blocks_.size()) {

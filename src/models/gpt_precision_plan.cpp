@@ -12,6 +12,7 @@
 
 namespace mixprec::models {
 
+using plan_detail::kGradientScale;
 using plan_detail::median_ms;
 using plan_detail::relative_error;
 
@@ -37,11 +38,13 @@ amp::PrecisionPlan plan_gpt_precision(GPT& model, const TextDataset& data,
     for (const TokenBatch& b : batches) {
       const Tensor logits = model.forward(b.inputs);
       const int64_t n = b.inputs.numel();
-      cross_entropy(logits.reshape({n, vocab}), b.targets.reshape({n})).backward();
+      mul(cross_entropy(logits.reshape({n, vocab}), b.targets.reshape({n})), kGradientScale)
+          .backward();
       out.logits.push_back(logits.detach());
     }
     for (const Tensor& p : model.parameters()) {
-      out.grads.push_back(p.grad());
+      out.grads.push_back(p.grad().defined() ? div(p.grad().to(DType::F32), kGradientScale)
+                                             : Tensor());
       p.zero_grad();
     }
     return out;

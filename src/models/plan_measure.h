@@ -20,6 +20,12 @@ inline void require_f32_parameters(const nn::Module& model) {
                   dtype_name(p.dtype()));
 }
 
+// The loss is multiplied by this before backward and the gradients divided by it after, as
+// f16 training scales its loss: a module planned in f16 computes its backward in f16, whose
+// small gradients would otherwise flush to zero and look like an f16 error. A power of two, so
+// f32 and bf16 gradients come out the same bits.
+inline constexpr double kGradientScale = 1024.0;
+
 // sqrt(sum |y - ref|^2 / sum |ref|^2) over every pair both of which are defined.
 inline double relative_error(const std::vector<Tensor>& y, const std::vector<Tensor>& ref) {
   double diff = 0, norm = 0;
@@ -35,8 +41,8 @@ double median_ms(int repetitions, F&& f) {
   for (int r = 0; r < repetitions; ++r) {
     const auto start = std::chrono::steady_clock::now();
     f();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];

@@ -8,6 +8,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/nn/checkpoint.h"
 #include "mixprec/nn/init.h"
+#include "mixprec/nn/precision.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
@@ -256,13 +257,16 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
                                                  : Tensor::zeros({x_t.size(0)});
     embedding = cat({embedding, timestep_embedding(sigma, c.base_channels, dtype)}, 1);
   }
-  const Tensor time =
-      silu(time_fc2_->forward(silu(time_fc1_->forward(embedding))));  // [B, 4 base]
+  // Each module computes in its weights' dtype (nn::as_input_of): a no-op unless a per-layer
+  // precision plan stores modules in different dtypes.
+  using nn::as_input_of;
+  const Tensor time = silu(time_fc2_->forward(
+      as_input_of(*time_fc2_, silu(time_fc1_->forward(as_input_of(*time_fc1_, embedding))))));
 
   const Tensor input = cat({x_t.contiguous(MemoryFormat::ChannelsLast),
                             context.to(dtype).contiguous(MemoryFormat::ChannelsLast)},
                            1);
-  Tensor h = conv_in_->forward(input);
+  Tensor h = conv_in_->forward(as_input_of(*conv_in_, input));
   std::vector<Tensor> skips = {h};
   // A block (a ResBlock and its attention, if any) on x, or on cat(x, skip) in the decoder. With
   // activation checkpointing it keeps only its inputs and recomputes the rest in backward.
@@ -271,8 +275,10 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
     const std::shared_ptr<AttentionBlock> attention =
         level.attention.empty() ? nullptr : level.attention[b];
     auto run = [res, attention](const std::vector<Tensor>& in) {
-      const Tensor y = res->forward(in[2].defined() ? cat({in[0], in[2]}, 1) : in[0], in[1]);
-      return attention != nullptr ? attention->forward(y) : y;
+      const Tensor x = as_input_of(*res, in[0]);
+      const Tensor y = res->forward(in[2].defined() ? cat({x, as_input_of(*res, in[2])}, 1) : x,
+                                    as_input_of(*res, in[1]));
+      return attention != nullptr ? attention->forward(as_input_of(*attention, y)) : y;
     };
     return checkpoint_blocks_ ? nn::checkpoint(run, {x, time, skip}) : run({x, time, skip});
   };
@@ -282,20 +288,23 @@ Tensor UNetVideo::forward(const Tensor& x_t, const Tensor& context, const Tensor
       skips.push_back(h);
     }
     if (level.resample != nullptr) {
-      h = level.resample->forward(h);
+      h = level.resample->forward(as_input_of(*level.resample, h));
       skips.push_back(h);
     }
   }
-  h = mid2_->forward(mid_attention_->forward(mid1_->forward(h, time)), time);
+  h = mid1_->forward(as_input_of(*mid1_, h), as_input_of(*mid1_, time));
+  h = mid_attention_->forward(as_input_of(*mid_attention_, h));
+  h = mid2_->forward(as_input_of(*mid2_, h), as_input_of(*mid2_, time));
   for (Level& level : up_) {
     for (std::size_t b = 0; b < level.blocks.size(); ++b) {
       h = block(level, b, h, skips.back());
       skips.pop_back();
     }
     if (level.resample != nullptr)
-      h = level.resample->forward(upsample(h, 2, kernels::UpsampleMode::Nearest));
+      h = level.resample->forward(
+          as_input_of(*level.resample, upsample(h, 2, kernels::UpsampleMode::Nearest)));
   }
-  return conv_out_->forward(norm_out_->forward(h));
+  return conv_out_->forward(as_input_of(*conv_out_, norm_out_->forward(h)));
 }
 
 int64_t UNetVideo::parameter_count() const {

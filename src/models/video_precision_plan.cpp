@@ -7,11 +7,13 @@
 #include "mixprec/core/error.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/video_diffusion.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
 #include "plan_measure.h"
 
 namespace mixprec::models {
 
+using plan_detail::kGradientScale;
 using plan_detail::median_ms;
 using plan_detail::relative_error;
 
@@ -20,8 +22,7 @@ using plan_detail::relative_error;
 constexpr double kPlanMapWeight = 0.1;
 
 amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& info,
-                                        const data::MovingShapes& data,
-                                        const VideoPlanOptions& o) {
+                                        const data::MovingShapes& data, const VideoPlanOptions& o) {
   MIXPREC_CHECK(o.clips >= 1 && o.steps >= 1 && o.repetitions >= 1 && o.budget >= 0,
                 "[precision plan] clips, steps and repetitions must be >= 1, the budget >= 0");
   plan_detail::require_f32_parameters(model);
@@ -84,10 +85,10 @@ amp::PrecisionPlan plan_video_precision(UNetVideo& model, const VideoModelInfo& 
                                                     c.anchor_map ? Tensor() : anchor)
                                : video_diffusion_loss(model, schedule, context, window.back(),
                                                       options, DType::F32, gen);
-    loss.backward();
+    mul(loss, kGradientScale).backward();
     std::vector<Tensor> out;
     for (const Tensor& p : model.parameters()) {
-      out.push_back(p.grad());
+      out.push_back(p.grad().defined() ? div(p.grad().to(DType::F32), kGradientScale) : Tensor());
       p.zero_grad();
     }
     return out;

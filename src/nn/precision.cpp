@@ -59,4 +59,16 @@ void to_precision(Module& model, const amp::PrecisionConfig& p) {
     targets[i]->to(p.plan->layers[i].dtype);  // norm layers inside stay f32, as in the presets
 }
 
+DType compute_dtype(const Module& module) {
+  for (const Tensor& p : module.parameters())
+    if (p.dtype() != DType::F32) return p.dtype();
+  return DType::F32;
+}
+
+Tensor as_input_of(const Module& module, const Tensor& x) {
+  if (!x.defined() || !is_floating(x.dtype()) || module.parameters().empty()) return x;
+  const DType dtype = compute_dtype(module);
+  return x.dtype() == dtype ? x : x.to(dtype);
+}
+
 }  // namespace mixprec::nn

@@ -107,6 +107,13 @@ TEST(PrecisionPlan, PrecisionPlanFileIsAConfig) {
   EXPECT_NE(error_of([&] { PrecisionConfig::parse("plan:" + path); }).find("cannot open"),
             std::string::npos);
   EXPECT_NE(error_of([] { PrecisionConfig::parse("fp8"); }).find("|plan:FILE"), std::string::npos);
+  // A module planned in f16 computes in f16, so its gradients need the loss scaled.
+  std::ofstream(path)
+      << R"({"layers": [{"name": "h.0", "dtype": "bf16"}, {"name": "h.1", "dtype": "f16"}]})";
+  const PrecisionConfig f16 = PrecisionConfig::parse("plan:" + path);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(f16.scaler_options().enabled);
+  EXPECT_TRUE(f16.scaler_options().dynamic);
 }
 
 }  // namespace

@@ -45,16 +45,20 @@ amp::PlanLayer layer(std::string name, DType dtype) {
 // A planned block computes in its weights' dtype: the stream is cast at its input, so a bf16
 // block of an f32 model runs bf16 products (not its weights widened to f32), and the stream is
 // cast back for an f32 block after it.
+amp::PrecisionConfig with_layers(std::vector<amp::PlanLayer> layers) {
+  amp::PrecisionPlan plan;
+  plan.layers = std::move(layers);
+  return with_plan(std::move(plan));
+}
+
 TEST(GPTPrecisionPlan, APlannedBlockComputesInItsDtype) {
   const Tensor tokens = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8}).reshape({1, 8});
   auto model = tiny_gpt();
-  nn::to_precision(*model,
-                   with_plan({.layers = {layer("h.0", DType::F32), layer("h.1", DType::BF16)}}));
-  EXPECT_EQ(model->hidden(tokens).dtype(), DType::BF16);  // ln_f writes in its input's dtype
+  nn::to_precision(*model, with_layers({layer("h.0", DType::F32), layer("h.1", DType::BF16)}));
+  EXPECT_EQ(model->hidden(tokens).dtype(), DType::BF16);   // ln_f writes in its input's dtype
   EXPECT_EQ(model->forward(tokens).dtype(), DType::BF16);  // logits in the stream's dtype
   auto back = tiny_gpt();
-  nn::to_precision(*back,
-                   with_plan({.layers = {layer("h.0", DType::BF16), layer("h.1", DType::F32)}}));
+  nn::to_precision(*back, with_layers({layer("h.0", DType::BF16), layer("h.1", DType::F32)}));
   EXPECT_EQ(back->hidden(tokens).dtype(), DType::F32);
   // The bf16 block's products ran in bf16: its output is within bf16's rounding of the f32
   // model's, and not equal to it.

@@ -66,9 +66,6 @@ class GPTBlock final : public nn::Layer {
 
   CausalSelfAttention& attn() { return *attn_; }
   GPTMLP& mlp() { return *mlp_; }
-  // The dtype the block computes in: its linear layers' (its LayerNorms stay f32 in every
-  // precision).
-  DType weight_dtype() const { return attn_->parameters().front().dtype(); }
 
  private:
   std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
