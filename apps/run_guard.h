@@ -11,7 +11,9 @@
 //   - LossMonitor: the smoothed loss, and divergence (a non-finite loss, too many skipped steps
 //     in a row, a loss explosion), so a diverged run stops before it saves;
 //   - StopOnSignal: the first SIGINT/SIGTERM asks the loop to save a final checkpoint and stop,
-//     a second one ends the process at once (temporaries removed).
+//     a second one ends the process at once (temporaries removed);
+//   - StepLog: per-step logs that a resumed run continues instead of truncating;
+//   - the mixed-precision options both trainers take, and the fallback kept in the checkpoint.
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -113,7 +115,7 @@ class StepLog {
 // run's schedule is on record before it starts (stderr).
 void print_lr_schedule(const std::string& command, double lr, int64_t warmup, int64_t steps);
 
-// ---- the f16 -> bf16 fallback (models::MixedPrecisionOptimizer) ------------------------------
+// ---- mixed precision: shared options, the f16 -> bf16 fallback --------------------------------
 
 // The mixed-precision options every trainer takes, with the same help: --rounding,
 // --fallback-after, --loss-scale, --log-losses. check_mixed_precision_options refuses what
