@@ -536,8 +536,7 @@ int video_train(Args args, const Communicator& world) {
         origins.assign(all_origins.begin() + first, all_origins.begin() + first + batch);
       std::vector<Tensor> window;
       for (const Tensor& frames : all_windows)
-        window.push_back(grad_accum == 1 ? rank_share(world, frames)
-                                         : rank_share(world, frames.narrow(0, k * slice, slice)));
+        window.push_back(rank_share(world, frames.narrow(0, k * slice, slice)));
       // A restorer's context is its target frame itself, degraded by the loss's context options.
       if (restorer) window.front() = window.back();
       Tensor anchor_frames;

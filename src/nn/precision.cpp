@@ -59,15 +59,24 @@ void to_precision(Module& model, const amp::PrecisionConfig& p) {
     targets[i]->to(p.plan->layers[i].dtype);  // norm layers inside stay f32, as in the presets
 }
 
-DType compute_dtype(const Module& module) {
-  for (const Tensor& p : module.parameters())
+namespace {
+
+// The first dtype of `params` that is not f32, else f32.
+DType first_narrow_dtype(const std::vector<Tensor>& params) {
+  for (const Tensor& p : params)
     if (p.dtype() != DType::F32) return p.dtype();
   return DType::F32;
 }
 
+}  // namespace
+
+DType compute_dtype(const Module& module) { return first_narrow_dtype(module.parameters()); }
+
 Tensor as_input_of(const Module& module, const Tensor& x) {
-  if (!x.defined() || !is_floating(x.dtype()) || module.parameters().empty()) return x;
-  const DType dtype = compute_dtype(module);
+  if (!x.defined() || !is_floating(x.dtype())) return x;
+  const std::vector<Tensor> params = module.parameters();  // walked once: a forward's hot path
+  if (params.empty()) return x;
+  const DType dtype = first_narrow_dtype(params);
   return x.dtype() == dtype ? x : x.to(dtype);
 }
 
