@@ -39,6 +39,7 @@ using mixprec::dtype_name;
 using mixprec::dtype_size;
 using mixprec::IsaLevel;
 using mixprec::kernels::convert;
+using mixprec::kernels::convert_rows;
 using mixprec::kernels::convert_strided;
 using mixprec::test_support::Format16;
 namespace fp16_bits = mixprec::fp16_bits;
@@ -251,6 +252,49 @@ TEST_P(ConvertFastPath, StridedMatchesScalar) {
           }
         }
       }
+  }
+}
+
+// A matrix with padded rows (what attention's per-head blocks are): every row converted as
+// convert() would, the padding between rows never written.
+TEST_P(ConvertFastPath, RowsMatchScalarAndLeaveThePaddingAlone) {
+  for (const Pair p : kFastPairs) {
+    const auto ss = static_cast<int64_t>(dtype_size(p.from));
+    const auto ds = static_cast<int64_t>(dtype_size(p.to));
+    for (const int64_t cols : {1, 15, 16, 17, 64, 100})
+      for (const int64_t rows : {0, 1, 3, 7}) {
+        const int64_t src_ld = cols + 5, dst_ld = cols + 3;
+        Bytes src = make_source(p.from, static_cast<std::size_t>(cols * 7 + rows),
+                                static_cast<std::size_t>(std::max<int64_t>(1, rows * src_ld)));
+        Bytes dst(static_cast<std::size_t>(std::max<int64_t>(1, rows * dst_ld) * ds), kSentinel);
+        convert_rows(src.data(), p.from, src_ld, dst.data(), p.to, dst_ld, rows, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::string where = std::to_string(rows) + "x" + std::to_string(cols) + " row " +
+                                    std::to_string(r);
+          ASSERT_EQ(compare(p, src.data() + r * src_ld * ss, 1, dst.data() + r * dst_ld * ds, 1,
+                            static_cast<std::size_t>(cols), where),
+                    0u);
+          for (int64_t b = cols * ds; b < dst_ld * ds; ++b)
+            ASSERT_EQ(dst[static_cast<std::size_t>(r * dst_ld * ds + b)], kSentinel)
+                << pair_name(p) << " " << where << " wrote into the row's padding";
+        }
+      }
+  }
+}
+
+// Pairs without a fast path and the same dtype (a copy) take convert() per row.
+TEST(ConvertRows, CopiesAndGenericPairs) {
+  const float values[6] = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f};
+  float copied[2][4] = {{9, 9, 9, 9}, {9, 9, 9, 9}};
+  convert_rows(values, DType::F32, 3, copied, DType::F32, 4, 2, 3);
+  double widened[2][3] = {};
+  convert_rows(values, DType::F32, 3, widened, DType::F64, 3, 2, 3);
+  for (int r = 0; r < 2; ++r) {
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(copied[r][j], values[r * 3 + j]);
+      EXPECT_EQ(widened[r][j], static_cast<double>(values[r * 3 + j]));
+    }
+    EXPECT_EQ(copied[r][3], 9.0f) << "row " << r << "'s padding was written";
   }
 }
 

@@ -28,6 +28,13 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, std::si
 void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
                      int64_t dst_stride, std::size_t n);
 
+// A rows x cols matrix whose rows are src_ld and dst_ld elements apart (columns contiguous), on
+// the calling thread: one kernel lookup for all rows, for the small blocks of kernels that
+// are already parallel (attention's per-head outputs), where a convert() per row would spend
+// more on its lookup than on the row. Same overlap rule as convert().
+void convert_rows(const void* src, DType src_type, int64_t src_ld, void* dst, DType dst_type,
+                  int64_t dst_ld, int64_t rows, int64_t cols);
+
 // n unsigned 16-bit samples (a detector's raw ADU; DType has no u16) -> n elements of f32, f16
 // or bf16 at dst, each rounded once from its exact value: the same bits as converting the
 // (exact) f32 value, without an f32 copy. src may be unaligned. AVX-512 widens 16 lanes and

@@ -27,6 +27,7 @@ using attention_detail::matrix_at;
 constexpr int64_t kBr = 112;  // queries per block: a multiple of the AVX-512 tile height (14)
 constexpr int64_t kBc =
     512;  // keys per block: a multiple of every panel width, and even (measured best)
+constexpr int64_t kKeyAlign = 32;  // AMX takes a bf16 product whose depth is a multiple of 32
 
 const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scalar,
                                             attention_detail::block_update_avx2,
@@ -81,9 +82,9 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
   q_blk.data =
       static_cast<const char*>(hp.q.data) + static_cast<std::size_t>(q0 * hp.q.row_stride) * q_elem;
   q_blk.rows = rows;
-  // Causal: keys past the block's last query are never visible; round up to even for the
-  // packed-V row range (the extra key is masked below).
-  const int64_t k_end = hp.causal ? std::min(sk, (q0 + rows + 1) / 2 * 2) : sk;
+  // Causal: keys past the block's last query are never visible. The key range is rounded up to
+  // a multiple of 32 (the extra keys are hidden) so that P V, whose depth it is, runs on AMX.
+  const int64_t k_end = hp.causal ? std::min(sk, (q0 + rows + kKeyAlign - 1) / kKeyAlign * kKeyAlign) : sk;
 
   for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
     const int64_t cols = std::min(kBc, k_end - k0);
@@ -91,13 +92,9 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
         attention_detail::score_epilogue(hp.scale, hp.mask, hp.mask_dtype, hp.mask_ld, q0, k0);
     gemm_prepacked(q_blk, *hp.kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                    score_ep, {0, -1, k0, k0 + cols});
-    if (hp.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = std::max<int64_t>(0, q0 + r + 1 - k0); j < cols; ++j)
-          s[r * kBc + j] = -INFINITY;
-    }
-    update(s, kBc, static_cast<int>(rows), static_cast<int>(cols), m, l, p, hp.p_dtype, kBc, o, dv,
-           static_cast<int>(dv));
+    const int64_t diagonal = hp.causal ? q0 - k0 + 1 : attention_detail::kAllVisible;
+    update(s, kBc, static_cast<int>(rows), static_cast<int>(cols), diagonal, m, l, p, hp.p_dtype,
+           kBc, o, dv, static_cast<int>(dv));
     GemmEpilogue accumulate;
     accumulate.beta = 1.0f;
     gemm_prepacked(MatrixView::row_major(p, hp.p_dtype, rows, cols, kBc), *hp.vp,
@@ -106,16 +103,16 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
   }
 
   // out = O / l; a row that saw no key (l = 0) is 0.
-  const std::size_t out_elem = dtype_size(hp.out_dtype);
   for (int64_t r = 0; r < rows; ++r) {
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     float* orow = o + r * dv;
     for (int64_t j = 0; j < dv; ++j) orow[j] *= inv;
-    convert(orow, DType::F32, hp.out + static_cast<std::size_t>((q0 + r) * hp.out_ld) * out_elem,
-            hp.out_dtype, static_cast<std::size_t>(dv));
     if (hp.lse != nullptr)
       hp.lse[(q0 + r) * hp.lse_stride] = l[r] > 0.0f ? m[r] + std::log(l[r]) : -INFINITY;
   }
+  convert_rows(o, DType::F32, dv,
+               hp.out + static_cast<std::size_t>(q0 * hp.out_ld) * dtype_size(hp.out_dtype),
+               hp.out_dtype, hp.out_ld, rows, dv);
 }
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,

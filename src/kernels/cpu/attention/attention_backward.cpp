@@ -62,12 +62,10 @@ MutableMatrixView mutable_matrix_at(const Tensor& t, int64_t b, int64_t h) {
 
 // dst rows [r0, r0 + rows) = src (f32 [rows, dst.cols], contiguous), rounded once.
 void store_rows(const float* src, const MutableMatrixView& dst, int64_t r0, int64_t rows) {
-  const std::size_t elem = dtype_size(dst.dtype);
-  for (int64_t r = 0; r < rows; ++r)
-    convert(
-        src + r * dst.cols, DType::F32,
-        static_cast<char*>(dst.data) + static_cast<std::size_t>((r0 + r) * dst.row_stride) * elem,
-        dst.dtype, static_cast<std::size_t>(dst.cols));
+  convert_rows(src, DType::F32, dst.cols,
+               static_cast<char*>(dst.data) +
+                   static_cast<std::size_t>(r0 * dst.row_stride) * dtype_size(dst.dtype),
+               dst.dtype, dst.row_stride, rows, dst.cols);
 }
 
 struct HeadGrad {
@@ -93,30 +91,26 @@ void head_backward(const HeadGrad& g) {
                                     : static_cast<char*>(sc.p.reserve(kBr * kBc * low_size));
   char* ds_low = g.low == DType::F32 ? reinterpret_cast<char*>(dp)
                                      : static_cast<char*>(sc.ds.reserve(kBr * kBc * low_size));
-  // An f32 [rows, cols] block (rows kBc apart) rounded into its low-dtype twin; a no-op in f32,
-  // where the twin is the block itself.
-  auto round_block = [&](const float* block, char* low, int64_t rows, int64_t cols) {
-    if (g.low == DType::F32) return;
-    for (int64_t r = 0; r < rows; ++r)
-      convert(block + r * kBc, DType::F32, low + static_cast<std::size_t>(r * kBc) * low_size,
-              g.low, static_cast<std::size_t>(cols));
-  };
   char* pt = static_cast<char*>(sc.pt.reserve(kBc * kBr * low_size));
   char* dst = static_cast<char*>(sc.dst.reserve(kBc * kBr * low_size));
   float* dq = static_cast<float*>(sc.dq.reserve(static_cast<std::size_t>(kBr * d) * 4));
   float* dk = static_cast<float*>(sc.dk.reserve(static_cast<std::size_t>(sk * d) * 4));
   float* dvv = static_cast<float*>(sc.dv.reserve(static_cast<std::size_t>(sk * dv) * 4));
-  // delta [Sq], then two f32 rows of Dv for widening dO and O
-  float* delta =
-      static_cast<float*>(sc.rows.reserve(static_cast<std::size_t>(sq + 2 * dv) * sizeof(float)));
-  float* row_a = delta + sq;
-  float* row_b = row_a + dv;
-  for (int64_t i = 0; i < sq; ++i) {
-    convert(row_at(g.dout, i), g.dout.dtype, row_a, DType::F32, static_cast<std::size_t>(dv));
-    convert(row_at(g.o, i), g.o.dtype, row_b, DType::F32, static_cast<std::size_t>(dv));
-    float sum = 0;
-    for (int64_t j = 0; j < dv; ++j) sum += row_a[j] * row_b[j];
-    delta[i] = sum;
+  // delta [Sq], then dO and O of kBr rows widened to f32 [kBr, Dv]
+  float* delta = static_cast<float*>(
+      sc.rows.reserve(static_cast<std::size_t>(sq + 2 * kBr * dv) * sizeof(float)));
+  float* do_f32 = delta + sq;
+  float* o_f32 = do_f32 + kBr * dv;
+  for (int64_t i0 = 0; i0 < sq; i0 += kBr) {
+    const int64_t rows = std::min(kBr, sq - i0);
+    convert_rows(row_at(g.dout, i0), g.dout.dtype, g.dout.row_stride, do_f32, DType::F32, dv, rows,
+                 dv);
+    convert_rows(row_at(g.o, i0), g.o.dtype, g.o.row_stride, o_f32, DType::F32, dv, rows, dv);
+    for (int64_t r = 0; r < rows; ++r) {
+      float sum = 0;
+      for (int64_t j = 0; j < dv; ++j) sum += do_f32[r * dv + j] * o_f32[r * dv + j];
+      delta[i0 + r] = sum;
+    }
   }
   std::fill(dk, dk + sk * d, 0.0f);
   std::fill(dvv, dvv + sk * dv, 0.0f);
@@ -146,21 +140,17 @@ void head_backward(const HeadGrad& g) {
           attention_detail::score_epilogue(g.scale, g.mask, g.mask_dtype, g.mask_ld, q0, k0);
       gemm_prepacked(q_blk, kt, MutableMatrixView::row_major(s, DType::F32, rows, cols, kBc),
                      score_ep, {0, -1, k0, k0 + cols});
-      if (g.causal && k0 + cols - 1 > q0) {  // block reaches past the diagonal
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = std::max<int64_t>(0, q0 + r + 1 - k0); j < cols; ++j)
-            s[r * kBc + j] = -INFINITY;
-      }
-      probs(s, kBc, static_cast<int>(rows), static_cast<int>(cols), g.lse + q0);
-      round_block(s, p_low, rows, cols);
+      const int64_t diagonal = g.causal ? q0 - k0 + 1 : attention_detail::kAllVisible;
+      probs(s, kBc, static_cast<int>(rows), static_cast<int>(cols), diagonal, g.lse + q0, p_low,
+            g.low, kBc);
       transpose_2d(p_low, rows, cols, kBc, pt, kBr, low_size);
       gemm_prepacked(MatrixView::row_major(pt, g.low, cols, rows, kBr), dop,
                      MutableMatrixView::row_major(dvv + k0 * dv, DType::F32, cols, dv, dv),
                      accumulate, {q0, q0 + rows, 0, -1});
       gemm_prepacked(do_blk, vt, MutableMatrixView::row_major(dp, DType::F32, rows, cols, kBc), {},
                      {0, -1, k0, k0 + cols});
-      softmax_grad(s, kBc, dp, kBc, static_cast<int>(rows), static_cast<int>(cols), delta + q0);
-      round_block(dp, ds_low, rows, cols);
+      softmax_grad(s, kBc, dp, kBc, static_cast<int>(rows), static_cast<int>(cols), delta + q0,
+                   ds_low, g.low, kBc);
       transpose_2d(ds_low, rows, cols, kBc, dst, kBr, low_size);
       gemm_prepacked(MatrixView::row_major(ds_low, g.low, rows, cols, kBc), kp,
                      MutableMatrixView::row_major(dq, DType::F32, rows, d, d), scaled_accumulate,

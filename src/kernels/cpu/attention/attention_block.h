@@ -20,52 +20,63 @@ float horizontal(typename S::F v, bool take_max) {
   return r;
 }
 
+// Calls f(std::integral_constant<DType, t>) for t = bf16, f16 or (anything else) f32: the
+// dtype becomes a constant inside f, and the conversions' switches on it fold away.
+template <class F>
+void with_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::BF16:
+      return f(std::integral_constant<DType, DType::BF16>{});
+    case DType::F16:
+      return f(std::integral_constant<DType, DType::F16>{});
+    default:
+      return f(std::integral_constant<DType, DType::F32>{});
+  }
+}
+
+// Elements [from, to) of a row of dtype t set to 0.
 template <class S>
-void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l, void* p,
-                  DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv) {
+void zero_fill(char* row, DType t, int from, int to) {
+  const std::size_t size = dtype_size(t);
+  for (int j = from; j < to; j += S::kWidth) S::store_n(row + j * size, t, S::zero(), to - j);
+}
+
+template <class S>
+void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, float* m, float* l,
+                  void* p, DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   const float neg_inf = -INFINITY;
   const std::size_t p_size = dtype_size(p_dtype);
   for (int r = 0; r < rows; ++r) {
-    float* srow = s + r * ld_s;
+    const float* srow = s + r * ld_s;
     char* prow = static_cast<char*>(p) + static_cast<std::size_t>(r * ld_p) * p_size;
+    const int n = visible_columns(diagonal, r, cols);
     F vmax = S::set1(neg_inf);
     int j = 0;
-    for (; j + W <= cols; j += W) vmax = S::max(S::load(srow + j), vmax);
+    for (; j + W <= n; j += W) vmax = S::max(S::load(srow + j), vmax);
     float row_max = horizontal<S>(vmax, true);
-    for (; j < cols; ++j) row_max = srow[j] > row_max ? srow[j] : row_max;
+    for (; j < n; ++j) row_max = srow[j] > row_max ? srow[j] : row_max;
     const float m_new = m[r] > row_max ? m[r] : row_max;
     if (m_new == neg_inf) {  // nothing visible yet: p = 0, state unchanged
-      for (int j = 0; j < cols; j += W) S::store_n(prow + j * p_size, p_dtype, S::zero(), cols - j);
+      zero_fill<S>(prow, p_dtype, 0, cols);
       continue;
     }
     const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
     const F shift = S::set1(m_new);
     F vsum = S::zero();
-    // P's dtype as a constant inside the loop: the conversions' switches fold away.
-    auto exp_pass = [&](auto dtype_tag) {
+    with_dtype(p_dtype, [&](auto dtype_tag) {
       constexpr DType pt = decltype(dtype_tag)::value;
-      for (int j = 0; j < cols; j += W) {
-        const int n = cols - j;
-        const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift));
-        S::store_n(prow + j * p_size, pt, e, n);
+      for (int j = 0; j < n; j += W) {
+        const int left = n - j;
+        const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, left), shift));
+        S::store_n(prow + j * p_size, pt, e, left);
         // Sum what is multiplied: e rounded to P's dtype, in registers (reloading the masked
         // store just made would stall on store forwarding). Lanes past n hold exp(0 - max).
-        vsum = S::add(vsum, S::fill_tail(S::round_to(pt, e), n, 0.0f));
+        vsum = S::add(vsum, S::fill_tail(S::round_to(pt, e), left, 0.0f));
       }
-    };
-    switch (p_dtype) {
-      case DType::BF16:
-        exp_pass(std::integral_constant<DType, DType::BF16>{});
-        break;
-      case DType::F16:
-        exp_pass(std::integral_constant<DType, DType::F16>{});
-        break;
-      default:
-        exp_pass(std::integral_constant<DType, DType::F32>{});
-        break;
-    }
+    });
+    zero_fill<S>(prow, p_dtype, n, cols);  // hidden keys
     l[r] = alpha * l[r] + horizontal<S>(vsum, false);
     if (alpha != 1.0f) {
       float* orow = o + r * ld_o;
@@ -79,39 +90,51 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, float* m, float* l
 }
 
 template <class S>
-void recompute_probs(float* s, int64_t ld_s, int rows, int cols, const float* lse) {
+void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal,
+                     const float* lse, void* p_low, DType low, int64_t ld_low) {
   constexpr int W = S::kWidth;
-  for (int r = 0; r < rows; ++r) {
-    float* srow = s + r * ld_s;
-    if (lse[r] == -INFINITY) {  // the forward wrote a zero row: no probability anywhere
-      for (int j = 0; j < cols; ++j) srow[j] = 0.0f;
-      continue;
+  const std::size_t low_size = dtype_size(low);
+  with_dtype(low, [&](auto dtype_tag) {
+    constexpr DType lt = decltype(dtype_tag)::value;
+    for (int r = 0; r < rows; ++r) {
+      float* srow = s + r * ld_s;
+      char* lrow = static_cast<char*>(p_low) + static_cast<std::size_t>(r * ld_low) * low_size;
+      // A row that saw no key in the forward (lse = -inf) has no probability anywhere.
+      const int n = lse[r] == -INFINITY ? 0 : visible_columns(diagonal, r, cols);
+      const typename S::F shift = S::set1(lse[r]);
+      for (int j = 0; j < n; j += W) {
+        const int left = n - j;
+        const typename S::F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, left), shift));
+        S::store_n(srow + j, DType::F32, e, left);
+        if constexpr (lt != DType::F32) S::store_n(lrow + j * low_size, lt, e, left);
+      }
+      zero_fill<S>(reinterpret_cast<char*>(srow), DType::F32, n, cols);
+      if constexpr (lt != DType::F32) zero_fill<S>(lrow, lt, n, cols);
     }
-    const typename S::F shift = S::set1(lse[r]);
-    for (int j = 0; j < cols; j += W) {
-      const int n = cols - j;
-      S::store_n(srow + j, DType::F32,
-                 simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, n), shift)), n);
-    }
-  }
+  });
 }
 
 template <class S>
-void softmax_grad(const float* p, int64_t ld_p, float* dp, int64_t ld_dp, int rows, int cols,
-                  const float* delta) {
+void softmax_grad(const float* p, int64_t ld_p, const float* dp, int64_t ld_dp, int rows, int cols,
+                  const float* delta, void* ds, DType ds_dtype, int64_t ld_ds) {
   constexpr int W = S::kWidth;
-  for (int r = 0; r < rows; ++r) {
-    const float* prow = p + r * ld_p;
-    float* drow = dp + r * ld_dp;
-    const typename S::F d = S::set1(delta[r]);
-    for (int j = 0; j < cols; j += W) {
-      const int n = cols - j;
-      S::store_n(
-          drow + j, DType::F32,
-          S::mul(S::load_n(prow + j, DType::F32, n), S::sub(S::load_n(drow + j, DType::F32, n), d)),
-          n);
+  const std::size_t ds_size = dtype_size(ds_dtype);
+  with_dtype(ds_dtype, [&](auto dtype_tag) {
+    constexpr DType dt = decltype(dtype_tag)::value;
+    for (int r = 0; r < rows; ++r) {
+      const float* prow = p + r * ld_p;
+      const float* dprow = dp + r * ld_dp;
+      char* dsrow = static_cast<char*>(ds) + static_cast<std::size_t>(r * ld_ds) * ds_size;
+      const typename S::F d = S::set1(delta[r]);
+      for (int j = 0; j < cols; j += W) {
+        const int left = cols - j;
+        S::store_n(dsrow + j * ds_size, dt,
+                   S::mul(S::load_n(prow + j, DType::F32, left),
+                          S::sub(S::load_n(dprow + j, DType::F32, left), d)),
+                   left);
+      }
     }
-  }
+  });
 }
 
 }  // namespace

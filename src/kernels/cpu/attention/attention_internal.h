@@ -23,35 +23,55 @@ inline GemmEpilogue score_epilogue(float scale, const char* mask, DType mask_dty
   return ep;
 }
 
+// Which scores of a block a query sees. Row r of a block sees its first
+// visible_columns(diagonal, r, cols) columns: a causal block at (q0, k0) has diagonal
+// q0 - k0 + 1 (key k0 + j is visible to query q0 + r when j < diagonal + r), any other block
+// kAllVisible. The steps below never read a hidden score (the score GEMM computes whole
+// rectangles; what lies past the diagonal is garbage) and give it probability 0, so the
+// causal mask costs no pass over the scores and no exponentials.
+constexpr int64_t kAllVisible = int64_t{1} << 40;
+inline int visible_columns(int64_t diagonal, int r, int cols) {
+  const int64_t n = diagonal + r;
+  return n <= 0 ? 0 : n >= cols ? cols : static_cast<int>(n);
+}
+
 // For each of `rows` query rows, with scores s[r * ld_s + j], j < cols (f32, scaled, masked):
 //   m_new = max(m[r], max_j s);  alpha = e^(m[r] - m_new)
-//   p[r * ld_p + j] = round_to(p_dtype, e^(s - m_new))         (0 when m_new is -inf)
+//   p[r * ld_p + j] = round_to(p_dtype, e^(s - m_new))         (0 when hidden or m_new is -inf)
 //   l[r] = alpha * l[r] + sum_j p (the rounded values);  o[r, :dv] *= alpha;  m[r] = m_new
-using BlockUpdateFn = void(float* s, int64_t ld_s, int rows, int cols, float* m, float* l, void* p,
-                           DType p_dtype, int64_t ld_p, float* o, int64_t ld_o, int dv);
+using BlockUpdateFn = void(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, float* m,
+                           float* l, void* p, DType p_dtype, int64_t ld_p, float* o, int64_t ld_o,
+                           int dv);
 
-void block_update_scalar(float*, int64_t, int, int, float*, float*, void*, DType, int64_t, float*,
-                         int64_t, int);
-void block_update_avx2(float*, int64_t, int, int, float*, float*, void*, DType, int64_t, float*,
-                       int64_t, int);
-void block_update_avx512(float*, int64_t, int, int, float*, float*, void*, DType, int64_t, float*,
-                         int64_t, int);
+void block_update_scalar(float*, int64_t, int, int, int64_t, float*, float*, void*, DType, int64_t,
+                         float*, int64_t, int);
+void block_update_avx2(float*, int64_t, int, int, int64_t, float*, float*, void*, DType, int64_t,
+                       float*, int64_t, int);
+void block_update_avx512(float*, int64_t, int, int, int64_t, float*, float*, void*, DType, int64_t,
+                         float*, int64_t, int);
 
-// Backward, on one block of f32 scores s (scaled, masked; -inf where hidden):
-//   s[r * ld_s + j] = e^(s - lse[r])    the forward's probabilities, in place (0 when hidden or
-//                                       when the row saw no key, lse[r] = -inf)
-//   dp[r * ld_dp + j] = s * (dp - delta[r])   then, with s holding those probabilities, the
-//                                       score gradient dS in place of dP = dO V^T
-using RecomputeProbsFn = void(float* s, int64_t ld_s, int rows, int cols, const float* lse);
-using SoftmaxGradFn = void(const float* p, int64_t ld_p, float* dp, int64_t ld_dp, int rows,
-                           int cols, const float* delta);
+// Backward, on one block of f32 scores s (scaled, masked; -inf where masked):
+//   s[r * ld_s + j] = e^(s - lse[r])    the forward's probabilities P, in place (0 when hidden,
+//                                       masked, or when the row saw no key, lse[r] = -inf), and
+//                                       P rounded to `low` into p_low (unless low is f32)
+//   ds[r * ld_ds + j] = round_to(ds_dtype, p * (dp - delta[r]))   the score gradient dS from
+//                                       P (f32) and dP = dO V^T; ds may be dp itself (f32)
+using RecomputeProbsFn = void(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal,
+                              const float* lse, void* p_low, DType low, int64_t ld_low);
+using SoftmaxGradFn = void(const float* p, int64_t ld_p, const float* dp, int64_t ld_dp, int rows,
+                           int cols, const float* delta, void* ds, DType ds_dtype, int64_t ld_ds);
 
-void recompute_probs_scalar(float*, int64_t, int, int, const float*);
-void recompute_probs_avx2(float*, int64_t, int, int, const float*);
-void recompute_probs_avx512(float*, int64_t, int, int, const float*);
-void softmax_grad_scalar(const float*, int64_t, float*, int64_t, int, int, const float*);
-void softmax_grad_avx2(const float*, int64_t, float*, int64_t, int, int, const float*);
-void softmax_grad_avx512(const float*, int64_t, float*, int64_t, int, int, const float*);
+void recompute_probs_scalar(float*, int64_t, int, int, int64_t, const float*, void*, DType,
+                            int64_t);
+void recompute_probs_avx2(float*, int64_t, int, int, int64_t, const float*, void*, DType, int64_t);
+void recompute_probs_avx512(float*, int64_t, int, int, int64_t, const float*, void*, DType,
+                            int64_t);
+void softmax_grad_scalar(const float*, int64_t, const float*, int64_t, int, int, const float*,
+                         void*, DType, int64_t);
+void softmax_grad_avx2(const float*, int64_t, const float*, int64_t, int, int, const float*, void*,
+                       DType, int64_t);
+void softmax_grad_avx512(const float*, int64_t, const float*, int64_t, int, int, const float*,
+                         void*, DType, int64_t);
 
 // f64 (gradient checks), attention_f64.cpp: the forward from the definition (mask expanded to
 // [B, H, Sq, Sk] or undefined; the log-sum-exp into `lse` when given) and the flash-style

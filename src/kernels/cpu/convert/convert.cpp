@@ -279,6 +279,23 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, std::si
   });
 }
 
+void convert_rows(const void* src, DType src_type, int64_t src_ld, void* dst, DType dst_type,
+                  int64_t dst_ld, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const FastPath* path = src_type == dst_type ? nullptr : find_fast_path(src_type, dst_type);
+  const std::size_t src_row = static_cast<std::size_t>(src_ld) * dtype_size(src_type);
+  const std::size_t dst_row = static_cast<std::size_t>(dst_ld) * dtype_size(dst_type);
+  const auto n = static_cast<std::size_t>(cols);
+  if (path == nullptr) {  // a copy, or a pair without a fast path: per row (serial for one row)
+    for (int64_t r = 0; r < rows; ++r)
+      convert(byte_ptr(src) + r * src_row, src_type, byte_ptr(dst) + r * dst_row, dst_type, n);
+    return;
+  }
+  ContiguousFn* kernel = path->contiguous();
+  for (int64_t r = 0; r < rows; ++r)
+    kernel(byte_ptr(src) + r * src_row, byte_ptr(dst) + r * dst_row, n, false);
+}
+
 void convert_strided(const void* src, DType src_type, int64_t src_stride, void* dst, DType dst_type,
                      int64_t dst_stride, std::size_t n) {
   if (n == 0) return;

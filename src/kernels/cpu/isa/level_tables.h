@@ -46,18 +46,20 @@
                       make_norm_backward_kernels<S>())
 
 // The attention block steps (f32 scores only, so no f64 path).
-#define MIXPREC_LEVEL_ATTENTION(level, S)                                                         \
-  namespace mixprec::kernels::attention_detail {                                                  \
-  void block_update_##level(float* s, int64_t ld_s, int rows, int cols, float* m, float* l,       \
-                            void* p, DType p_dtype, int64_t ld_p, float* o, int64_t ld_o,         \
-                            int dv) {                                                             \
-    block_update<S>(s, ld_s, rows, cols, m, l, p, p_dtype, ld_p, o, ld_o, dv);                    \
-  }                                                                                               \
-  void recompute_probs_##level(float* s, int64_t ld_s, int rows, int cols, const float* lse) {    \
-    recompute_probs<S>(s, ld_s, rows, cols, lse);                                                 \
-  }                                                                                               \
-  void softmax_grad_##level(const float* p, int64_t ld_p, float* dp, int64_t ld_dp, int rows,     \
-                            int cols, const float* delta) {                                       \
-    softmax_grad<S>(p, ld_p, dp, ld_dp, rows, cols, delta);                                       \
-  }                                                                                               \
+#define MIXPREC_LEVEL_ATTENTION(level, S)                                                    \
+  namespace mixprec::kernels::attention_detail {                                             \
+  void block_update_##level(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal,    \
+                            float* m, float* l, void* p, DType p_dtype, int64_t ld_p, float* o, \
+                            int64_t ld_o, int dv) {                                          \
+    block_update<S>(s, ld_s, rows, cols, diagonal, m, l, p, p_dtype, ld_p, o, ld_o, dv);     \
+  }                                                                                          \
+  void recompute_probs_##level(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, \
+                               const float* lse, void* p_low, DType low, int64_t ld_low) {   \
+    recompute_probs<S>(s, ld_s, rows, cols, diagonal, lse, p_low, low, ld_low);              \
+  }                                                                                          \
+  void softmax_grad_##level(const float* p, int64_t ld_p, const float* dp, int64_t ld_dp,    \
+                            int rows, int cols, const float* delta, void* ds, DType ds_dtype, \
+                            int64_t ld_ds) {                                                 \
+    softmax_grad<S>(p, ld_p, dp, ld_dp, rows, cols, delta, ds, ds_dtype, ld_ds);             \
+  }                                                                                          \
   }
