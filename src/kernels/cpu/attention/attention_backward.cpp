@@ -44,6 +44,14 @@ Scratch& thread_scratch() {
   return scratch;
 }
 
+struct Packs {
+  PackedMatrix kt, vt, kp, qp, dop;
+};
+Packs& thread_packs() {
+  thread_local Packs packs;
+  return packs;
+}
+
 // Row r of matrix m (columns contiguous).
 const char* row_at(const MatrixView& m, int64_t r) {
   return static_cast<const char*>(m.data) +
@@ -115,11 +123,18 @@ void head_backward(const HeadGrad& g) {
   std::fill(dk, dk + sk * d, 0.0f);
   std::fill(dvv, dvv + sk * dv, 0.0f);
 
-  const PackedMatrix kt = pack_b(g.k.transposed(), g.q.dtype);     // [D, Sk]
-  const PackedMatrix vt = pack_b(g.v.transposed(), g.dout.dtype);  // [Dv, Sk]
-  const PackedMatrix kp = pack_b(g.k, g.low);                      // [Sk, D]
-  const PackedMatrix qp = pack_b(g.q, g.low);                      // [Sq, D]
-  const PackedMatrix dop = pack_b(g.dout, g.low);                  // [Sq, Dv]
+  // Packed into this thread's panels, kept across heads and calls (no allocation once warm).
+  Packs& packs = thread_packs();
+  const PackedMatrix& kt = packs.kt;
+  const PackedMatrix& vt = packs.vt;
+  const PackedMatrix& kp = packs.kp;
+  const PackedMatrix& qp = packs.qp;
+  const PackedMatrix& dop = packs.dop;
+  repack_b(packs.kt, g.k.transposed(), g.q.dtype);     // [D, Sk]
+  repack_b(packs.vt, g.v.transposed(), g.dout.dtype);  // [Dv, Sk]
+  repack_b(packs.kp, g.k, g.low);                      // [Sk, D]
+  repack_b(packs.qp, g.q, g.low);                      // [Sq, D]
+  repack_b(packs.dop, g.dout, g.low);                  // [Sq, Dv]
   attention_detail::RecomputeProbsFn* probs = kRecomputeProbs();
   attention_detail::SoftmaxGradFn* softmax_grad = kSoftmaxGrad();
   GemmEpilogue accumulate;

@@ -228,10 +228,35 @@ struct Input {
   }
 };
 
+// map_run's common case, every operand contiguous in one dtype T: T is a constant, so the loads'
+// and stores' dtype switches fold away, and whole vectors go unmasked (the tail alone is masked).
+template <class S, DType T, int... k, class Fn>
+void map_contiguous(const Run& r, Fn f) {
+  constexpr int W = S::kWidth;
+  constexpr auto elem = static_cast<int64_t>(dtype_size(T));
+  int64_t i = 0;
+  for (; i + W <= r.n; i += W)
+    S::store_n(r.data[0] + i * elem, T, f(S::load_n(r.data[k] + i * elem, T, W)...), W);
+  if (i < r.n) {
+    const int m = static_cast<int>(r.n - i);
+    S::store_n(r.data[0] + i * elem, T, f(S::load_n(r.data[k] + i * elem, T, m)...), m);
+  }
+}
+
 // out[i] = f(in1[i], ..., inK[i]) over a run, K = sizeof...(k).
 template <class S, int... k, class Fn>
 void map_run(const Run& r, std::integer_sequence<int, k...>, Fn f) {
   constexpr int W = S::kWidth;
+  if constexpr (W > 1) {
+    if (r.stride[0] == 1 && ((r.stride[k] == 1 && r.dtype[k] == r.dtype[0]) && ...)) {
+      bool done = false;
+      with_load_dtype<S>(r.dtype[0], [&](auto dtype_tag) {
+        map_contiguous<S, decltype(dtype_tag)::value, k...>(r, f);
+        done = true;
+      });
+      if (done) return;
+    }
+  }
   const Input<S> in[] = {Input<S>(r, k)...};
   const auto out_elem = static_cast<int64_t>(dtype_size(r.dtype[0]));
   for (int64_t i = 0; i < r.n; i += W) {
