@@ -3,6 +3,7 @@
 // documented reference and its statistics; the gradient-norm reduction.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -152,6 +153,32 @@ TEST_P(OptimKernel, StochasticRoundingIsTheReferenceRule) {
       ASSERT_EQ(std::signbit(got), std::signbit(v)) << "element " << i;
     }
   }
+}
+
+// The 2-norm's sum of squares runs on eight f64 lanes above the scalar level: the same
+// accumulators, so the same bits, for every float dtype, ragged lengths (a tail past the last
+// whole vector, several 65536-element blocks) and values whose squares span the f64 range.
+TEST_P(OptimKernel, SquareSumMatchesScalarBitForBit) {
+  Generator gen(5);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t n : {1, 7, 8, 13, 1000, 65536 * 2 + 5}) {
+      const Tensor g = Tensor::normal({n}, 0.0, 300.0, gen, t);
+      if (n > 8) {  // the extremes of the dtype: tiny and huge squares in one sum
+        g.set({3}, t == DType::F16 ? 6e-8 : 1e-30);
+        g.set({5}, t == DType::F16 ? 6e4 : 1e30);
+      }
+      double level_sum = 0.0, scalar_sum = 0.0;
+      {
+        ScopedIsa at(isa());
+        level_sum = norm_pow_sum(g, 2.0);
+      }
+      {
+        ScopedIsa at(IsaLevel::Scalar);
+        scalar_sum = norm_pow_sum(g, 2.0);
+      }
+      EXPECT_EQ(std::bit_cast<uint64_t>(level_sum), std::bit_cast<uint64_t>(scalar_sum))
+          << dtype_name(t) << " n " << n << ": " << level_sum << " vs " << scalar_sum;
+    }
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(OptimKernel);

@@ -52,6 +52,14 @@ const OptimKernels& optim_avx2();
 const OptimKernels& optim_avx512();
 const OptimKernels& optim_f64();
 
+// Sum of squares of n f32, f16 or bf16 values in f64 (the 2-norm of clip_grad_norm), over
+// kSquareSumLanes interleaved accumulators (accumulator j takes elements i with i % 8 == j)
+// added together in order at the end: each square is exact in f64, so every level that keeps
+// this order (scalar in optim.cpp, eight f64 lanes in optim_avx512.cpp) gives the same bits.
+constexpr int kSquareSumLanes = 8;
+using SquareSumFn = double(const void* data, DType dtype, int64_t n);
+double square_sum_avx512(const void* data, DType dtype, int64_t n);
+
 // The scalar random bits every level reproduces: lowbias32 (Chris Wellons' 32-bit integer
 // hash, a bijection with good avalanche) applied twice, keyed.
 constexpr uint32_t lowbias32(uint32_t x) {
