@@ -115,10 +115,18 @@ def main():
     bf16_peers = [r for r in rows if r["config"].startswith("pytorch") and "bf16" in r["config"]
                   and r["correct"]]
     if bf16_peers:
+        # One verdict per kernel level measured: PyTorch uses AMX where the CPU has it, so on such
+        # a CPU the amx row is the like-for-like one, and the forced avx512bf16 row is what a CPU
+        # without AMX (an AMD EPYC) runs, where PyTorch has no AMX either.
         fastest = min(bf16_peers, key=lambda r: r["ms"])
-        ratio = fastest["ms"] / ref_ms
-        print(f"\nissue #16 target ({reference} >= 1.5x PyTorch bf16 autocast, eager and compiled): "
-              f"{ratio:.2f}x vs the fastest, {fastest['config']} ({'MET' if ratio >= 1.5 else 'NOT met'})")
+        for r in rows:
+            if not r["config"].startswith("mixprec bf16 ("):
+                continue
+            ratio = fastest["ms"] / r["ms"]
+            best = fastest["ms_range"][0] / r["ms_range"][0]
+            print(f"\nissue #16 target ({r['config']} >= 1.5x PyTorch bf16 autocast, eager and "
+                  f"compiled): {ratio:.2f}x by median ({best:.2f}x by best) vs the fastest, "
+                  f"{fastest['config']} ({'MET' if ratio >= 1.5 else 'NOT met'})")
     if args.json:
         print(json.dumps({"benchmark": "gpt_step_vs_peers", "threads": args.threads,
                           "rounds": args.rounds, "levels": levels, "load": [min(loads), max(loads)],
