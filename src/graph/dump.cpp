@@ -36,7 +36,8 @@ std::string Graph::to_string() const {
   const Impl& g = *impl_;
   std::ostringstream out;
   out << "graph: " << g.nodes.size() << " kernels (" << g.eliminated
-      << " dropped as dead code, " << g.folded << " folded into constants), " << g.staged.size()
+      << " dropped as dead code, " << g.folded << " folded into constants, " << g.chains.size()
+      << " elementwise chains run chunk by chunk), " << g.staged.size()
       << " inputs, " << g.outputs.size() << " outputs\n";
   char index[24];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -48,6 +49,9 @@ std::string Graph::to_string() const {
     out << ") -> ";
     for (std::size_t k = 0; k < n.outputs.size(); ++k)
       out << (k ? ", " : "") << view_text(g, n.outputs[k]);
+    for (std::size_t c = 0; c < g.chains.size(); ++c)
+      if (g.chains[c].first <= static_cast<int>(i) && static_cast<int>(i) < g.chains[c].end)
+        out << "  [chain " << c << "]";
     out << "\n";
   }
   out << "outputs:";

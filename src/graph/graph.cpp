@@ -288,10 +288,21 @@ void Graph::Impl::bind() {
   }
   outputs.clear();
   for (int v : output_views) outputs.push_back(tensor_of(v));
+  bind_chains();
 }
 
 void Graph::Impl::execute() const {
-  for (const Node& node : nodes) node.kernel({node.input_ptrs, node.output_ptrs});
+  auto chain = chains.begin();
+  for (std::size_t i = 0; i < nodes.size();) {
+    if (chain != chains.end() && static_cast<std::size_t>(chain->first) == i) {
+      run_chain(*chain);
+      i = static_cast<std::size_t>(chain->end);
+      ++chain;
+      continue;
+    }
+    nodes[i].kernel({nodes[i].input_ptrs, nodes[i].output_ptrs});
+    ++i;
+  }
 }
 
 Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
@@ -328,6 +339,7 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
   }
   if (options.fold_constants) impl->fold_constants();
   impl->prune(options.eliminate_dead_code);
+  if (options.fuse_elementwise) impl->find_chains();
   impl->plan(options.reuse_memory);
   impl->bind();
   for (std::size_t i = 0; i < inputs.size(); ++i)
@@ -388,6 +400,12 @@ const std::vector<Tensor>& Graph::inputs() const { return impl_->staged; }
 std::size_t Graph::size() const { return impl_->nodes.size(); }
 std::size_t Graph::eliminated() const { return impl_->eliminated; }
 std::size_t Graph::folded() const { return impl_->folded; }
+std::size_t Graph::fused_chains() const { return impl_->chains.size(); }
+std::size_t Graph::fused_kernels() const {
+  std::size_t kernels = 0;
+  for (const Chain& c : impl_->chains) kernels += static_cast<std::size_t>(c.end - c.first);
+  return kernels;
+}
 const MemoryPlan& Graph::memory() const { return impl_->memory; }
 
 std::vector<Graph::OpTime> Graph::profile(int rounds) const {

@@ -52,6 +52,18 @@ struct Node {
   std::vector<const Tensor*> input_ptrs, output_ptrs;
 };
 
+// Consecutive elementwise kernels [first, end) run chunk by chunk (fuse.cpp): per chunk, per
+// kernel, the tensors it gets (1-D slices of its views; a scalar operand whole).
+struct Chain {
+  int first = 0, end = 0;
+  int64_t elements = 0;  // of every sliced view
+  struct Call {
+    std::vector<Tensor> tensors;
+    std::vector<const Tensor*> input_ptrs, output_ptrs;
+  };
+  std::vector<std::vector<Call>> chunks;  // [chunk][kernel - first], made by bind()
+};
+
 struct Graph::Impl {
   std::vector<Buffer> buffers;
   std::vector<View> views;
@@ -62,6 +74,7 @@ struct Graph::Impl {
   std::size_t eliminated = 0;
   std::size_t folded = 0;
   MemoryPlan memory;
+  std::vector<Chain> chains;  // in node order, disjoint
 
   std::shared_ptr<Allocation> arena;
   std::vector<Tensor> staged;   // the input buffers as the arguments' tensors
@@ -74,8 +87,16 @@ struct Graph::Impl {
   // Places inputs and intermediates in the arena, an elementwise kernel's output in the place of
   // an input that dies there when reuse_memory (plan.cpp).
   void plan(bool reuse_memory);
+  // Finds the elementwise chains (fuse.cpp), after prune and before plan.
+  void find_chains();
+  // Keeps every buffer a chain touches alive across the whole chain (its chunks interleave the
+  // kernels), before the placement; in-place sharing inside a chain stays allowed.
+  void extend_chain_lifetimes();
   // Makes the arena and the tensors every kernel runs on.
   void bind();
+  // The per-chunk slices of every chain (fuse.cpp), after bind.
+  void bind_chains();
+  void run_chain(const Chain& chain) const;
   void execute() const;
 };
 

@@ -66,6 +66,7 @@ void share_in_place(Graph::Impl& g) {
 
 void Graph::Impl::plan(bool reuse_memory) {
   if (reuse_memory) share_in_place(*this);
+  extend_chain_lifetimes();
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer& b = buffers[i];

@@ -57,6 +57,12 @@ struct CaptureOptions {
   // price: an in-place update of a parameter after the capture is no longer seen (as with
   // packed weights, which are frozen either way). For inference with fixed weights.
   bool fold_constants = false;
+  // Run each chain of consecutive elementwise kernels (unary, binary and scalar ops,
+  // activations, clamp) over tensors of one shape and layout chunk by chunk: every kernel of the
+  // chain on the first few thousand elements, then on the next, so what one kernel writes is
+  // still in L1 when the next reads it. The kernels and their arithmetic are unchanged, so the
+  // results are bit-identical; the chain's buffers stay alive across the whole chain.
+  bool fuse_elementwise = true;
 };
 
 // Memory of a graph, in bytes.
@@ -92,6 +98,8 @@ class Graph {
   const MemoryPlan& memory() const;
   std::size_t eliminated() const;         // kernels dropped as dead code
   std::size_t folded() const;             // kernels folded into constants
+  std::size_t fused_chains() const;       // elementwise chains run chunk by chunk
+  std::size_t fused_kernels() const;      // the kernels in those chains
 
   // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
   // or a constant), then the memory summary.
