@@ -195,7 +195,11 @@ void scatter_lanes(char* p, DType t, int64_t stride, typename S::F v, int m) {
 template <class S>
 [[gnu::always_inline]] inline typename S::F load_lanes(const char* p, DType t, int64_t stride,
                                                        int m) {
-  return S::kWidth == 1 || stride == 1 ? S::load_n(p, t, m) : gather_lanes<S>(p, t, stride, m);
+  if (S::kWidth == 1 || stride == 1) return S::load_n(p, t, m);
+  if constexpr (requires { S::gather_f32(nullptr, int64_t{0}, 0); })
+    if (t == DType::F32 && stride > -(int64_t{1} << 27) && stride < (int64_t{1} << 27))
+      return S::gather_f32(reinterpret_cast<const float*>(p), stride, m);
+  return gather_lanes<S>(p, t, stride, m);
 }
 
 template <class S>

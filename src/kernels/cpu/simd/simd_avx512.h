@@ -24,6 +24,14 @@ struct Avx512 {
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  // Up to 16 f32 `stride` elements apart (|stride| < 2^27), lanes past n zero: vgatherdps, for
+  // an operand whose innermost dim is strided (a channels_last tensor met in plain order).
+  static F gather_f32(const float* p, int64_t stride, int n) {
+    const __m512i index = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int>(stride)));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask(n), index, p, 4);
+  }
 
   static F widen_bf16(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
