@@ -100,13 +100,10 @@ struct LoopPlan {
   std::vector<std::array<int64_t, kMaxOperands>> strides;
 };
 
-LoopPlan plan_loop(const Shape& shape, const std::vector<Tensor>& operands) {
-  std::vector<std::size_t> dims;
-  for (std::size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1) dims.push_back(d);
-  const Strides& out_strides = operands[0].strides();
-  std::stable_sort(dims.begin(), dims.end(),
-                   [&](std::size_t a, std::size_t b) { return out_strides[a] > out_strides[b]; });
+// The loop over `dims` in that order (outermost first), merging neighbours that every operand
+// walks as one.
+LoopPlan merge_dims(const Shape& shape, const std::vector<Tensor>& operands,
+                    const std::vector<std::size_t>& dims) {
   LoopPlan plan;
   for (std::size_t d : dims) {
     std::array<int64_t, kMaxOperands> s{};
@@ -125,6 +122,33 @@ LoopPlan plan_loop(const Shape& shape, const std::vector<Tensor>& operands) {
     plan.strides.push_back(s);
   }
   return plan;
+}
+
+// Runs shorter than this cost more in per-run overhead (a kernel call, the index stepping)
+// than the strided loads of a longer run do.
+constexpr int64_t kShortRun = 16;
+
+// Dims in the output's memory order, so that it is written in order. When that leaves a short
+// innermost run (a channels_last output with 2 or 3 channels and an operand broadcast over
+// them: runs of 3 elements, 4096 per 64 x 64 frame), the dim whose move innermost gives the
+// longest run goes there instead; the operands strided along it are gathered.
+LoopPlan plan_loop(const Shape& shape, const std::vector<Tensor>& operands) {
+  std::vector<std::size_t> dims;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) dims.push_back(d);
+  const Strides& out_strides = operands[0].strides();
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](std::size_t a, std::size_t b) { return out_strides[a] > out_strides[b]; });
+  LoopPlan best = merge_dims(shape, operands, dims);
+  if (best.shape.empty() || best.shape.back() >= kShortRun) return best;
+  for (std::size_t i = 0; i + 1 < dims.size(); ++i) {
+    std::vector<std::size_t> order = dims;
+    std::rotate(order.begin() + static_cast<std::ptrdiff_t>(i),
+                order.begin() + static_cast<std::ptrdiff_t>(i) + 1, order.end());
+    LoopPlan plan = merge_dims(shape, operands, order);
+    if (plan.shape.back() > best.shape.back()) best = std::move(plan);
+  }
+  return best;
 }
 
 // Runs `op` over operands[0] (the output, shape already checked) and the inputs, which have

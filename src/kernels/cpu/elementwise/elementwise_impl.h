@@ -205,10 +205,16 @@ template <class S>
 template <class S>
 [[gnu::always_inline]] inline void store_lanes(char* p, DType t, int64_t stride, typename S::F v,
                                                int m) {
-  if (S::kWidth == 1 || stride == 1)
+  if (S::kWidth == 1 || stride == 1) {
     S::store_n(p, t, v, m);
-  else
-    scatter_lanes<S>(p, t, stride, v, m);
+    return;
+  }
+  if constexpr (requires { S::scatter_f32(nullptr, int64_t{0}, v, 0); })
+    if (t == DType::F32 && stride > -(int64_t{1} << 27) && stride < (int64_t{1} << 27)) {
+      S::scatter_f32(reinterpret_cast<float*>(p), stride, v, m);
+      return;
+    }
+  scatter_lanes<S>(p, t, stride, v, m);
 }
 
 // One input of a run: a stride-0 input is loaded once, outside the loop.
@@ -227,23 +233,34 @@ struct Input {
         elem(static_cast<int64_t>(dtype_size(r.dtype[k]))),
         broadcast(r.stride[k] == 0 ? load_lanes<S>(r.data[k], r.dtype[k], 0, S::kWidth)
                                    : S::zero()) {}
-  typename S::F at(int64_t i, int m) const {
+  [[gnu::always_inline]] typename S::F at(int64_t i, int m) const {
     return stride == 0 ? broadcast : load_lanes<S>(data + i * stride * elem, dtype, stride, m);
   }
 };
 
-// map_run's common case, every operand contiguous in one dtype T: T is a constant, so the loads'
+// map_run's common case, every operand contiguous (or a scalar) in one dtype T: T is a constant, so the loads'
 // and stores' dtype switches fold away, and whole vectors go unmasked (the tail alone is masked).
+// A stride-0 input (a scalar operand) is loaded once, before the loop.
 template <class S, DType T, int... k, class Fn>
 void map_contiguous(const Run& r, Fn f) {
+  using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr auto elem = static_cast<int64_t>(dtype_size(T));
+  auto splat = [](const char* p) {  // the one element at p in every lane
+    alignas(64) float first[W];
+    S::store(first, S::load_n(p, T, 1));
+    return S::set1(first[0]);
+  };
+  F broadcast[kMaxOperands];
+  ((broadcast[k] = r.stride[k] == 0 ? splat(r.data[k]) : S::zero()), ...);
+  auto lanes = [&](int operand, int64_t i, int m) {
+    return r.stride[operand] == 0 ? broadcast[operand] : S::load_n(r.data[operand] + i * elem, T, m);
+  };
   int64_t i = 0;
-  for (; i + W <= r.n; i += W)
-    S::store_n(r.data[0] + i * elem, T, f(S::load_n(r.data[k] + i * elem, T, W)...), W);
+  for (; i + W <= r.n; i += W) S::store_n(r.data[0] + i * elem, T, f(lanes(k, i, W)...), W);
   if (i < r.n) {
     const int m = static_cast<int>(r.n - i);
-    S::store_n(r.data[0] + i * elem, T, f(S::load_n(r.data[k] + i * elem, T, m)...), m);
+    S::store_n(r.data[0] + i * elem, T, f(lanes(k, i, m)...), m);
   }
 }
 
@@ -252,7 +269,8 @@ template <class S, int... k, class Fn>
 void map_run(const Run& r, std::integer_sequence<int, k...>, Fn f) {
   constexpr int W = S::kWidth;
   if constexpr (W > 1) {
-    if (r.stride[0] == 1 && ((r.stride[k] == 1 && r.dtype[k] == r.dtype[0]) && ...)) {
+    if (r.stride[0] == 1 &&
+        (((r.stride[k] == 1 || r.stride[k] == 0) && r.dtype[k] == r.dtype[0]) && ...)) {
       bool done = false;
       with_load_dtype<S>(r.dtype[0], [&](auto dtype_tag) {
         map_contiguous<S, decltype(dtype_tag)::value, k...>(r, f);

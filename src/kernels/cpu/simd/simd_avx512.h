@@ -32,6 +32,13 @@ struct Avx512 {
         _mm512_set1_epi32(static_cast<int>(stride)));
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask(n), index, p, 4);
   }
+  // The first n lanes of v to f32 `stride` elements apart (|stride| < 2^27, not 0): vscatterdps.
+  static void scatter_f32(float* p, int64_t stride, F v, int n) {
+    const __m512i index = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int>(stride)));
+    _mm512_mask_i32scatter_ps(p, mask(n), index, v, 4);
+  }
 
   static F widen_bf16(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
