@@ -84,7 +84,8 @@ void run_query_block(const HeadProblem& hp, int64_t q0) {
   q_blk.rows = rows;
   // Causal: keys past the block's last query are never visible. The key range is rounded up to
   // a multiple of 32 (the extra keys are hidden) so that P V, whose depth it is, runs on AMX.
-  const int64_t k_end = hp.causal ? std::min(sk, (q0 + rows + kKeyAlign - 1) / kKeyAlign * kKeyAlign) : sk;
+  const int64_t k_end =
+      hp.causal ? std::min(sk, (q0 + rows + kKeyAlign - 1) / kKeyAlign * kKeyAlign) : sk;
 
   for (int64_t k0 = 0; k0 < k_end; k0 += kBc) {
     const int64_t cols = std::min(kBc, k_end - k0);

@@ -238,9 +238,10 @@ struct Input {
   }
 };
 
-// map_run's common case, every operand contiguous (or a scalar) in one dtype T: T is a constant, so the loads'
-// and stores' dtype switches fold away, and whole vectors go unmasked (the tail alone is masked).
-// A stride-0 input (a scalar operand) is loaded once, before the loop.
+// map_run's common case, every operand contiguous (or a scalar) in one dtype T: T is a
+// constant, so the loads' and stores' dtype switches fold away, and whole vectors go unmasked
+// (the tail alone is masked). A stride-0 input (a scalar operand) is loaded once, before the
+// loop.
 template <class S, DType T, int... k, class Fn>
 void map_contiguous(const Run& r, Fn f) {
   using F = typename S::F;
@@ -254,7 +255,8 @@ void map_contiguous(const Run& r, Fn f) {
   F broadcast[kMaxOperands];
   ((broadcast[k] = r.stride[k] == 0 ? splat(r.data[k]) : S::zero()), ...);
   auto lanes = [&](int operand, int64_t i, int m) {
-    return r.stride[operand] == 0 ? broadcast[operand] : S::load_n(r.data[operand] + i * elem, T, m);
+    return r.stride[operand] == 0 ? broadcast[operand]
+                                  : S::load_n(r.data[operand] + i * elem, T, m);
   };
   int64_t i = 0;
   for (; i + W <= r.n; i += W) S::store_n(r.data[0] + i * elem, T, f(lanes(k, i, W)...), W);

@@ -1,4 +1,6 @@
 // The optimizer kernels at 16 f32 lanes (Avx512): the templates of optim_impl.h.
+#include <bit>
+
 #include "optim_impl.h"
 #include "../simd/simd_avx512.h"
 
@@ -40,10 +42,11 @@ double square_sum_avx512(const void* data, DType dtype, int64_t n) {
         a = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(
             *reinterpret_cast<const uint16_t*>(bytes + i * elem))));
         break;
-      case DType::BF16:
-        a = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(
-            static_cast<int>(uint32_t{*reinterpret_cast<const uint16_t*>(bytes + i * elem)} << 16))));
+      case DType::BF16: {
+        const uint32_t high = uint32_t{*reinterpret_cast<const uint16_t*>(bytes + i * elem)} << 16;
+        a = std::bit_cast<float>(high);
         break;
+      }
       default:
         a = *reinterpret_cast<const float*>(bytes + i * elem);
         break;
