@@ -253,7 +253,7 @@ void channel_sums(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, con
   });
 }
 
-template <class S, DType X, Activation A>
+template <class S, DType X, DType O, Activation A>
 void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const char* center,
                 const char* scale, const char* shift) {
   using F = typename S::F;
@@ -261,19 +261,24 @@ void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const
   constexpr auto kLane = kLaneDType<S>;
   constexpr auto lane_elem = static_cast<int64_t>(sizeof(lane_t<S>));
   constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
-  const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
+  constexpr auto out_elem = static_cast<int64_t>(dtype_size(O));
+  // The plan's pointers in locals: the stores below could alias the plan, so the compiler
+  // would otherwise reload them after every vector.
+  const char* const x_base = static_cast<const char*>(p.x);
+  char* const out_base = static_cast<char*>(p.out);
+  const int64_t c_all = p.c, full = c_all / W * W;
+  auto one = [&](const char* x, char* out, int64_t c, int m) {
+    const F d = S::sub(S::load_n(x + c * x_elem, X, m), S::load_n(center + c * lane_elem, kLane, m));
+    const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m),
+                         S::load_n(shift + c * lane_elem, kLane, m));
+    S::store_n(out + c * out_elem, O, activate<S, A>(v), m);
+  };
   for (int64_t r = r0; r < r1; ++r) {
-    const int64_t first = (n * p.hw + r) * p.c;
-    const char* x = static_cast<const char*>(p.x) + first * x_elem;
-    char* out = static_cast<char*>(p.out) + first * out_elem;
-    for (int64_t c = 0; c < p.c; c += W) {
-      const int m = p.c - c < W ? static_cast<int>(p.c - c) : W;
-      const F d = S::sub(S::load_n(x + c * x_elem, X, m),
-                         S::load_n(center + c * lane_elem, kLane, m));
-      const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m),
-                           S::load_n(shift + c * lane_elem, kLane, m));
-      S::store_n(out + c * out_elem, p.out_dtype, activate<S, A>(v), m);
-    }
+    const int64_t first = (n * p.hw + r) * c_all;
+    const char* x = x_base + first * x_elem;
+    char* out = out_base + first * out_elem;
+    for (int64_t c = 0; c < full; c += W) one(x, out, c, W);
+    if (full < c_all) one(x, out, full, static_cast<int>(c_all - full));
   }
 }
 
@@ -281,10 +286,12 @@ template <class S>
 void channels_last_apply(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1,
                          const void* center, const void* scale, const void* shift) {
   with_load_dtype<S>(p.x_dtype, [&](auto x) {
-    with_activation(p.activation, [&](auto act) {
-      apply_rows<S, decltype(x)::value, decltype(act)::value>(
-          p, n, r0, r1, static_cast<const char*>(center), static_cast<const char*>(scale),
-          static_cast<const char*>(shift));
+    with_load_dtype<S>(p.out_dtype, [&](auto out) {
+      with_activation(p.activation, [&](auto act) {
+        apply_rows<S, decltype(x)::value, decltype(out)::value, decltype(act)::value>(
+            p, n, r0, r1, static_cast<const char*>(center), static_cast<const char*>(scale),
+            static_cast<const char*>(shift));
+      });
     });
   });
 }

@@ -44,16 +44,21 @@ struct Avx512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
   // f32 -> bf16 round to nearest even in integer arithmetic: bit-exact with
-  // fp16_bits::f32_to_bf16, subnormals kept (vcvtneps2bf16 would flush them).
+  // fp16_bits::f32_to_bf16, subnormals kept (vcvtneps2bf16 would flush them). The rounding
+  // leaves each bf16 in its lane's high half, and one word permute gathers the high halves:
+  // vpmovdw (the obvious narrowing) is two uops, and its fused store form is slow on AMD.
   static __m256i narrow_bf16(F v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
     const __mmask16 nan = _mm512_cmp_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                                 _mm512_set1_epi32(0x7F800000), _MM_CMPINT_NLE);
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
+    // NaN: quieted, its payload truncated.
+    const __m512i bits = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+    const __m512i high_halves = _mm512_setr_epi32(  // word i <- word 2i + 1, i < 16
+        0x00030001, 0x00070005, 0x000B0009, 0x000F000D, 0x00130011, 0x00170015, 0x001B0019,
+        0x001F001D, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi16(high_halves, bits));
   }
 
   static F load_n(const void* p, DType t, int n) {
