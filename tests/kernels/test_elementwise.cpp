@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -279,7 +280,7 @@ TEST_P(ElementwiseTest, ExpThroughTheSubnormalsToZero) {
   int64_t failures = 0, zeros = 0, subnormals = 0;
   for (std::size_t i = 0; i < xs.size() && failures < 5; ++i) {
     const double want =
-        static_cast<float>(std::exp(static_cast<double>(xs[i])));  // RNE, subnormals kept
+        static_cast<float>(std::exp(static_cast<double>(xs[i])));        // RNE, subnormals kept
     const double bound = std::max(smallest, 4 * std::ldexp(want, -23));  // 4 ulps
     if (xs[i] < -104.0f ? got[i] != 0.0f : !(std::fabs(got[i] - want) <= bound))
       ++failures, ADD_FAILURE() << "exp(" << xs[i] << ") = " << got[i] << ", reference " << want;
@@ -290,6 +291,30 @@ TEST_P(ElementwiseTest, ExpThroughTheSubnormalsToZero) {
   EXPECT_GT(subnormals, 0);
   EXPECT_GT(got[std::lower_bound(xs.begin(), xs.end(), -103.9f) - xs.begin()], 0.0f)
       << "e^-103.9 rounds to the smallest subnormal";
+}
+
+// Where 2^n leaves the normal floats (every f32 in [-110, -86] and [86, 89]) exp scales by it
+// in one step on AVX-512 (vscalefps takes any exponent) and as two normal factors elsewhere.
+// The first factor is exact, so both round the same product once: the same bits as the scalar
+// level, and so as every level.
+TEST_P(ElementwiseTest, ExpBeyondTheNormalExponentsMatchesTheScalarLevelBitForBit) {
+  std::vector<float> xs;
+  for (float x = -110.0f; x <= -86.0f; x = std::nextafter(x, 0.0f)) xs.push_back(x);
+  for (float x = 86.0f; x <= 89.0f; x = std::nextafter(x, 100.0f)) xs.push_back(x);
+  const Tensor x = Tensor::from_vector<float>(xs);
+  const Tensor got = Tensor::empty(x.shape(), DType::F32),
+               want = Tensor::empty(x.shape(), DType::F32);
+  unary(UnaryOp::Exp, x, got);
+  {
+    const ScopedIsa scalar(IsaLevel::Scalar);
+    unary(UnaryOp::Exp, x, want);
+  }
+  int64_t failures = 0;
+  for (std::size_t i = 0; i < xs.size() && failures < 5; ++i) {
+    const float g = got.data<float>()[i], w = want.data<float>()[i];
+    if (std::memcmp(&g, &w, sizeof g) != 0)
+      ++failures, ADD_FAILURE() << "exp(" << xs[i] << ") = " << g << ", scalar level " << w;
+  }
 }
 
 TEST_P(ElementwiseTest, BinaryBroadcastingEveryOpAndDtype) {

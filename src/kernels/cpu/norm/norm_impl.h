@@ -190,8 +190,7 @@ void group_norm_units(const GroupNormPlan& p, int64_t lo, int64_t hi) {
       char* oc = out + k * p.hw * out_elem;
       for (int64_t i = 0; i < p.hw; i += W) {
         const int m = p.hw - i < W ? static_cast<int>(p.hw - i) : W;
-        const F v =
-            S::fmadd(S::sub(S::load_n(xc + i * x_elem, X, m), mo.mean), scale, shift);
+        const F v = S::fmadd(S::sub(S::load_n(xc + i * x_elem, X, m), mo.mean), scale, shift);
         S::store_n(oc + i * out_elem, p.out_dtype, activate<S, A>(v), m);
       }
     }
@@ -268,7 +267,8 @@ void apply_rows(const GroupNormPlan& p, int64_t n, int64_t r0, int64_t r1, const
   char* const out_base = static_cast<char*>(p.out);
   const int64_t c_all = p.c, full = c_all / W * W;
   auto one = [&](const char* x, char* out, int64_t c, int m) {
-    const F d = S::sub(S::load_n(x + c * x_elem, X, m), S::load_n(center + c * lane_elem, kLane, m));
+    const F d =
+        S::sub(S::load_n(x + c * x_elem, X, m), S::load_n(center + c * lane_elem, kLane, m));
     const F v = S::fmadd(d, S::load_n(scale + c * lane_elem, kLane, m),
                          S::load_n(shift + c * lane_elem, kLane, m));
     S::store_n(out + c * out_elem, O, activate<S, A>(v), m);

@@ -153,6 +153,7 @@ struct Avx2 {
     return _mm256_castsi256_ps(_mm256_or_si256(
         _mm256_and_si256(bits, _mm256_set1_epi32(0x007FFFFF)), _mm256_set1_epi32(0x3F800000)));
   }
+  static constexpr bool kScale2AnyExponent = false;  // 2^n is built from its exponent bits
   static F scale2(F x, F n) {
     const __m256i bits =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);

@@ -136,8 +136,9 @@ struct Avx512 {
   }
   static F get_exponent(F x) { return _mm512_getexp_ps(x); }
   static F get_mantissa(F x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero); }
-  // vscalefps: x * 2^n rounded once, in one instruction (for integral n in the normal exponent
-  // range the same result as multiplying by the power of two).
+  // vscalefps: x * 2^n rounded once, in one instruction, for any integral n (in the normal
+  // exponent range the same result as multiplying by the power of two).
+  static constexpr bool kScale2AnyExponent = true;
   static F scale2(F x, F n) { return _mm512_scalef_ps(x, n); }
 
   using U = __m512i;

@@ -7,8 +7,9 @@
 //
 // exp: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6 Taylor
 // polynomial for e^r (truncation error < 2.5e-8 relative at |r| = 0.347), then 2^n applied as
-// two factors 2^(n/2) 2^(n - n/2), each a normal float, so results in the subnormal range are
-// rounded once and kept, and everything below half the smallest subnormal (x < -103.97, -inf
+// two factors 2^(n/2) 2^(n - n/2), each a normal float (or at once where the level's scale2
+// takes any exponent: AVX-512's vscalefps; p 2^(n/2) is exact, so both round the same product
+// once), so results in the subnormal range are rounded once and kept, and everything below half the smallest subnormal (x < -103.97, -inf
 // included) is exactly 0. Input is clamped above to 88.7 (e^88.7 is still finite; the
 // overflow of larger x to inf is left to the caller's range). Lanes below -104 are not
 // computed down to 0 but set to it: an underflow to 0 costs a microcode assist per instruction
@@ -33,8 +34,14 @@ typename S::F exp(typename S::F in) {
   p = S::fmadd(p, r, S::set1(0.5f));
   p = S::fmadd(p, r, S::set1(1.0f));
   p = S::fmadd(p, r, S::set1(1.0f));
-  const F half = S::trunc_int(S::mul(n, S::set1(0.5f)));
-  return S::select_less(in, zero_below, S::zero(), S::scale2(S::scale2(p, half), S::sub(n, half)));
+  F scaled;
+  if constexpr (S::kScale2AnyExponent) {
+    scaled = S::scale2(p, n);  // one rounding, the same as the two factors' last one
+  } else {
+    const F half = S::trunc_int(S::mul(n, S::set1(0.5f)));
+    scaled = S::scale2(S::scale2(p, half), S::sub(n, half));
+  }
+  return S::select_less(in, zero_below, S::zero(), scaled);
 }
 
 // 1 / (1 + e^-x); saturates cleanly to 0 and 1.

@@ -12,7 +12,8 @@
 //   add sub mul div max min fmadd(a, b, c) = a * b + c
 //   select_negative(x, a, b) = x < 0 ? a : b, per lane
 //   round_int(x)      round to nearest integer (as f32); trunc_int(x) toward zero
-//   scale2(x, n)      x * 2^n for integral n
+//   scale2(x, n)      x * 2^n for integral n (2^n a normal float, unless kScale2AnyExponent:
+//                     then any n, the product rounded once)
 //   abs sqrt          (sqrt correctly rounded on every level)
 //   select_less(a, b, t, f) = a < b ? t : f, per lane (false when either is NaN)
 //   select_nan(x, t, f) = x is NaN ? t : f, per lane
@@ -117,6 +118,7 @@ struct Scalar : ScalarLane<float> {
   static F get_mantissa(F x) {
     return x == 0.0f || !std::isfinite(x) ? 1.0f : std::scalbn(std::fabs(x), -std::ilogb(x));
   }
+  static constexpr bool kScale2AnyExponent = false;  // 2^n is built from its exponent bits
   static F scale2(F x, F n) {
     const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
     float s;
