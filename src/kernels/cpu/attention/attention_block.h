@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "attention_internal.h"
+#include "../simd/dtype_dispatch.h"
 #include "../simd/simd_math.h"
 
 namespace mixprec::kernels::attention_detail {
@@ -18,20 +19,6 @@ float horizontal(typename S::F v, bool take_max) {
   float r = lanes[0];
   for (int i = 1; i < S::kWidth; ++i) r = take_max ? (lanes[i] > r ? lanes[i] : r) : r + lanes[i];
   return r;
-}
-
-// Calls f(std::integral_constant<DType, t>) for t = bf16, f16 or (anything else) f32: the
-// dtype becomes a constant inside f, and the conversions' switches on it fold away.
-template <class F>
-void with_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::BF16:
-      return f(std::integral_constant<DType, DType::BF16>{});
-    case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
-    default:
-      return f(std::integral_constant<DType, DType::F32>{});
-  }
 }
 
 // Elements [from, to) of a row of dtype t set to 0.
@@ -65,7 +52,7 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, 
     const float alpha = m[r] == neg_inf ? 0.0f : std::exp(m[r] - m_new);
     const F shift = S::set1(m_new);
     F vsum = S::zero();
-    with_dtype(p_dtype, [&](auto dtype_tag) {
+    simd::with_load_dtype<S>(p_dtype, [&](auto dtype_tag) {
       constexpr DType pt = decltype(dtype_tag)::value;
       for (int j = 0; j < n; j += W) {
         const int left = n - j;
@@ -94,7 +81,7 @@ void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagona
                      const float* lse, void* p_low, DType low, int64_t ld_low) {
   constexpr int W = S::kWidth;
   const std::size_t low_size = dtype_size(low);
-  with_dtype(low, [&](auto dtype_tag) {
+  simd::with_load_dtype<S>(low, [&](auto dtype_tag) {
     constexpr DType lt = decltype(dtype_tag)::value;
     for (int r = 0; r < rows; ++r) {
       float* srow = s + r * ld_s;
@@ -119,7 +106,7 @@ void softmax_grad(const float* p, int64_t ld_p, const float* dp, int64_t ld_dp, 
                   const float* delta, void* ds, DType ds_dtype, int64_t ld_ds) {
   constexpr int W = S::kWidth;
   const std::size_t ds_size = dtype_size(ds_dtype);
-  with_dtype(ds_dtype, [&](auto dtype_tag) {
+  simd::with_load_dtype<S>(ds_dtype, [&](auto dtype_tag) {
     constexpr DType dt = decltype(dtype_tag)::value;
     for (int r = 0; r < rows; ++r) {
       const float* prow = p + r * ld_p;

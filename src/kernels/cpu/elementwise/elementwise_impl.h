@@ -15,6 +15,7 @@
 #include "elementwise_kernels.h"
 #include "mixprec/core/float16.h"
 #include "mixprec/kernels/convert.h"
+#include "../simd/dtype_dispatch.h"
 #include "../simd/simd_math.h"
 #include "../simd/simd_math_grad.h"
 #include "../simd/simd_scalar.h"
@@ -49,8 +50,7 @@ struct ScalarF64 : simd::ScalarLane<double> {
   }
 };
 
-template <class S>
-inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
+using simd::kIsF64;
 // What one lane holds, and the dtype of scratch arrays of lanes.
 template <class S>
 using lane_t = std::conditional_t<kIsF64<S>, double, float>;
@@ -117,24 +117,7 @@ struct Math {
   }
 };
 
-// Calls f(std::integral_constant<DType, t>) with a float dtype S loads (f32, f16, bf16; the f64
-// path also f64) as a compile-time value: a family switches on an operand's dtype once, at its
-// entry, and the loads below (S::load_n with a constant dtype) lose their per-vector switch.
-template <class S, class Fn>
-void with_load_dtype(DType t, Fn&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(std::integral_constant<DType, DType::F32>{});
-    case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
-    case DType::BF16:
-      return f(std::integral_constant<DType, DType::BF16>{});
-    default:
-      if constexpr (kIsF64<S>)
-        if (t == DType::F64) return f(std::integral_constant<DType, DType::F64>{});
-      return;  // the front ends accept float dtypes only
-  }
-}
+using simd::with_load_dtype;
 
 template <class S, Activation A>
 typename S::F activate(typename S::F v) {

@@ -1,0 +1,33 @@
+#pragma once
+// A float dtype as a compile-time value: a kernel switches on an operand's dtype once, at its
+// entry, and the loads and stores below it (S::load_n / S::store_n with a constant dtype) lose
+// their per-vector switch.
+#include <type_traits>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels::simd {
+
+// S computes in f64 (the f64 path's width-1 interface).
+template <class S>
+inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
+
+// Calls f(std::integral_constant<DType, t>) for t = f32, f16 or bf16, and f64 where S computes
+// in f64 (the f64 path). Other dtypes call nothing: the front ends accept float dtypes only.
+template <class S, class Fn>
+void with_load_dtype(DType t, Fn&& f) {
+  switch (t) {
+    case DType::F32:
+      return f(std::integral_constant<DType, DType::F32>{});
+    case DType::F16:
+      return f(std::integral_constant<DType, DType::F16>{});
+    case DType::BF16:
+      return f(std::integral_constant<DType, DType::BF16>{});
+    default:
+      if constexpr (kIsF64<S>)
+        if (t == DType::F64) return f(std::integral_constant<DType, DType::F64>{});
+      return;
+  }
+}
+
+}  // namespace mixprec::kernels::simd
