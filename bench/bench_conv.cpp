@@ -72,6 +72,7 @@ struct DnnlConv {
 int main(int argc, char** argv) {
   using namespace mixprec;
   using namespace mixprec::bench;
+  run_openmp_passive(argv);
   const Options o = parse_options(
       argc, argv,
       "Usage: bench_conv [--quick] [--json] [--threads N]\n"

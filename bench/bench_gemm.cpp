@@ -198,6 +198,7 @@ void bench_shape(const Shape& s, int threads, const Peaks& peaks, const Options&
 int main(int argc, char** argv) {
   using namespace mixprec;
   using namespace mixprec::bench;
+  run_openmp_passive(argv);
   const Options o = parse_options(
       argc, argv,
       "Usage: bench_gemm [--quick] [--json] [--threads N]\n"

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dispatch.h"
 #include "mixprec/io/json.h"
@@ -68,6 +70,21 @@ Timing time_it(const Fn& fn, int warmup, int reps, double min_seconds) {
   std::sort(samples.begin(), samples.end());
   return {samples[samples.size() / 2], samples.front(), samples.back(),
           static_cast<int>(samples.size())};
+}
+
+// Benchmarks that interleave mixprec with oneDNN in one process run oneDNN's OpenMP threads
+// passive (sleeping when idle) unless OMP_WAIT_POLICY is set: by default they spin for some
+// milliseconds after each oneDNN call, on the very cores mixprec's next call runs on, and that
+// measures the spinning, not mixprec (on a 2-core Zen 5, mixprec's convolutions read 41-44% of
+// the peak interleaved with actively waiting oneDNN, 68-87% with passive; its GEMMs 35-53% and
+// 60-87%). Passive, oneDNN pays a wake-up per call, as mixprec's pool does after its 100 us of
+// spinning. libgomp reads the policy when it loads, so the program runs itself again with it set.
+inline void run_openmp_passive(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "note: could not re-run with OMP_WAIT_POLICY=passive; oneDNN's idle "
+                       "threads spin beside mixprec's\n");
 }
 
 // Times several implementations of the same work in interleaved rounds (each round runs every
