@@ -243,7 +243,8 @@ TEST_P(ConvTest, PointwiseFewChannels) {
   check(epilogue, seed++);
   // Packed once, the same bits as per call, with and without an epilogue.
   Generator gen(seed);
-  const Tensor x = Tensor::uniform({1, 8, 13, 21}, -1, 1, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor x =
+      Tensor::uniform({1, 8, 13, 21}, -1, 1, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
   const Tensor w = Tensor::uniform({4, 8, 1, 1}, -1, 1, gen, DType::BF16);
   const PackedConvWeights packed = pack_conv_weights(w, DType::BF16, 1);
   for (const Activation act : {Activation::None, Activation::SiLU}) {
@@ -386,6 +387,37 @@ TEST_P(ConvBf16Test, DirectPaths) {
   cases.push_back(two_groups);
   uint64_t seed = 100;
   for (const Case& c : cases) check(c, seed++);
+}
+
+// An output channel's sums do not depend on the channels computed beside it: 96 output
+// channels (three 32-column panels; 13 pixels a row, so a partial tile) give the same bits as
+// three convolutions of 32 channels each, with the bias, SiLU and residual split alike.
+TEST_P(ConvBf16Test, SplittingTheOutputChannelsChangesNoBit) {
+  Generator gen(77);
+  const Tensor x =
+      Tensor::randn({1, 64, 5, 13}, gen).to(DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::randn({96, 64, 3, 3}, gen, DType::BF16);
+  const Tensor b = Tensor::randn({96}, gen, DType::BF16);
+  const Tensor r =
+      Tensor::randn({1, 96, 5, 13}, gen).to(DType::BF16).to(MemoryFormat::ChannelsLast);
+  Conv2dOptions opt;
+  opt.pad_h = opt.pad_w = 1;
+  opt.activation = Activation::SiLU;
+  const Tensor whole = Tensor::empty({1, 96, 5, 13}, DType::BF16, MemoryFormat::ChannelsLast);
+  opt.residual = &r;
+  conv2d(x, w, &b, whole, opt);
+  for (int64_t o0 = 0; o0 < 96; o0 += 32) {
+    const Tensor part = Tensor::empty({1, 32, 5, 13}, DType::BF16, MemoryFormat::ChannelsLast);
+    const Tensor r_part = r.slice(1, o0, o0 + 32).contiguous(MemoryFormat::ChannelsLast);
+    const Tensor b_part = b.slice(0, o0, o0 + 32).contiguous();
+    opt.residual = &r_part;
+    conv2d(x, w.slice(0, o0, o0 + 32).contiguous(), &b_part, part, opt);
+    const Tensor want = whole.slice(1, o0, o0 + 32).contiguous();
+    const Tensor got = part.contiguous();
+    EXPECT_EQ(
+        0, std::memcmp(want.data_ptr(), got.data_ptr(), static_cast<std::size_t>(got.numel()) * 2))
+        << "output channels " << o0 << ".." << o0 + 31;
+  }
 }
 
 // The bf16 store rounds once, RNE, keeping subnormals (the conversion rule): a subnormal f32
