@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "norm_backward_kernels.h"
+#include "../simd/dtype_dispatch.h"
 #include "../reduce/reduce_impl.h"
 
 namespace mixprec::kernels::norm_backward_detail {
@@ -40,14 +41,19 @@ void add_lanes(void* base, int64_t i, typename S::F v, int m) {
   S::store_n(p, kLaneDType<S>, S::add(S::load_n(p, kLaneDType<S>, m), v), m);
 }
 
-template <class S>
-void rows(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_part) {
+using simd::RuntimeDType;
+
+// x, dy and dx of one dtype (the common case) get loads and stores with a constant dtype.
+template <class S, class XT, class GT, class DT>
+void rows_typed(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_part, XT x_t,
+                GT g_t, DT d_t) {
   using F = typename S::F;
   using L = lane_t<S>;
   constexpr int W = S::kWidth;
-  const auto xe = static_cast<int64_t>(dtype_size(p.x_dtype));
-  const auto ge = static_cast<int64_t>(dtype_size(p.grad_dtype));
-  const auto de = static_cast<int64_t>(dtype_size(p.dx_dtype));
+  const DType x_dtype = x_t, grad_dtype = g_t, dx_dtype = d_t;
+  const auto xe = static_cast<int64_t>(dtype_size(x_dtype));
+  const auto ge = static_cast<int64_t>(dtype_size(grad_dtype));
+  const auto de = static_cast<int64_t>(dtype_size(dx_dtype));
   const L* mean = static_cast<const L*>(p.mean);
   const L* rstd = static_cast<const L*>(p.rstd);
   const L inv_len = L(1) / static_cast<L>(p.len);
@@ -57,16 +63,16 @@ void rows(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_par
     const F mu = S::set1(p.rms ? L(0) : mean[row]);
     const F rs = S::set1(rstd[row]);
     auto xhat = [&](int64_t i, int m) {
-      return S::mul(S::sub(S::load_n(x + i * xe, p.x_dtype, m), mu), rs);
+      return S::mul(S::sub(S::load_n(x + i * xe, x_dtype, m), mu), rs);
     };
     auto gy = [&](int64_t i, int m) {
-      const F v = S::load_n(g + i * ge, p.grad_dtype, m);
+      const F v = S::load_n(g + i * ge, grad_dtype, m);
       return p.weight != nullptr ? S::mul(v, lanes<S>(p.weight, i, m)) : v;
     };
     if (dw_part != nullptr || db_part != nullptr)
       for (int64_t i = 0; i < p.len; i += W) {
         const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;
-        const F gv = S::load_n(g + i * ge, p.grad_dtype, m);
+        const F gv = S::load_n(g + i * ge, grad_dtype, m);
         if (dw_part != nullptr) add_lanes<S>(dw_part, i, S::mul(gv, xhat(i, m)), m);
         if (db_part != nullptr) add_lanes<S>(db_part, i, gv, m);
       }
@@ -79,9 +85,23 @@ void rows(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_par
     for (int64_t i = 0; i < p.len; i += W) {
       const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;
       const F v = S::mul(rs, S::sub(S::sub(gy(i, m), a), S::mul(xhat(i, m), b)));
-      S::store_n(dx + i * de, p.dx_dtype, v, m);
+      S::store_n(dx + i * de, dx_dtype, v, m);
     }
   }
+}
+
+template <class S>
+void rows(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_part) {
+  if (p.x_dtype == p.grad_dtype && p.grad_dtype == p.dx_dtype) {
+    bool done = false;
+    simd::with_load_dtype<S>(p.x_dtype, [&](auto t) {
+      rows_typed<S>(p, lo, hi, dw_part, db_part, t, t, t);
+      done = true;
+    });
+    if (done) return;
+  }
+  rows_typed<S>(p, lo, hi, dw_part, db_part, RuntimeDType{p.x_dtype}, RuntimeDType{p.grad_dtype},
+                RuntimeDType{p.dx_dtype});
 }
 
 template <class S>

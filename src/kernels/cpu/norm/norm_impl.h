@@ -21,6 +21,7 @@ using elementwise_detail::kLaneDType;
 using elementwise_detail::lane_t;
 using elementwise_detail::with_activation;
 using elementwise_detail::with_load_dtype;
+using simd::RuntimeDType;
 
 // One element of any float dtype, as a lane value (the other lanes of load_n are zero).
 template <class S>
@@ -73,14 +74,17 @@ void record(double* mean, double* rstd, int64_t index, const Moments<S>& m) {
   if (rstd != nullptr) rstd[index] = S::reduce_max(m.rstd);
 }
 
-template <class S, DType X>
-void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+// OT, WT, BT: the output's, weight's and bias's dtypes, each a std::integral_constant (the
+// common case: all of x's dtype) or a RuntimeDType.
+template <class S, DType X, class OT, class WT, class BT>
+void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi, OT o_t, WT w_t, BT b_t) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
+  const DType out_dtype = o_t, weight_dtype = w_t, bias_dtype = b_t;
   constexpr auto x_elem = static_cast<int64_t>(dtype_size(X));
-  const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
-  const auto w_elem = static_cast<int64_t>(dtype_size(p.weight_dtype));
-  const auto b_elem = static_cast<int64_t>(dtype_size(p.bias_dtype));
+  const auto out_elem = static_cast<int64_t>(dtype_size(out_dtype));
+  const auto w_elem = static_cast<int64_t>(dtype_size(weight_dtype));
+  const auto b_elem = static_cast<int64_t>(dtype_size(bias_dtype));
   const char* w = static_cast<const char*>(p.weight);
   const char* b = static_cast<const char*>(p.bias);
   for (int64_t row = lo; row < hi; ++row) {
@@ -92,11 +96,23 @@ void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
     for (int64_t i = 0; i < p.len; i += W) {
       const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;
       F v = S::mul(S::sub(S::load_n(x + i * x_elem, X, m), center), mo.rstd);
-      if (w != nullptr) v = S::mul(v, S::load_n(w + i * w_elem, p.weight_dtype, m));
-      if (b != nullptr) v = S::add(v, S::load_n(b + i * b_elem, p.bias_dtype, m));
-      S::store_n(out + i * out_elem, p.out_dtype, v, m);
+      if (w != nullptr) v = S::mul(v, S::load_n(w + i * w_elem, weight_dtype, m));
+      if (b != nullptr) v = S::add(v, S::load_n(b + i * b_elem, bias_dtype, m));
+      S::store_n(out + i * out_elem, out_dtype, v, m);
     }
   }
+}
+
+template <class S, DType X>
+void layer_norm_rows_typed(const LayerNormPlan& p, int64_t lo, int64_t hi) {
+  const bool all_x = p.out_dtype == X && (p.weight == nullptr || p.weight_dtype == X) &&
+                     (p.bias == nullptr || p.bias_dtype == X);
+  if (all_x) {
+    constexpr std::integral_constant<DType, X> x;
+    return layer_norm_rows_typed<S, X>(p, lo, hi, x, x, x);
+  }
+  layer_norm_rows_typed<S, X>(p, lo, hi, RuntimeDType{p.out_dtype}, RuntimeDType{p.weight_dtype},
+                              RuntimeDType{p.bias_dtype});
 }
 
 // Rows of a few elements (LayerNorm over the channels of each pixel, where a pixel has 8 or 16

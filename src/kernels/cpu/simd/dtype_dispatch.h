@@ -30,4 +30,12 @@ void with_load_dtype(DType t, Fn&& f) {
   }
 }
 
+// A dtype known only at run time, usable where a std::integral_constant<DType, t> is: a kernel
+// templated on either gets constant-dtype loads and stores in its common case and still runs
+// the rest.
+struct RuntimeDType {
+  DType value;
+  constexpr operator DType() const { return value; }
+};
+
 }  // namespace mixprec::kernels::simd
