@@ -256,12 +256,10 @@ void map_run(const Run& r, std::integer_sequence<int, k...>, Fn f) {
   if constexpr (W > 1) {
     if (r.stride[0] == 1 &&
         (((r.stride[k] == 1 || r.stride[k] == 0) && r.dtype[k] == r.dtype[0]) && ...)) {
-      bool done = false;
-      with_load_dtype<S>(r.dtype[0], [&](auto dtype_tag) {
-        map_contiguous<S, decltype(dtype_tag)::value, k...>(r, f);
-        done = true;
-      });
-      if (done) return;
+      if (with_load_dtype<S>(r.dtype[0], [&](auto dtype_tag) {
+            map_contiguous<S, decltype(dtype_tag)::value, k...>(r, f);
+          }))
+        return;
     }
   }
   const Input<S> in[] = {Input<S>(r, k)...};

@@ -92,14 +92,10 @@ void rows_typed(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* 
 
 template <class S>
 void rows(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* db_part) {
-  if (p.x_dtype == p.grad_dtype && p.grad_dtype == p.dx_dtype) {
-    bool done = false;
-    simd::with_load_dtype<S>(p.x_dtype, [&](auto t) {
-      rows_typed<S>(p, lo, hi, dw_part, db_part, t, t, t);
-      done = true;
-    });
-    if (done) return;
-  }
+  if (p.x_dtype == p.grad_dtype && p.grad_dtype == p.dx_dtype &&
+      simd::with_load_dtype<S>(
+          p.x_dtype, [&](auto t) { rows_typed<S>(p, lo, hi, dw_part, db_part, t, t, t); }))
+    return;
   rows_typed<S>(p, lo, hi, dw_part, db_part, RuntimeDType{p.x_dtype}, RuntimeDType{p.grad_dtype},
                 RuntimeDType{p.dx_dtype});
 }

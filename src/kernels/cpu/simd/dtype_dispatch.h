@@ -13,20 +13,28 @@ template <class S>
 inline constexpr bool kIsF64 = std::is_same_v<typename S::F, double>;
 
 // Calls f(std::integral_constant<DType, t>) for t = f32, f16 or bf16, and f64 where S computes
-// in f64 (the f64 path). Other dtypes call nothing: the front ends accept float dtypes only.
+// in f64 (the f64 path), and returns true. Other dtypes call nothing and return false: a kernel
+// with a general path takes it then.
 template <class S, class Fn>
-void with_load_dtype(DType t, Fn&& f) {
+bool with_load_dtype(DType t, Fn&& f) {
   switch (t) {
     case DType::F32:
-      return f(std::integral_constant<DType, DType::F32>{});
+      f(std::integral_constant<DType, DType::F32>{});
+      return true;
     case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
+      f(std::integral_constant<DType, DType::F16>{});
+      return true;
     case DType::BF16:
-      return f(std::integral_constant<DType, DType::BF16>{});
+      f(std::integral_constant<DType, DType::BF16>{});
+      return true;
     default:
-      if constexpr (kIsF64<S>)
-        if (t == DType::F64) return f(std::integral_constant<DType, DType::F64>{});
-      return;
+      if constexpr (kIsF64<S>) {
+        if (t == DType::F64) {
+          f(std::integral_constant<DType, DType::F64>{});
+          return true;
+        }
+      }
+      return false;
   }
 }
 
