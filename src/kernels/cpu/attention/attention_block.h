@@ -12,15 +12,6 @@
 namespace mixprec::kernels::attention_detail {
 namespace {
 
-template <class S>
-float horizontal(typename S::F v, bool take_max) {
-  float lanes[S::kWidth];
-  S::store(lanes, v);
-  float r = lanes[0];
-  for (int i = 1; i < S::kWidth; ++i) r = take_max ? (lanes[i] > r ? lanes[i] : r) : r + lanes[i];
-  return r;
-}
-
 // Elements [from, to) of a row of dtype t set to 0.
 template <class S>
 void zero_fill(char* row, DType t, int from, int to) {
@@ -42,8 +33,8 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, 
     F vmax = S::set1(neg_inf);
     int j = 0;
     for (; j + W <= n; j += W) vmax = S::max(S::load(srow + j), vmax);
-    float row_max = horizontal<S>(vmax, true);
-    for (; j < n; ++j) row_max = srow[j] > row_max ? srow[j] : row_max;
+    if (j < n) vmax = S::max(S::fill_tail(S::load_n(srow + j, DType::F32, n - j), n - j, neg_inf), vmax);
+    const float row_max = S::reduce_max(vmax);
     const float m_new = m[r] > row_max ? m[r] : row_max;
     if (m_new == neg_inf) {  // nothing visible yet: p = 0, state unchanged
       zero_fill<S>(prow, p_dtype, 0, cols);
@@ -54,17 +45,23 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, 
     F vsum = S::zero();
     simd::with_load_dtype<S>(p_dtype, [&](auto dtype_tag) {
       constexpr DType pt = decltype(dtype_tag)::value;
-      for (int j = 0; j < n; j += W) {
+      // Sum what is multiplied: e rounded to P's dtype, in registers (reloading the store just
+      // made would stall on store forwarding).
+      int j = 0;
+      for (; j + W <= n; j += W) {
+        const F e = simd::exp<S>(S::sub(S::load(srow + j), shift));
+        S::store_n(prow + j * p_size, pt, e, W);
+        vsum = S::add(vsum, S::round_to(pt, e));
+      }
+      if (j < n) {  // lanes past n hold exp(0 - max): not summed
         const int left = n - j;
         const F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, left), shift));
         S::store_n(prow + j * p_size, pt, e, left);
-        // Sum what is multiplied: e rounded to P's dtype, in registers (reloading the masked
-        // store just made would stall on store forwarding). Lanes past n hold exp(0 - max).
         vsum = S::add(vsum, S::fill_tail(S::round_to(pt, e), left, 0.0f));
       }
     });
     zero_fill<S>(prow, p_dtype, n, cols);  // hidden keys
-    l[r] = alpha * l[r] + horizontal<S>(vsum, false);
+    l[r] = alpha * l[r] + S::reduce_add(vsum);
     if (alpha != 1.0f) {
       float* orow = o + r * ld_o;
       const F va = S::set1(alpha);
@@ -89,12 +86,15 @@ void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagona
       // A row that saw no key in the forward (lse = -inf) has no probability anywhere.
       const int n = lse[r] == -INFINITY ? 0 : visible_columns(diagonal, r, cols);
       const typename S::F shift = S::set1(lse[r]);
-      for (int j = 0; j < n; j += W) {
-        const int left = n - j;
-        const typename S::F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, left), shift));
-        S::store_n(srow + j, DType::F32, e, left);
-        if constexpr (lt != DType::F32) S::store_n(lrow + j * low_size, lt, e, left);
-      }
+      auto probs = [&](int j, int lanes) {
+        const typename S::F e =
+            simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, lanes), shift));
+        S::store_n(srow + j, DType::F32, e, lanes);
+        if constexpr (lt != DType::F32) S::store_n(lrow + j * low_size, lt, e, lanes);
+      };
+      int j = 0;
+      for (; j + W <= n; j += W) probs(j, W);  // whole vectors: constant masks
+      if (j < n) probs(j, n - j);
       zero_fill<S>(reinterpret_cast<char*>(srow), DType::F32, n, cols);
       if constexpr (lt != DType::F32) zero_fill<S>(lrow, lt, n, cols);
     }
@@ -113,13 +113,15 @@ void softmax_grad(const float* p, int64_t ld_p, const float* dp, int64_t ld_dp, 
       const float* dprow = dp + r * ld_dp;
       char* dsrow = static_cast<char*>(ds) + static_cast<std::size_t>(r * ld_ds) * ds_size;
       const typename S::F d = S::set1(delta[r]);
-      for (int j = 0; j < cols; j += W) {
-        const int left = cols - j;
+      auto grad = [&](int j, int lanes) {
         S::store_n(dsrow + j * ds_size, dt,
-                   S::mul(S::load_n(prow + j, DType::F32, left),
-                          S::sub(S::load_n(dprow + j, DType::F32, left), d)),
-                   left);
-      }
+                   S::mul(S::load_n(prow + j, DType::F32, lanes),
+                          S::sub(S::load_n(dprow + j, DType::F32, lanes), d)),
+                   lanes);
+      };
+      int j = 0;
+      for (; j + W <= cols; j += W) grad(j, W);  // whole vectors: constant masks
+      if (j < cols) grad(j, cols - j);
     }
   });
 }
