@@ -44,6 +44,7 @@ int run_video_serve(Args args);
 int run_bench(Args args);  // video | train | stream
 int run_bench_video(Args args);
 int run_bench_train(Args args);
+int run_bench_generate(Args args);
 int run_bench_stream(Args args);
 int run_train(Args args);  // gpt
 int run_train_gpt(Args args);

@@ -18,7 +18,7 @@ constexpr Command kCommands[] = {
     {"video", "real-time video diffusion: train, generate (FPS, GIF), drift, serve", run_video},
     {"train", "train a GPT language model in mixed precision", run_train},
     {"precision", "per-layer precision plans (--precision plan:FILE)", run_precision},
-    {"bench", "end-to-end benchmarks: video matrix, GPT training step", run_bench},
+    {"bench", "end-to-end benchmarks: video matrix, GPT training step and generation", run_bench},
     {"stream", "detector frames: synthetic producer, Bragg peaks into CXI files", run_stream},
 };
 

@@ -69,21 +69,23 @@ def decode(tokens) -> str:
 
 
 def generate(model: GPT, prompt, max_new_tokens: int, temperature: float = 0.8, top_k: int = 40,
-             seed: int = 0, kv_cache: bool = True):
+             seed: int = 0, decoding: str = "replayed"):
     """Samples max_new_tokens tokens after `prompt` (models/gpt_generate.h).
 
     prompt: a str (returns the str with its continuation), a list of token ids (returns the
     list), or a [B, T] i64 Tensor (returns [B, T + max_new_tokens]). temperature 0 is greedy;
     top_k 0 samples from every token. `mixprec train gpt --seed S` prints the text of
-    generate(model, prompt, n, 0.8, 40, seed=S + 1).
+    generate(model, prompt, n, 0.8, 40, seed=S + 1). decoding: "replayed" (the KV cache, each
+    new token replayed from a captured graph), "cached" (the KV cache through the op front-ends)
+    or "window" (the whole window every step, the reference).
     """
     if isinstance(prompt, Tensor):
-        return _generate(model, prompt, max_new_tokens, temperature, top_k, seed, kv_cache)
+        return _generate(model, prompt, max_new_tokens, temperature, top_k, seed, decoding)
     tokens = encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
     if not tokens:
         raise ValueError("[generate] the prompt needs at least one token")
     out = _generate(model, tensor([tokens]), max_new_tokens, temperature, top_k, seed,
-                    kv_cache)[0].tolist()
+                    decoding)[0].tolist()
     return decode(out) if isinstance(prompt, str) else out
 
 

@@ -6,6 +6,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -188,12 +189,20 @@ void bind_gpt(nb::module_& m) {
   m.def(
       "_generate",
       [](GPT& model, const Tensor& prompt, int64_t max_new_tokens, double temperature,
-         int64_t top_k, uint64_t seed, bool kv_cache) {
+         int64_t top_k, uint64_t seed, const std::string& decoding) {
+        static const std::map<std::string, models::Decoding> kDecodings{
+            {"replayed", models::Decoding::Replayed},
+            {"cached", models::Decoding::Cached},
+            {"window", models::Decoding::Window}};
+        const auto it = kDecodings.find(decoding);
+        MIXPREC_CHECK(it != kDecodings.end(), "[generate] decoding must be 'replayed', 'cached' "
+                      "or 'window', got '", decoding, "'");
         Generator gen(seed);
-        return models::generate(model, prompt, max_new_tokens, temperature, top_k, gen, kv_cache);
+        return models::generate(model, prompt, max_new_tokens, temperature, top_k, gen,
+                                it->second);
       },
       nb::arg("model"), nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
-      nb::arg("top_k"), nb::arg("seed"), nb::arg("kv_cache"), Release());
+      nb::arg("top_k"), nb::arg("seed"), nb::arg("decoding"), Release());
 
   m.def(
       "clip_grad_norm_",

@@ -101,8 +101,9 @@ def test_model_forward_loss_and_generate_forms():
     assert greedy.shape == (1, 16) and greedy.dtype == mp.i64
     assert mp.gpt.generate(model, list(greedy[0, :11].tolist()), 5, temperature=0.0) == \
         greedy[0].tolist()
-    assert mp.gpt.generate(model, "hello world", 5, temperature=0.0, kv_cache=False) == \
-        mp.gpt.decode(greedy[0].tolist())
+    for decoding in ("cached", "window"):
+        assert mp.gpt.generate(model, "hello world", 5, temperature=0.0, decoding=decoding) == \
+            mp.gpt.decode(greedy[0].tolist())
     x, y = mp.gpt.TextDataset(mp.gpt.encode("abcdefgh" * 20)).batch(0, batch=3, context=8)
     assert x.shape == y.shape == (3, 8)
 

@@ -88,18 +88,33 @@ Tensor GPT::forward_cached(const Tensor& tokens, KVCache& cache) {
   return linear(hidden(tokens, &cache), wte());
 }
 
-Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
+Tensor GPT::forward_at(const Tensor& tokens, const Tensor& position, KVCache& cache) {
+  MIXPREC_CHECK(tokens.defined() && tokens.dim() == 2 && tokens.size(1) == 1,
+                "[GPT] forward_at takes one token per sequence [B, 1], got ",
+                tokens.defined() ? shape_to_string(tokens.shape()) : std::string("undefined"));
+  MIXPREC_CHECK(position.defined() && position.shape() == Shape{1} &&
+                    position.dtype() == DType::I64,
+                "[GPT] forward_at's position must be an i64 [1] tensor");
+  MIXPREC_CHECK(cache.layers.size() == blocks_.size(),
+                "[GPT] forward_at continues a KV cache the prompt filled (forward_cached)");
+  return linear(hidden(tokens, &cache, &position), wte());
+}
+
+Tensor GPT::hidden(const Tensor& tokens, KVCache* cache, const Tensor* position) {
   MIXPREC_CHECK(tokens.defined() && tokens.dim() == 2, "[GPT] expected tokens [B, T], got ",
                 tokens.defined() ? shape_to_string(tokens.shape()) : std::string("undefined"));
   MIXPREC_CHECK(tokens.dtype() == DType::I64 || tokens.dtype() == DType::I32,
                 "[GPT] tokens must be i64 or i32, got ", dtype_name(tokens.dtype()));
-  const int64_t t = tokens.size(1), past = cache != nullptr ? cache->length : 0;
+  const int64_t t = tokens.size(1);
+  const int64_t past = cache != nullptr && position == nullptr ? cache->length : 0;
   MIXPREC_CHECK(t >= 1 && past + t <= config_.context, "[GPT] sequence length ", t,
                 past > 0 ? " after " + std::to_string(past) + " cached positions" : std::string(),
                 " must be in [1, context = ", config_.context, "]");
   if (cache != nullptr) cache->layers.resize(blocks_.size());
-  const Tensor positions = Tensor::arange(static_cast<double>(past), static_cast<double>(past + t),
-                                          1.0, DType::I64);  // [T]
+  const Tensor positions =
+      position != nullptr ? *position
+                          : Tensor::arange(static_cast<double>(past), static_cast<double>(past + t),
+                                           1.0, DType::I64);  // [T]
   // [B, T, D] + [T, D] broadcast over the batch
   Tensor x = add(token_embedding_->forward(tokens), position_embedding_->forward(positions));
   x = dropout_->forward(x);
@@ -113,11 +128,14 @@ Tensor GPT::hidden(const Tensor& tokens, KVCache* cache) {
       const std::shared_ptr<GPTBlock> block = blocks_[i];
       x = nn::checkpoint([block](const std::vector<Tensor>& in) { return block->forward(in[0]); },
                          {x}, dropout_gen_);
+    } else if (cache != nullptr) {
+      const KVSlot slot{&cache->layers[i], config_.context, past, position};
+      x = blocks_[i]->forward(x, &slot);
     } else {
-      x = blocks_[i]->forward(x, cache != nullptr ? &cache->layers[i] : nullptr);
+      x = blocks_[i]->forward(x);
     }
   }
-  if (cache != nullptr) cache->length += t;
+  if (cache != nullptr && position == nullptr) cache->length += t;
   return ln_f_->forward(x);
 }
 

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
-#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/error.h"
+#include "mixprec/graph/graph.h"
+#include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::models {
 namespace {
@@ -61,7 +63,7 @@ int64_t sample_token(const std::vector<double>& logits, double temperature, int6
 }
 
 Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double temperature,
-                int64_t top_k, Generator& gen, bool kv_cache) {
+                int64_t top_k, Generator& gen, Decoding decoding) {
   MIXPREC_CHECK(prompt.defined() && prompt.dim() == 2 && prompt.size(1) >= 1 &&
                     (prompt.dtype() == DType::I64 || prompt.dtype() == DType::I32),
                 "[generate] expected a prompt [B, T] of i64 tokens with T >= 1, got ",
@@ -80,9 +82,25 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
   int64_t* seq = out.data<int64_t>();
   std::vector<double> row(static_cast<std::size_t>(vocab));
   KVCache cache;
+  // Replayed: the one-token step forward_at, captured at its first call on the token and its
+  // position.
+  std::optional<graph::Graph> step;
+  Tensor position = Tensor::zeros({1}, DType::I64);
   for (int64_t t = t0; t < total; ++t) {
     Tensor logits;  // [B, W, V]
-    if (kv_cache && t <= context) {
+    if (decoding == Decoding::Replayed && t <= context && cache.length == t - 1) {
+      const Tensor token = out.slice(1, t - 1, t).contiguous();  // [B, 1]
+      position.data<int64_t>()[0] = t - 1;
+      const std::vector<Tensor> inputs{token, position};
+      if (!step)
+        step = graph::capture(
+            [&](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{model.forward_at(in[0], in[1], cache)};
+            },
+            inputs);
+      logits = step->run(inputs)[0];
+      cache.length = t;
+    } else if (decoding != Decoding::Window && t <= context) {
       // The cache holds positions [0, cache.length): feed the ones it lacks (all of the prompt
       // first, then one token per step).
       logits = model.forward_cached(out.slice(1, cache.length, t).contiguous(), cache);
@@ -102,10 +120,10 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
 
 std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt,
                               int64_t max_new_tokens, double temperature, int64_t top_k,
-                              Generator& gen, bool kv_cache) {
+                              Generator& gen, Decoding decoding) {
   MIXPREC_CHECK(!prompt.empty(), "[generate] the prompt needs at least one token");
   const Tensor p = Tensor::from_vector(prompt, Shape{1, static_cast<int64_t>(prompt.size())});
-  const Tensor out = generate(model, p, max_new_tokens, temperature, top_k, gen, kv_cache);
+  const Tensor out = generate(model, p, max_new_tokens, temperature, top_k, gen, decoding);
   const int64_t* data = out.data<int64_t>();
   return std::vector<int64_t>(data, data + out.numel());
 }

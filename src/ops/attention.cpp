@@ -89,18 +89,32 @@ void run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   Tensor lse = node != nullptr ? Tensor::empty({B, H, sq}, DType::F32) : Tensor();
   Tensor mask =
       params.mask.defined() ? params.mask.detach().expand({B, H, sq, k.size(2)}) : Tensor();
+  const Tensor& last_key = params.last_key;
+  if (last_key.defined())
+    MIXPREC_CHECK(last_key.shape() == Shape{1} && last_key.dtype() == DType::I64 && node == nullptr,
+                  "[scaled_dot_product_attention] last_key must be an i64 [1] tensor, and is for "
+                  "inference (no gradients)");
   {
     NoGrad no_grad;
     const bool causal = params.causal;
-    capture::launch("attention", {&q, &k, &v, mask.defined() ? &mask : nullptr},
-                    {&out, lse.defined() ? &lse : nullptr},
-                    [causal, scale](const capture::KernelArgs& a) {
-                      static const Tensor no_mask;
-                      const Tensor& m = a.optional(3) != nullptr ? *a.optional(3) : no_mask;
-                      kernels::scaled_dot_product_attention(a.in(0), a.in(1), a.in(2), a.out(0),
-                                                            options(causal, scale, m),
-                                                            a.outputs[1]);
-                    });
+    capture::launch(
+        "attention",
+        {&q, &k, &v, mask.defined() ? &mask : nullptr, last_key.defined() ? &last_key : nullptr},
+        {&out, lse.defined() ? &lse : nullptr}, [causal, scale](const capture::KernelArgs& a) {
+          Tensor k = a.in(1), v = a.in(2), m = a.optional(3) ? *a.optional(3) : Tensor();
+          kernels::AttentionOptions opt = options(causal, scale, m);
+          if (const Tensor* last = a.optional(4)) {  // keys [0, *last] only
+            const int64_t keys = last->data<int64_t>()[0] + 1;
+            MIXPREC_CHECK(keys >= 1 && keys <= k.size(2), "[scaled_dot_product_attention] "
+                          "last_key ", keys - 1, " is out of range for ", k.size(2), " keys");
+            opt.key_capacity = k.size(2);
+            k = k.narrow(2, 0, keys);
+            v = v.narrow(2, 0, keys);
+            if (m.defined()) m = m.narrow(3, 0, keys);
+          }
+          opt.mask = m.defined() ? &m : nullptr;
+          kernels::scaled_dot_product_attention(a.in(0), k, v, a.out(0), opt, a.outputs[1]);
+        });
   }
   if (node != nullptr) {
     node->q = q.detach();

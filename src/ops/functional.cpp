@@ -312,4 +312,35 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int64_t dim) {
   return out;
 }
 
+const Tensor& index_copy_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& source) {
+  const char* op = "[index_copy_]";
+  MIXPREC_CHECK(self.defined() && index.defined() && source.defined(), op,
+                " expected defined tensors");
+  const int64_t d = normalize_dim(dim, self.dim(), "index_copy_");
+  MIXPREC_CHECK(index.dim() == 1 && (index.dtype() == DType::I64 || index.dtype() == DType::I32),
+                op, " index must be a 1-D i64 or i32 tensor, got ", dtype_name(index.dtype()),
+                " ", shape_to_string(index.shape()));
+  Shape expected = self.shape();
+  expected[static_cast<std::size_t>(d)] = index.size(0);
+  MIXPREC_CHECK(source.shape() == expected && source.dtype() == self.dtype(), op, " source is ",
+                dtype_name(source.dtype()), " ", shape_to_string(source.shape()), ", expected ",
+                dtype_name(self.dtype()), " ", shape_to_string(expected));
+  MIXPREC_CHECK(!self.requires_grad(), op, " writes in place and is not differentiable: self "
+                "must not require gradients");
+  capture::launch("index_copy", {&index, &source}, {&self}, [d](const capture::KernelArgs& a) {
+    const Tensor &idx = a.in(0), &src = a.in(1), &dst = a.out(0);
+    const int64_t n = idx.size(0), size = dst.size(d);
+    auto at = [&](int64_t i) {
+      return idx.dtype() == DType::I64 ? idx.data<int64_t>()[i * idx.stride(0)]
+                                       : int64_t{idx.data<int32_t>()[i * idx.stride(0)]};
+    };
+    for (int64_t i = 0; i < n; ++i)  // every index first: a bad one writes nothing
+      MIXPREC_CHECK(at(i) >= 0 && at(i) < size, "[index_copy_] index ", at(i),
+                    " is out of range for dim ", d, " of size ", size);
+    for (int64_t i = 0; i < n; ++i) dst.narrow(d, at(i), 1).copy_(src.narrow(d, i, 1));
+  });
+  return self;
+}
+
 }  // namespace mixprec

@@ -142,6 +142,41 @@ TEST(Graph, ElementwiseChainBuffersDoNotOverlapInTheArena) {
   EXPECT_TRUE(bit_equal(eager[0], g.run({x2})[0]));
 }
 
+// index_copy_ writes slices at the indices a tensor holds when it runs: a replay that is given
+// another index writes elsewhere (a KV cache at the position of the step).
+TEST(IndexCopy, WritesTheSlicesTheIndexHoldsWhenItRuns) {
+  Tensor cache = Tensor::zeros({2, 3, 5}, DType::BF16);
+  const Tensor rows = Tensor::arange(1.0, 13.0, 1.0, DType::F32).view({2, 3, 2}).to(DType::BF16);
+  index_copy_(cache, 2, Tensor::from_vector(std::vector<int32_t>{4, 1}, Shape{2}), rows);
+  EXPECT_TRUE(bit_equal(cache.narrow(2, 4, 1), rows.narrow(2, 0, 1)));
+  EXPECT_TRUE(bit_equal(cache.narrow(2, 1, 1), rows.narrow(2, 1, 1)));
+  EXPECT_TRUE(bit_equal(cache.narrow(2, 0, 1), Tensor::zeros({2, 3, 1}, DType::BF16)));
+  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 5, DType::I64), rows.narrow(2, 0, 1)); })
+                .find("index 5 is out of range for dim 2 of size 5"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 0, DType::I64), rows); })
+                .find("source is"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 0.0, DType::F32), rows.narrow(2, 0, 1)); })
+                .find("index must be a 1-D i64 or i32"),
+            std::string::npos);
+
+  Tensor state = Tensor::zeros({4, 3}, DType::F32);  // made before the capture: a constant
+  Tensor index = Tensor::zeros({1}, DType::I64);
+  Graph g = capture(
+      [&](const std::vector<Tensor>& in) {
+        index_copy_(state, 0, in[0], mul(in[1], 2.0));
+        return std::vector<Tensor>{sum(state)};
+      },
+      {index, Tensor::ones({1, 3})});
+  for (int64_t row = 1; row < 4; ++row) {
+    index.data<int64_t>()[0] = row;
+    const float total = g.run({index, Tensor::full({1, 3}, double(row))})[0].item<float>();
+    EXPECT_EQ(state.value({row, 2}), 2.0 * row);
+    EXPECT_EQ(total, 6.0f * static_cast<float>(1 + row * (row + 1) / 2));  // row 0 from the capture
+  }
+}
+
 TEST(Graph, ReplayAllocatesNothing) {
   Mlp mlp;
   Generator gen(4);

@@ -132,22 +132,40 @@ TEST_P(AttentionTest, CausalMaskAndStridedInputs) {
   }
 }
 
+// One or two queries per head (a decoding step) read K and V in place instead of packing them:
+// long key ranges, ragged ends, causal, a mask, head dims of 1 to 4 vectors, [B, S, H, D] views.
+TEST_P(AttentionTest, FewQueriesReadTheKeysInPlace) {
+  uint64_t seed = 90;
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    check({2, 3, 1, 300, 64, 64, t}, seed++);
+    check({1, 2, 2, 257, 128, 96, t, true}, seed++);
+    check({2, 2, 1, 70, 32, 16, t, false, true}, seed++);
+    check({1, 2, 2, 40, 64, 64, t, false, false, true}, seed++);
+    check({1, 1, 1, 1000, 8, 8, t}, seed++);
+  }
+}
+
 TEST_P(AttentionTest, FullyMaskedRowGivesZerosNotNaN) {
-  Generator gen(3);
-  const Tensor q = Tensor::randn({1, 1, 4, 32}, gen), k = Tensor::randn({1, 1, 6, 32}, gen),
-               v = Tensor::randn({1, 1, 6, 32}, gen);
-  Tensor mask = Tensor::zeros({1, 1, 4, 6});
-  for (int64_t j = 0; j < 6; ++j) mask.set({0, 0, 2, j}, -INFINITY);  // row 2 sees nothing
-  AttentionOptions opt;
-  opt.mask = &mask;
-  const Tensor out = Tensor::empty({1, 1, 4, 32});
-  const Tensor lse = Tensor::empty({1, 1, 4});
-  scaled_dot_product_attention(q, k, v, out, opt, &lse);
-  for (int64_t y = 0; y < 32; ++y) EXPECT_EQ(out.value({0, 0, 2, y}), 0.0);
-  for (int64_t i : {0, 1, 3})
-    for (int64_t y = 0; y < 32; ++y) EXPECT_TRUE(std::isfinite(out.value({0, 0, i, y})));
-  EXPECT_EQ(lse.value({0, 0, 2}), -INFINITY);
-  EXPECT_TRUE(std::isfinite(lse.value({0, 0, 0})));
+  for (const int64_t sq : {4, 2}) {  // the blocked path, and the few-query one
+    SCOPED_TRACE("Sq=" + std::to_string(sq));
+    Generator gen(3);
+    const Tensor q = Tensor::randn({1, 1, sq, 32}, gen), k = Tensor::randn({1, 1, 6, 32}, gen),
+                 v = Tensor::randn({1, 1, 6, 32}, gen);
+    Tensor mask = Tensor::zeros({1, 1, sq, 6});
+    const int64_t blind = sq / 2;
+    for (int64_t j = 0; j < 6; ++j) mask.set({0, 0, blind, j}, -INFINITY);  // sees nothing
+    AttentionOptions opt;
+    opt.mask = &mask;
+    const Tensor out = Tensor::empty({1, 1, sq, 32});
+    const Tensor lse = Tensor::empty({1, 1, sq});
+    scaled_dot_product_attention(q, k, v, out, opt, &lse);
+    for (int64_t y = 0; y < 32; ++y) EXPECT_EQ(out.value({0, 0, blind, y}), 0.0);
+    for (int64_t i = 0; i < sq; ++i)
+      if (i != blind)
+        for (int64_t y = 0; y < 32; ++y) EXPECT_TRUE(std::isfinite(out.value({0, 0, i, y})));
+    EXPECT_EQ(lse.value({0, 0, blind}), -INFINITY);
+    EXPECT_TRUE(std::isfinite(lse.value({0, 0, 0})));
+  }
 }
 
 MIXPREC_INSTANTIATE_ISA_TEST_SUITE(AttentionTest);

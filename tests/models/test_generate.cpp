@@ -6,8 +6,11 @@
 
 #include "gpt_test_util.h"
 #include "mixprec/mode/grad_mode.h"
+#include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
+#include "mixprec/graph/graph.h"
 #include "mixprec/models/gpt_generate.h"
+#include "support/bit_equal.h"
 
 namespace mixprec::models {
 namespace {
@@ -95,7 +98,7 @@ TEST(KVCache, StepwiseLogitsMatchTheFullForward) {
   const Tensor prefill = model.forward_cached(tokens.slice(1, 0, 5).contiguous(), cache);
   EXPECT_EQ(cache.length, 5);
   ASSERT_EQ(cache.layers.size(), 2u);
-  EXPECT_EQ(cache.layers[1].k.shape(), (Shape{2, 4, 5, 8}));
+  EXPECT_EQ(cache.layers[1].k.shape(), (Shape{2, 4, 32, 8}));  // room for the whole context
   EXPECT_LT(test::max_abs_diff(prefill, full.slice(1, 0, 5)), 1e-5);
   for (int64_t t = 5; t < 32; ++t) {
     const Tensor step = model.forward_cached(tokens.slice(1, t, t + 1).contiguous(), cache);
@@ -111,19 +114,97 @@ TEST(KVCache, StepwiseLogitsMatchTheFullForward) {
   EXPECT_NO_THROW(model.forward_cached(tokens.slice(1, 3, 4).contiguous(), cache));
 }
 
+// forward_at (one token at a position held in a tensor) gives forward_cached's logits bit for
+// bit, in f32 and in true bf16, and writes the same keys and values.
+TEST(KVCache, StepAtATensorPositionMatchesTheCachedStep) {
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator gen(7);
+    GPT model(GPTConfig::tiny(), gen);
+    model.to(dtype);
+    const Tensor tokens = random_tokens(2, 32, 256, gen);
+    InferenceMode inference;
+    KVCache cached, at;
+    model.forward_cached(tokens.slice(1, 0, 3).contiguous(), cached);
+    model.forward_cached(tokens.slice(1, 0, 3).contiguous(), at);
+    Tensor position = Tensor::zeros({1}, DType::I64);
+    for (int64_t t = 3; t < 32; ++t) {
+      const Tensor token = tokens.slice(1, t, t + 1).contiguous();
+      const Tensor want = model.forward_cached(token, cached);
+      position.data<int64_t>()[0] = t;
+      EXPECT_TRUE(test_support::bit_equal(model.forward_at(token, position, at), want))
+          << "position " << t;
+    }
+    for (std::size_t layer = 0; layer < 2; ++layer)
+      EXPECT_TRUE(test_support::bit_equal(at.layers[layer].k, cached.layers[layer].k));
+  }
+}
+
+TEST(KVCache, StepAtATensorPositionRejectsWhatItCannotReplay) {
+  Generator gen(8);
+  GPT model(GPTConfig::tiny(), gen);
+  InferenceMode inference;
+  const Tensor token = Tensor::zeros({1, 1}, DType::I64), position = Tensor::zeros({1}, DType::I64);
+  KVCache empty;
+  EXPECT_THROW(model.forward_at(token, position, empty), Error);  // no prompt yet
+  KVCache cache;
+  model.forward_cached(Tensor::zeros({1, 2}, DType::I64), cache);
+  EXPECT_THROW(model.forward_at(Tensor::zeros({1, 2}, DType::I64), position, cache), Error);
+  EXPECT_THROW(model.forward_at(Tensor::zeros({2, 1}, DType::I64), position, cache), Error);
+  EXPECT_THROW(model.forward_at(token, Tensor::zeros({2}, DType::I64), cache), Error);
+  EXPECT_THROW(model.forward_at(token, Tensor::zeros({1}, DType::I32), cache), Error);
+  // A position past the context: refused when the cache is written, nothing written.
+  const Tensor k_before = cache.layers[0].k.clone();
+  EXPECT_THROW(model.forward_at(token, Tensor::full({1}, 32, DType::I64), cache), Error);
+  EXPECT_TRUE(test_support::bit_equal(cache.layers[0].k, k_before));
+}
+
+// A graph of the one-token step replays at every later position without allocating, and gives
+// the eager step's logits bit for bit.
+TEST(KVCache, ReplayedStepIsTheEagerStepWithoutAllocating) {
+  Generator gen(9);
+  GPT model(GPTConfig::tiny(), gen);
+  model.to(DType::BF16);
+  const Tensor tokens = random_tokens(1, 32, 256, gen);
+  InferenceMode inference;
+  KVCache eager, replayed;
+  model.forward_cached(tokens.slice(1, 0, 4).contiguous(), eager);
+  model.forward_cached(tokens.slice(1, 0, 4).contiguous(), replayed);
+  Tensor position = Tensor::full({1}, 4, DType::I64);
+  graph::Graph step = graph::capture(
+      [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{model.forward_at(in[0], in[1], replayed)};
+      },
+      {tokens.slice(1, 4, 5).contiguous(), position});
+  for (int64_t t = 4; t < 32; ++t) {
+    const Tensor token = tokens.slice(1, t, t + 1).contiguous();
+    position.data<int64_t>()[0] = t;
+    const MemoryStats before = CachingAllocator::global().stats();
+    const Tensor got = step.run({token, position})[0];
+    const MemoryStats after = CachingAllocator::global().stats();
+    if (t > 5) EXPECT_EQ(after.num_allocs, before.num_allocs) << "position " << t;
+    const Tensor want = model.forward_at(token, position, eager);
+    EXPECT_TRUE(test_support::bit_equal(got, want)) << "position " << t;
+  }
+}
+
 TEST(KVCache, GenerationMatchesTheUncachedReference) {
   Generator gen(6);
   GPTConfig config = GPTConfig::tiny();
-  config.context = 12;  // the run crosses the context: both paths must crop alike
+  config.context = 12;  // the run crosses the context: every path must crop alike
   GPT model(config, gen);
   const Tensor prompt = random_tokens(2, 4, 256, gen);
   for (const double temperature : {0.0, 1.0}) {
-    Generator a(21), b(21);
-    const Tensor cached = generate(model, prompt, 16, temperature, 0, a, true);
-    const Tensor uncached = generate(model, prompt, 16, temperature, 0, b, false);
-    for (int64_t i = 0; i < cached.numel(); ++i)
-      EXPECT_EQ(cached.data<int64_t>()[i], uncached.data<int64_t>()[i])
+    Generator a(21), b(21), c(21);
+    const Tensor replayed = generate(model, prompt, 16, temperature, 0, a, Decoding::Replayed);
+    const Tensor cached = generate(model, prompt, 16, temperature, 0, b, Decoding::Cached);
+    const Tensor window = generate(model, prompt, 16, temperature, 0, c, Decoding::Window);
+    for (int64_t i = 0; i < cached.numel(); ++i) {
+      EXPECT_EQ(cached.data<int64_t>()[i], window.data<int64_t>()[i])
           << "temperature " << temperature << " element " << i;
+      EXPECT_EQ(replayed.data<int64_t>()[i], window.data<int64_t>()[i])
+          << "temperature " << temperature << " element " << i;
+    }
   }
 }
 

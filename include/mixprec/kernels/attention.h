@@ -19,6 +19,10 @@ struct AttentionOptions {
   float scale = 0.0f;            // 0: 1 / sqrt(D)
   bool causal = false;           // key j is visible to query i only when j <= i (top-left aligned)
   const Tensor* mask = nullptr;  // additive, broadcastable to [B, H, Sq, Sk]; -inf hides a key
+  // The most keys later calls will bring (0: Sk): the per-thread packing space is reserved for
+  // them at once, so a decoding step whose keys grow call by call (graph replays over a KV
+  // cache) allocates nothing after its first call. Forward only.
+  int64_t key_capacity = 0;
 };
 
 // A query that sees no key (every score -inf) gets an output of zeros, not NaN.

@@ -106,6 +106,8 @@ class PackedMatrix {
 
  private:
   friend void repack_b(PackedMatrix& packed, const MatrixView& b, DType a_dtype);
+  friend void reserve_packed_b(PackedMatrix& packed, int64_t k, int64_t n, DType b_dtype,
+                               DType a_dtype);
   friend PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
   friend void gemm_prepacked(const MatrixView&, const PackedMatrix&, const MutableMatrixView&,
                              const GemmEpilogue&, const PackedRange&);
@@ -122,6 +124,10 @@ PackedMatrix pack_b(const MatrixView& b, DType a_dtype);
 // The same into `packed`, reusing its panels' memory when it is large enough: what a kernel that
 // packs per call (attention's K and V) keeps per thread, so that it allocates nothing once warm.
 void repack_b(PackedMatrix& packed, const MatrixView& b, DType a_dtype);
+// Grows `packed`'s panel memory to what repack_b needs for a B [k, n] of dtype b_dtype and an A
+// of dtype a_dtype (contents not kept): a kernel whose B grows call by call reserves the largest
+// once.
+void reserve_packed_b(PackedMatrix& packed, int64_t k, int64_t n, DType b_dtype, DType a_dtype);
 // Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
 // make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);

@@ -43,7 +43,9 @@ struct GPTConfig {
 };
 
 // Keys and values of every layer for the positions a GPT has processed: incremental decoding
-// runs only the new token through the model (GPT::forward_cached).
+// runs only the new token through the model (GPT::forward_cached, GPT::forward_at). Each layer
+// holds room for the whole context, allocated by the first forward_cached; positions
+// [0, length) hold values.
 struct KVCache {
   std::vector<LayerKV> layers;  // one per block
   int64_t length = 0;           // positions cached
@@ -69,6 +71,13 @@ class GPT final : public nn::Layer {
   // cache.length + 1 <= context. Appends their keys and values to the cache. For inference
   // (run it under NoGrad or InferenceMode); the same logits as forward() on the whole sequence.
   Tensor forward_cached(const Tensor& tokens, KVCache& cache);
+  // Logits [B, 1, vocab] of one token per sequence (tokens [B, 1]) at the position `position`
+  // holds ([1] i64, 0 <= position < context), attending to the cached positions [0, position].
+  // Writes the position's keys and values into the cache, which forward_cached must have
+  // allocated (the prompt) for this batch; cache.length is the caller's to advance. The shapes
+  // are the same at every position, so a graph captured at one step replays all the others
+  // (generate() does). For inference; the same logits as forward_cached.
+  Tensor forward_at(const Tensor& tokens, const Tensor& position, KVCache& cache);
   // Mean cross entropy of forward(tokens) against targets [B, T]: a [] f32 tensor.
   Tensor loss(const Tensor& tokens, const Tensor& targets);
 
@@ -92,7 +101,8 @@ class GPT final : public nn::Layer {
   GPTBlock& block(int64_t i);
 
  private:
-  Tensor hidden(const Tensor& tokens, KVCache* cache);
+  // With a cache: at positions [cache->length, + T), or at `position` when it is given.
+  Tensor hidden(const Tensor& tokens, KVCache* cache, const Tensor* position = nullptr);
 
   GPTConfig config_;
   Generator dropout_gen_;

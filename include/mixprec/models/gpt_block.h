@@ -11,10 +11,24 @@
 
 namespace mixprec::models {
 
-// One layer's keys and values of the positions already processed, [B, H, S, head_dim] each
-// (contiguous, no autograd history), or undefined before the first call.
+// One layer's keys and values, [B, H, capacity, head_dim] each (no autograd history), allocated
+// by the first call that writes them: zeros, in the dtype of the projections. Which positions
+// hold values is the caller's to know (KVCache::length).
 struct LayerKV {
   Tensor k, v;
+};
+
+// Where a call's keys and values go in a layer's cache, and which cached keys its queries see.
+//   position == nullptr: the T positions [past, past + T) are written; T queries attend
+//     causally over [0, past + T) (past > 0 takes one position, T == 1).
+//   position != nullptr: one position (T == 1), the one `position` ([1] i64) holds when the
+//     kernels run, is written, and the query attends over the keys [0, position]. Static
+//     shapes: a graph captured at one position replays at every other.
+struct KVSlot {
+  LayerKV* kv = nullptr;
+  int64_t capacity = 0;
+  int64_t past = 0;
+  const Tensor* position = nullptr;
 };
 
 // Causal multi-head self-attention on the flash attention op. One fused projection makes q, k
@@ -29,9 +43,8 @@ class CausalSelfAttention final : public nn::Layer {
   std::string_view type_name() const override { return "CausalSelfAttention"; }
   // x [B, T, D] -> [B, T, D]
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }
-  // With a cache: an empty one is filled with x's keys and values (causal over x); a filled
-  // one takes exactly one new position (T == 1), which attends to every cached key and itself.
-  Tensor forward(const Tensor& x, LayerKV* cache);
+  // With a cache slot: x's keys and values are written into it and the queries read it (KVSlot).
+  Tensor forward(const Tensor& x, const KVSlot* slot);
 
   nn::Linear& c_attn() { return *c_attn_; }  // [3D, D]: rows q, then k, then v
   nn::Linear& c_proj() { return *c_proj_; }  // [D, D]
@@ -62,7 +75,7 @@ class GPTBlock final : public nn::Layer {
            Generator& dropout_gen);
   std::string_view type_name() const override { return "GPTBlock"; }
   Tensor forward(const Tensor& x) override { return forward(x, nullptr); }  // [B, T, D]
-  Tensor forward(const Tensor& x, LayerKV* cache);
+  Tensor forward(const Tensor& x, const KVSlot* slot);
 
   CausalSelfAttention& attn() { return *attn_; }
   GPTMLP& mlp() { return *mlp_; }

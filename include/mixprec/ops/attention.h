@@ -10,6 +10,11 @@ struct AttentionParams {
   bool causal = false;
   Tensor mask = Tensor();  // additive, broadcastable to [B, H, Sq, Sk] (no gradient flows into it)
   float scale = 0.0f;      // 0: 1 / sqrt(head_dim)
+  // [1] i64, or undefined: only keys [0, last_key] take part (0 <= last_key < Sk), the value
+  // read when the kernel runs, so a graph replay sees each call's: a decoding step over a
+  // preallocated KV cache at the position the tensor holds. Inference only (refused while
+  // gradients are recorded).
+  Tensor last_key = Tensor();
 };
 
 // q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] -> [B, H, Sq, Dv] in q's dtype.

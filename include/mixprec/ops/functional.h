@@ -40,4 +40,12 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = defaul
 // Joins tensors of one dtype along `dim` (every other dim equal).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 
+// For each i, slice index[i] of `self` along `dim` takes slice i of `source` (PyTorch's
+// index_copy_): a KV cache written at a position held in a tensor, which a graph replay reads
+// anew each time. index: 1-D i64 or i32; source: self's dtype and shape but index.numel() along
+// dim. The indices are checked when the copy runs (out of range: an Error, nothing written).
+// In place and not differentiable: self must not require gradients. Returns self.
+const Tensor& index_copy_(const Tensor& self, int64_t dim, const Tensor& index,
+                          const Tensor& source);
+
 }  // namespace mixprec

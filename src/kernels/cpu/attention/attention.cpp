@@ -36,6 +36,14 @@ const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scala
                                             attention_detail::block_update_avx2,
                                             attention_detail::block_update_avx512, nullptr}};
 
+const IsaTable<attention_detail::AttendRowsFn> kAttendRows{
+    {attention_detail::attend_rows_scalar, attention_detail::attend_rows_avx2,
+     attention_detail::attend_rows_avx512, nullptr}};
+
+// Up to this many queries per head read K and V in place (attend_rows): packing them costs
+// O(Sk * D) per head, as much as one query's products.
+constexpr int64_t kFewQueries = 2;
+
 bool is_attention_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 // Per-thread block buffers, reused across calls.
@@ -163,6 +171,38 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
     return attention_detail::forward_f64(q, k, v, mask, opt.causal, scale, out, logsumexp);
   if (out.numel() == 0) return;
   if (mask.defined() && mask.stride(3) != 1 && k.size(2) > 1) mask = mask.contiguous();
+  const int64_t sk = k.size(2), dv = v.size(3);
+  const bool rows_contiguous = q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1 &&
+                               out.stride(3) == 1;
+  if (sq <= kFewQueries && rows_contiguous && d <= attention_detail::kAttendRowsMaxDim &&
+      dv <= attention_detail::kAttendRowsMaxDim) {
+    attention_detail::AttendRowsFn* attend = kAttendRows();
+    const std::size_t score_bytes = static_cast<std::size_t>(std::max(sk, opt.key_capacity)) * 4;
+    parallel_for(0, batch * heads, 1, [&](int64_t lo, int64_t hi) {
+      thread_local Allocation scores;
+      float* s = static_cast<float*>(scores.reserve(score_bytes));
+      for (int64_t bh = lo; bh < hi; ++bh) {
+        const int64_t b = bh / heads, h = bh % heads;
+        auto at = [&](const Tensor& t) {
+          return static_cast<const char*>(t.data_ptr()) +
+                 static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
+        };
+        attention_detail::AttendRows a{
+            at(q), q.dtype(), q.stride(2), at(k), k.dtype(), k.stride(2), at(v), v.dtype(),
+            v.stride(2), static_cast<int>(sq), static_cast<int>(sk), static_cast<int>(d),
+            static_cast<int>(dv), scale,
+            opt.causal ? 1 : attention_detail::kAllVisible, mask.defined() ? at(mask) : nullptr,
+            mask.defined() ? mask.dtype() : DType::F32, mask.defined() ? mask.stride(2) : 0,
+            const_cast<char*>(at(out)), out.dtype(), out.stride(2),
+            logsumexp != nullptr ? logsumexp->data<float>() + b * logsumexp->stride(0) +
+                                       h * logsumexp->stride(1)
+                                 : nullptr,
+            logsumexp != nullptr ? logsumexp->stride(2) : 0, s};
+        attend(a);
+      }
+    });
+    return;
+  }
   // Probabilities take V's dtype when it is bf16 (so P V runs on vdpbf16ps); otherwise f32.
   const DType p_dtype = v.dtype() == DType::BF16 ? DType::BF16 : DType::F32;
   const int64_t q_blocks = (sq + kBr - 1) / kBr;
@@ -203,6 +243,10 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
   };
   // Each thread packs into its own panels, kept across calls (no allocation once warm).
   auto pack_head = [&](int64_t b, int64_t h, PackedMatrix& kt, PackedMatrix& vp) {
+    if (opt.key_capacity > k.size(2)) {
+      reserve_packed_b(kt, d, opt.key_capacity, k.dtype(), q.dtype());
+      reserve_packed_b(vp, opt.key_capacity, v.size(3), v.dtype(), p_dtype);
+    }
     repack_b(kt, matrix_at(k, b, h).transposed(), q.dtype());
     repack_b(vp, matrix_at(v, b, h), p_dtype);
   };

@@ -50,6 +50,42 @@ void block_update_avx2(float*, int64_t, int, int, int64_t, float*, float*, void*
 void block_update_avx512(float*, int64_t, int, int, int64_t, float*, float*, void*, DType, int64_t,
                          float*, int64_t, int);
 
+// A few queries attending over keys read in place, no packing: a decoding step's one query
+// would pay more for packing K and V than for its products. For each query row r (keys
+// [0, visible_columns(diagonal, r, keys)) visible):
+//   s_j = scale * (q_r . k_j) + mask_r[j];  p_j = e^(s_j - max_j s);  out_r = sum_j p_j v_j / sum_j p_j
+// in f32 (p unrounded), out rounded once; lse_r = max + log(sum p) when lse is given. A row
+// that sees no key gets zeros (lse -inf). q, k, v rows are contiguous; `scores` holds `keys`
+// floats; d, dv <= kAttendRowsMaxDim.
+constexpr int kAttendRowsMaxDim = 256;
+struct AttendRows {
+  const char* q;
+  DType q_dtype;
+  int64_t q_ld;
+  const char* k;
+  DType k_dtype;
+  int64_t k_ld;
+  const char* v;
+  DType v_dtype;
+  int64_t v_ld;
+  int rows, keys, d, dv;
+  float scale;
+  int64_t diagonal;
+  const char* mask;  // [rows, keys] mask_ld apart, or null
+  DType mask_dtype;
+  int64_t mask_ld;
+  char* out;
+  DType out_dtype;
+  int64_t out_ld;
+  float* lse;  // rows lse_stride apart, or null
+  int64_t lse_stride;
+  float* scores;
+};
+using AttendRowsFn = void(const AttendRows&);
+void attend_rows_scalar(const AttendRows&);
+void attend_rows_avx2(const AttendRows&);
+void attend_rows_avx512(const AttendRows&);
+
 // Backward, on one block of f32 scores s (scaled, masked; -inf where masked):
 //   s[r * ld_s + j] = e^(s - lse[r])    the forward's probabilities P, in place (0 when hidden,
 //                                       masked, or when the row saw no key, lse[r] = -inf), and

@@ -455,6 +455,12 @@ void repack_b(PackedMatrix& packed, const MatrixView& b, DType a_dtype) {
   if (panels > 0) uk.pack_b(b, 0, b.cols, ps.k_padded, packed.storage_.data());
 }
 
+void reserve_packed_b(PackedMatrix& packed, int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
+  const Ukernel& uk = choose_ukernel(active_isa(), a_dtype, b_dtype);
+  const int64_t panels = (n + uk.nr - 1) / uk.nr;
+  packed.storage_.reserve(static_cast<std::size_t>(panels) * pack_shape(uk, k).panel_bytes());
+}
+
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype) {
   MIXPREC_CHECK(is_gemm_float(b_dtype) && is_gemm_float(a_dtype) && k >= 0 && n >= 0,
                 "[allocate_packed_b] expected f32, f16 or bf16 and k, n >= 0, got B ",

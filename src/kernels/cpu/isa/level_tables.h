@@ -62,4 +62,5 @@
                             int64_t ld_ds) {                                                 \
     softmax_grad<S>(p, ld_p, dp, ld_dp, rows, cols, delta, ds, ds_dtype, ld_ds);             \
   }                                                                                          \
+  void attend_rows_##level(const AttendRows& a) { attend_rows<S>(a); }                       \
   }
