@@ -226,6 +226,10 @@ void Graph::Impl::prune(bool eliminate_dead_code) {
   eliminated = n - kept.size();
   nodes = std::move(kept);
 
+  set_lifetimes();
+}
+
+void Graph::Impl::set_lifetimes() {
   const int end = static_cast<int>(nodes.size());
   for (Buffer& b : buffers) {
     b.first = b.kind == BufferKind::Input ? -1 : end;
@@ -339,6 +343,7 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
   }
   if (options.fold_constants) impl->fold_constants();
   impl->prune(options.eliminate_dead_code);
+  if (options.reuse_memory && options.reorder) impl->schedule();
   if (options.fuse_elementwise) impl->find_chains();
   impl->plan(options.reuse_memory);
   impl->bind();

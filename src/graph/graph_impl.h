@@ -84,6 +84,11 @@ struct Graph::Impl {
   void fold_constants();
   // Drops dead kernels (when asked) and sets every buffer's lifetime.
   void prune(bool eliminate_dead_code);
+  // Every buffer's first and last kernel in the current order.
+  void set_lifetimes();
+  // Reorders the kernels (each still after every kernel whose results or memory it depends on)
+  // to keep fewer bytes alive at once, when that lowers the peak (plan.cpp).
+  void schedule();
   // Places inputs and intermediates in the arena, an elementwise kernel's output in the place of
   // an input that dies there when reuse_memory (plan.cpp).
   void plan(bool reuse_memory);

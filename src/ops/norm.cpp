@@ -88,7 +88,8 @@ void launch_norm(std::string_view op, const Tensor& x, const Tensor& weight, con
                       run(x, w, b, k.out(0),
                           kernels::NormStats{or_none(k.outputs[1]), or_none(k.outputs[2])});
                     }
-                  });
+                  },
+                  capture::Aliasing::FirstInput);
 }
 
 Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor& x, const Tensor& w,

@@ -255,6 +255,36 @@ TEST(Graph, MemoryPlanSharesSpaceBetweenLifetimes) {
   EXPECT_TRUE(bit_equal(planned.run({x})[0], unplanned.run({x})[0]));
 }
 
+// A U-Net decoder's pattern: a normalization of c and a small branch that reads c too. Run as
+// written, the normalization's output and c are alive together; with the branch first, the
+// normalization is c's last reader and writes its output over it. The results do not change.
+TEST(Graph, ReorderingLetsANormalizationOverwriteItsInput) {
+  auto decoder = [](const std::vector<Tensor>& in) {
+    const Tensor c = exp(mul(in[0], 0.5));
+    const Tensor normed = group_norm(c, 4, Tensor(), Tensor(), 1e-5, kernels::Activation::SiLU);
+    const Tensor branch = sum(c, {2, 3});
+    return std::vector<Tensor>{normed, branch};
+  };
+  const Tensor x = Tensor::randn({1, 64, 32, 32});  // 256 KiB of f32
+  Graph reordered = capture(decoder, {x});
+  CaptureOptions as_written;
+  as_written.reorder = false;
+  Graph in_order = capture(decoder, {x}, as_written);
+  const std::size_t size = x.nbytes();
+  // The input copy, then c with the normalization written over it (and the branch's 256 bytes);
+  // as written, c and the normalization's output apart.
+  EXPECT_LT(reordered.memory().arena_bytes, 2 * size + size / 4);
+  EXPECT_EQ(reordered.memory().in_place, 2u);  // exp over mul, the normalization over exp
+  EXPECT_GE(in_order.memory().arena_bytes, 3 * size);
+  EXPECT_EQ(reordered.ops(), (std::vector<std::string>{"mul", "exp", "sum", "group_norm_silu"}));
+  const std::vector<Tensor> eager = decoder({x});
+  for (Graph* g : {&reordered, &in_order}) {
+    const std::vector<Tensor>& got = g->run({x});
+    EXPECT_TRUE(bit_equal(got[0], eager[0]));
+    EXPECT_TRUE(bit_equal(got[1], eager[1]));
+  }
+}
+
 // The planner against the lifetimes: skip connections keep buffers alive across others, so
 // the arena can be no smaller than the most bytes alive at once, and here it needs no more.
 TEST(Graph, MemoryPlanMeetsTheLivePeakOnASkipNetwork) {

@@ -46,6 +46,9 @@ enum class Aliasing : uint8_t {
   Elementwise,  // output element i depends only on input element i, and every input element
                 // is read before the same place of the output is written: the output may take
                 // the place of an input of the same size and layout that dies here
+  FirstInput,   // the first output may take the place of the first input only (the same size
+                // and layout, dying here): a normalization, which reads every input element an
+                // output element depends on (its statistics first) before writing that element
 };
 
 class Recorder {

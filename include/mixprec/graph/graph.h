@@ -48,6 +48,11 @@ struct CaptureOptions {
   // Share arena space between intermediates whose lifetimes do not overlap (greedy best fit,
   // largest first). Off: every intermediate gets its own space (for checking the planner).
   bool reuse_memory = true;
+  // With reuse_memory: run the kernels in another order where that keeps fewer bytes alive at
+  // once (each kernel still after every kernel whose results or memory it depends on, so the
+  // results are the same bit for bit): a branch that reads a tensor runs before the kernel
+  // that can then overwrite it in place.
+  bool reorder = true;
   // Compare the capture's replays (one per pool thread, each running every chunk alone) with
   // the recorded run bit for bit (throws on a difference).
   bool validate = true;
