@@ -94,7 +94,10 @@ int run_on_ranks(const std::string& command, Args args,
   try {
     check_same_arguments(command, world, args);
   } catch (const UsageError& e) {
+    // Every rank is here (they agreed on who differs); none aborts before rank 0 has said why,
+    // or the job could end with the message unwritten.
     if (world.is_root()) std::fprintf(stderr, "%s%s\n", rank.c_str(), e.message.c_str());
+    world.barrier();
     world.abort(2);
   }
   const RootOnlyOutput output(!world.is_root());
