@@ -51,25 +51,27 @@ int run_bench_generate(Args args) {
               "GPT text generation (GPTConfig::small(), greedy): ms per new token for each "
               "precision and decoding, alternating round by round, and whether every decoding "
               "picked the same tokens.");
-  p.option("--precisions", &precisions, "comma-separated: fp32 (the model in f32), bf16 (true "
-           "bf16: the model converted, LayerNorms f32)");
-  p.option("--decodings", &decodings, "comma-separated: replayed (KV cache, each step replayed "
-           "from a graph), cached (KV cache, op front-ends), window (the whole window every step)");
+  p.option("--precisions", &precisions,
+           "comma-separated: fp32 (the model in f32), bf16 (true bf16: the model converted, "
+           "LayerNorms f32)");
+  p.option("--decodings", &decodings,
+           "comma-separated: replayed (KV cache, each step replayed from a graph), cached (KV "
+           "cache, op front-ends), window (the whole window every step)");
   p.option("--prompt", &prompt_tokens, "prompt tokens", {.min = 1, .max = 255});
   p.option("--tokens", &new_tokens, "new tokens per generation", {.min = 1, .max = 4096});
   p.option("--rounds", &rounds, "rounds (every configuration once per round)", {.min = 1});
   p.option("--batch", &batch, "sequences generated together", {.min = 1, .max = 64});
   p.flag("--json", &json, "print the results as JSON on stdout");
-  p.epilog("ms per new token: a whole generate() call (prompt, graph capture included) over the "
-           "new tokens. The weights are GPT-2's initialisation (seed 1337): the speed does not "
-           "depend on them.");
+  p.epilog(
+      "ms per new token: a whole generate() call (prompt, graph capture included) over the "
+      "new tokens. The weights are GPT-2's initialisation (seed 1337): the speed does not "
+      "depend on them.");
   if (!p.parse(args)) return 0;
 
   std::vector<Row> rows;
   for (const std::string& precision : split_list(precisions)) {
     if (precision != "fp32" && precision != "bf16")
-      throw UsageError{"bench generate: --precisions takes fp32 and bf16, got '" + precision +
-                       "'"};
+      throw UsageError{"bench generate: --precisions takes fp32 and bf16, got '" + precision + "'"};
     for (const std::string& decoding : split_list(decodings)) {
       decoding_named(decoding);
       rows.push_back({precision, decoding, {}, {}});
@@ -94,8 +96,8 @@ int run_bench_generate(Args args) {
       models::GPT& model = r.precision == "bf16" ? bf16_model : f32_model;
       Generator gen(1);
       const auto start = std::chrono::steady_clock::now();
-      const Tensor out = models::generate(model, prompt, new_tokens, 0.0, 0, gen,
-                                          decoding_named(r.decoding));
+      const Tensor out =
+          models::generate(model, prompt, new_tokens, 0.0, 0, gen, decoding_named(r.decoding));
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
@@ -111,28 +113,34 @@ int run_bench_generate(Args args) {
     return nullptr;
   };
   if (json) {
-    std::printf("{\"threads\": %d, \"batch\": %lld, \"prompt\": %lld, \"tokens\": %lld, "
-                "\"rows\": [",
-                num_threads(), static_cast<long long>(batch),
-                static_cast<long long>(prompt_tokens), static_cast<long long>(new_tokens));
+    std::printf(
+        "{\"threads\": %d, \"batch\": %lld, \"prompt\": %lld, \"tokens\": %lld, "
+        "\"rows\": [",
+        num_threads(), static_cast<long long>(batch), static_cast<long long>(prompt_tokens),
+        static_cast<long long>(new_tokens));
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       const Row* window = find(r, "window");
-      std::printf("%s{\"precision\": %s, \"decoding\": %s, \"ms_per_token\": %.4f, "
-                  "\"same_tokens_as_window\": %s}",
-                  i ? ", " : "", io::json_quote(r.precision).c_str(),
-                  io::json_quote(r.decoding).c_str(), r.median(),
-                  window == nullptr ? "null" : r.tokens == window->tokens ? "true" : "false");
+      std::printf(
+          "%s{\"precision\": %s, \"decoding\": %s, \"ms_per_token\": %.4f, "
+          "\"same_tokens_as_window\": %s}",
+          i ? ", " : "", io::json_quote(r.precision).c_str(), io::json_quote(r.decoding).c_str(),
+          r.median(),
+          window == nullptr            ? "null"
+          : r.tokens == window->tokens ? "true"
+                                       : "false");
     }
     std::printf("]}\n");
     return 0;
   }
-  std::printf("GPT small() generation, batch %lld, prompt %lld + %lld new tokens (greedy), %d "
-              "thread(s), median of %lld rounds\n\n",
-              static_cast<long long>(batch), static_cast<long long>(prompt_tokens),
-              static_cast<long long>(new_tokens), num_threads(), static_cast<long long>(rounds));
-  std::printf("| precision | decoding | ms/token | tokens/s | vs cached | same tokens as window |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf(
+      "GPT small() generation, batch %lld, prompt %lld + %lld new tokens (greedy), %d "
+      "thread(s), median of %lld rounds\n\n",
+      static_cast<long long>(batch), static_cast<long long>(prompt_tokens),
+      static_cast<long long>(new_tokens), num_threads(), static_cast<long long>(rounds));
+  std::printf(
+      "| precision | decoding | ms/token | tokens/s | vs cached | same tokens as window |\n"
+      "|---|---|---|---|---|---|\n");
   bool all_same = true;
   for (const Row& r : rows) {
     const Row* cached = find(r, "cached");
@@ -140,10 +148,13 @@ int run_bench_generate(Args args) {
     const bool same = window == nullptr || r.tokens == window->tokens;
     all_same = all_same && same;
     char speedup[32] = "-";
-    if (cached != nullptr) std::snprintf(speedup, sizeof speedup, "%.2fx", cached->median() / r.median());
+    if (cached != nullptr)
+      std::snprintf(speedup, sizeof speedup, "%.2fx", cached->median() / r.median());
     std::printf("| %s | %s | %.3f | %.0f | %s | %s |\n", r.precision.c_str(), r.decoding.c_str(),
                 r.median(), 1000.0 * static_cast<double>(batch) / r.median(), speedup,
-                window == nullptr ? "-" : same ? "yes" : "NO");
+                window == nullptr ? "-"
+                : same            ? "yes"
+                                  : "NO");
   }
   return all_same ? 0 : 1;
 }

@@ -13,7 +13,9 @@ namespace {
 
 constexpr std::size_t kAlignment = CachingAllocator::kAlignment;
 
-std::size_t aligned(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
 
 bool live_together(const Buffer& a, const Buffer& b) {
   return a.first <= b.last && b.first <= a.last;
@@ -133,7 +135,9 @@ void Graph::Impl::schedule() {
   // Greedy list scheduling: of the kernels whose dependencies ran, the one that adds the fewest
   // bytes (intermediates it starts, less those it is the last to touch); the earliest on a tie,
   // so a graph where nothing is gained keeps its order.
-  auto planned = [&](int b) { return buffers[static_cast<std::size_t>(b)].kind == BufferKind::Intermediate; };
+  auto planned = [&](int b) {
+    return buffers[static_cast<std::size_t>(b)].kind == BufferKind::Intermediate;
+  };
   std::vector<bool> started(buffers.size(), false), done(n, false);
   std::vector<std::size_t> order;
   order.reserve(n);
@@ -228,8 +232,9 @@ void Graph::Impl::plan(bool reuse_memory) {
   };
   auto by = [&](auto key) {
     std::vector<std::size_t> sequence = order;
-    std::stable_sort(sequence.begin(), sequence.end(),
-                     [&](std::size_t x, std::size_t y) { return key(buffers[x]) > key(buffers[y]); });
+    std::stable_sort(sequence.begin(), sequence.end(), [&](std::size_t x, std::size_t y) {
+      return key(buffers[x]) > key(buffers[y]);
+    });
     return sequence;
   };
   const std::vector<std::vector<std::size_t>> orders{

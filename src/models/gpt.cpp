@@ -5,8 +5,8 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/nn/checkpoint.h"
-#include "mixprec/nn/precision.h"
 #include "mixprec/nn/init.h"
+#include "mixprec/nn/precision.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
@@ -92,9 +92,9 @@ Tensor GPT::forward_at(const Tensor& tokens, const Tensor& position, KVCache& ca
   MIXPREC_CHECK(tokens.defined() && tokens.dim() == 2 && tokens.size(1) == 1,
                 "[GPT] forward_at takes one token per sequence [B, 1], got ",
                 tokens.defined() ? shape_to_string(tokens.shape()) : std::string("undefined"));
-  MIXPREC_CHECK(position.defined() && position.shape() == Shape{1} &&
-                    position.dtype() == DType::I64,
-                "[GPT] forward_at's position must be an i64 [1] tensor");
+  MIXPREC_CHECK(
+      position.defined() && position.shape() == Shape{1} && position.dtype() == DType::I64,
+      "[GPT] forward_at's position must be an i64 [1] tensor");
   MIXPREC_CHECK(cache.layers.size() == blocks_.size(),
                 "[GPT] forward_at continues a KV cache the prompt filled (forward_cached)");
   return linear(hidden(tokens, &cache, &position), wte());

@@ -42,8 +42,10 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const KVSlot* slot) {
   }
   Tensor y;
   if (slot->position != nullptr) {
-    MIXPREC_CHECK(t == 1, "[CausalSelfAttention] a step at a position held in a tensor takes one "
-                  "position, got ", t);
+    MIXPREC_CHECK(t == 1,
+                  "[CausalSelfAttention] a step at a position held in a tensor takes one "
+                  "position, got ",
+                  t);
     index_copy_(kv.k, 2, *slot->position, k);
     index_copy_(kv.v, 2, *slot->position, v);
     y = scaled_dot_product_attention(head_view(0), kv.k, kv.v, {.last_key = *slot->position});

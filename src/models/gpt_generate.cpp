@@ -88,7 +88,8 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
   Tensor position = Tensor::zeros({1}, DType::I64);
   for (int64_t t = t0; t < total; ++t) {
     Tensor logits;  // [B, W, V]
-    if (decoding == Decoding::Replayed && t <= context && cache.length == t - 1) {
+    if (decoding == Decoding::Replayed && t <= context && cache.length > 0 &&
+        cache.length == t - 1) {
       const Tensor token = out.slice(1, t - 1, t).contiguous();  // [B, 1]
       position.data<int64_t>()[0] = t - 1;
       const std::vector<Tensor> inputs{token, position};

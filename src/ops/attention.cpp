@@ -42,10 +42,10 @@ struct SdpaBackward : autograd::Node {
     auto last_dim_contiguous = [](const Tensor& t) {
       return t.stride(3) == 1 || t.size(3) == 1 ? t : t.contiguous();
     };
-    kernels::scaled_dot_product_attention_backward(
-        last_dim_contiguous(q), last_dim_contiguous(k), last_dim_contiguous(v),
-        last_dim_contiguous(out), last_dim_contiguous(grad), lse.contiguous(), dq, dk, dv,
-        options(causal, scale, mask));
+    kernels::scaled_dot_product_attention_backward(last_dim_contiguous(q), last_dim_contiguous(k),
+                                                   last_dim_contiguous(v), last_dim_contiguous(out),
+                                                   last_dim_contiguous(grad), lse.contiguous(), dq,
+                                                   dk, dv, options(causal, scale, mask));
   }
   void release_saved() override { q = k = v = out = lse = mask = Tensor(); }
 };
@@ -105,8 +105,10 @@ void run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
           kernels::AttentionOptions opt = options(causal, scale, m);
           if (const Tensor* last = a.optional(4)) {  // keys [0, *last] only
             const int64_t keys = last->data<int64_t>()[0] + 1;
-            MIXPREC_CHECK(keys >= 1 && keys <= k.size(2), "[scaled_dot_product_attention] "
-                          "last_key ", keys - 1, " is out of range for ", k.size(2), " keys");
+            MIXPREC_CHECK(keys >= 1 && keys <= k.size(2),
+                          "[scaled_dot_product_attention] "
+                          "last_key ",
+                          keys - 1, " is out of range for ", k.size(2), " keys");
             opt.key_capacity = k.size(2);
             k = k.narrow(2, 0, keys);
             v = v.narrow(2, 0, keys);

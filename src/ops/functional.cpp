@@ -319,14 +319,15 @@ const Tensor& index_copy_(const Tensor& self, int64_t dim, const Tensor& index,
                 " expected defined tensors");
   const int64_t d = normalize_dim(dim, self.dim(), "index_copy_");
   MIXPREC_CHECK(index.dim() == 1 && (index.dtype() == DType::I64 || index.dtype() == DType::I32),
-                op, " index must be a 1-D i64 or i32 tensor, got ", dtype_name(index.dtype()),
-                " ", shape_to_string(index.shape()));
+                op, " index must be a 1-D i64 or i32 tensor, got ", dtype_name(index.dtype()), " ",
+                shape_to_string(index.shape()));
   Shape expected = self.shape();
   expected[static_cast<std::size_t>(d)] = index.size(0);
   MIXPREC_CHECK(source.shape() == expected && source.dtype() == self.dtype(), op, " source is ",
                 dtype_name(source.dtype()), " ", shape_to_string(source.shape()), ", expected ",
                 dtype_name(self.dtype()), " ", shape_to_string(expected));
-  MIXPREC_CHECK(!self.requires_grad(), op, " writes in place and is not differentiable: self "
+  MIXPREC_CHECK(!self.requires_grad(), op,
+                " writes in place and is not differentiable: self "
                 "must not require gradients");
   capture::launch("index_copy", {&index, &source}, {&self}, [d](const capture::KernelArgs& a) {
     const Tensor &idx = a.in(0), &src = a.in(1), &dst = a.out(0);

@@ -15,8 +15,8 @@
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
-#include "support/error_of.h"
 #include "support/bit_equal.h"
+#include "support/error_of.h"
 
 namespace mixprec::graph {
 namespace {
@@ -151,14 +151,17 @@ TEST(IndexCopy, WritesTheSlicesTheIndexHoldsWhenItRuns) {
   EXPECT_TRUE(bit_equal(cache.narrow(2, 4, 1), rows.narrow(2, 0, 1)));
   EXPECT_TRUE(bit_equal(cache.narrow(2, 1, 1), rows.narrow(2, 1, 1)));
   EXPECT_TRUE(bit_equal(cache.narrow(2, 0, 1), Tensor::zeros({2, 3, 1}, DType::BF16)));
-  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 5, DType::I64), rows.narrow(2, 0, 1)); })
-                .find("index 5 is out of range for dim 2 of size 5"),
+  EXPECT_NE(error_of([&] {
+              index_copy_(cache, 2, Tensor::full({1}, 5, DType::I64), rows.narrow(2, 0, 1));
+            }).find("index 5 is out of range for dim 2 of size 5"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 0, DType::I64), rows); })
-                .find("source is"),
+  EXPECT_NE(error_of([&] {
+              index_copy_(cache, 2, Tensor::full({1}, 0, DType::I64), rows);
+            }).find("source is"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { index_copy_(cache, 2, Tensor::full({1}, 0.0, DType::F32), rows.narrow(2, 0, 1)); })
-                .find("index must be a 1-D i64 or i32"),
+  EXPECT_NE(error_of([&] {
+              index_copy_(cache, 2, Tensor::full({1}, 0.0, DType::F32), rows.narrow(2, 0, 1));
+            }).find("index must be a 1-D i64 or i32"),
             std::string::npos);
 
   Tensor state = Tensor::zeros({4, 3}, DType::F32);  // made before the capture: a constant
@@ -296,7 +299,9 @@ TEST(Graph, MemoryPlanMeetsTheLivePeakOnASkipNetwork) {
       skips.push_back(h);
       h = cat({h, h}, 0);
     }
-    for (int i = 3; i >= 0; --i) h = add(h.narrow(0, 0, skips[static_cast<std::size_t>(i)].size(0)), skips[static_cast<std::size_t>(i)]);
+    for (int i = 3; i >= 0; --i)
+      h = add(h.narrow(0, 0, skips[static_cast<std::size_t>(i)].size(0)),
+              skips[static_cast<std::size_t>(i)]);
     return std::vector<Tensor>{h};
   };
   const Tensor x = Tensor::randn({64, 256});
@@ -360,7 +365,9 @@ TEST(Graph, AnotherShapeIsAClearErrorAndCompiledFunctionCapturesAgain) {
   Graph g = capture(fn, {Tensor::randn({4, 8})});
   const std::string message = error_of([&] { g.run({Tensor::randn({4, 9})}); });
   EXPECT_NE(message.find("captured as f32[4, 8]"), std::string::npos) << message;
-  EXPECT_NE(error_of([&] { g.run({Tensor::randn({4, 8}, DType::BF16)}); }).find("bf16"),
+  EXPECT_NE(error_of([&] {
+              g.run({Tensor::randn({4, 8}, DType::BF16)});
+            }).find("bf16"),
             std::string::npos);
 
   CompiledFunction compiled(fn);

@@ -5,10 +5,10 @@
 #include <set>
 
 #include "gpt_test_util.h"
-#include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/allocator.h"
 #include "mixprec/core/error.h"
 #include "mixprec/graph/graph.h"
+#include "mixprec/mode/grad_mode.h"
 #include "mixprec/models/gpt_generate.h"
 #include "support/bit_equal.h"
 
@@ -193,17 +193,19 @@ TEST(KVCache, GenerationMatchesTheUncachedReference) {
   GPTConfig config = GPTConfig::tiny();
   config.context = 12;  // the run crosses the context: every path must crop alike
   GPT model(config, gen);
-  const Tensor prompt = random_tokens(2, 4, 256, gen);
-  for (const double temperature : {0.0, 1.0}) {
-    Generator a(21), b(21), c(21);
-    const Tensor replayed = generate(model, prompt, 16, temperature, 0, a, Decoding::Replayed);
-    const Tensor cached = generate(model, prompt, 16, temperature, 0, b, Decoding::Cached);
-    const Tensor window = generate(model, prompt, 16, temperature, 0, c, Decoding::Window);
-    for (int64_t i = 0; i < cached.numel(); ++i) {
-      EXPECT_EQ(cached.data<int64_t>()[i], window.data<int64_t>()[i])
-          << "temperature " << temperature << " element " << i;
-      EXPECT_EQ(replayed.data<int64_t>()[i], window.data<int64_t>()[i])
-          << "temperature " << temperature << " element " << i;
+  for (const int64_t prompt_length : {4, 1}) {  // a one-token prompt fills the cache first too
+    const Tensor prompt = random_tokens(2, prompt_length, 256, gen);
+    for (const double temperature : {0.0, 1.0}) {
+      Generator a(21), b(21), c(21);
+      const Tensor replayed = generate(model, prompt, 16, temperature, 0, a, Decoding::Replayed);
+      const Tensor cached = generate(model, prompt, 16, temperature, 0, b, Decoding::Cached);
+      const Tensor window = generate(model, prompt, 16, temperature, 0, c, Decoding::Window);
+      for (int64_t i = 0; i < cached.numel(); ++i) {
+        EXPECT_EQ(cached.data<int64_t>()[i], window.data<int64_t>()[i])
+            << "temperature " << temperature << " element " << i;
+        EXPECT_EQ(replayed.data<int64_t>()[i], window.data<int64_t>()[i])
+            << "temperature " << temperature << " element " << i;
+      }
     }
   }
 }

@@ -29,7 +29,7 @@ using attention_detail::matrix_at;
 // smaller blocks waste less: 56 runs the GPT's causal heads (T 256, d 64) 7-8% faster than
 // 112, and non-causal T 256 1% slower (Zen 5, session 21).
 constexpr int64_t kBr = 56;
-constexpr int64_t kBc = 512;  // keys per block: a multiple of every panel width, and even
+constexpr int64_t kBc = 512;       // keys per block: a multiple of every panel width, and even
 constexpr int64_t kKeyAlign = 32;  // AMX takes a bf16 product whose depth is a multiple of 32
 
 const IsaTable<BlockUpdateFn> kBlockUpdate{{attention_detail::block_update_scalar,
@@ -172,8 +172,8 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
   if (out.numel() == 0) return;
   if (mask.defined() && mask.stride(3) != 1 && k.size(2) > 1) mask = mask.contiguous();
   const int64_t sk = k.size(2), dv = v.size(3);
-  const bool rows_contiguous = q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1 &&
-                               out.stride(3) == 1;
+  const bool rows_contiguous =
+      q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1 && out.stride(3) == 1;
   if (sq <= kFewQueries && rows_contiguous && d <= attention_detail::kAttendRowsMaxDim &&
       dv <= attention_detail::kAttendRowsMaxDim) {
     attention_detail::AttendRowsFn* attend = kAttendRows();
@@ -187,18 +187,33 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
           return static_cast<const char*>(t.data_ptr()) +
                  static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
         };
-        attention_detail::AttendRows a{
-            at(q), q.dtype(), q.stride(2), at(k), k.dtype(), k.stride(2), at(v), v.dtype(),
-            v.stride(2), static_cast<int>(sq), static_cast<int>(sk), static_cast<int>(d),
-            static_cast<int>(dv), scale,
-            opt.causal ? 1 : attention_detail::kAllVisible, mask.defined() ? at(mask) : nullptr,
-            mask.defined() ? mask.dtype() : DType::F32, mask.defined() ? mask.stride(2) : 0,
-            const_cast<char*>(at(out)), out.dtype(), out.stride(2),
-            logsumexp != nullptr ? logsumexp->data<float>() + b * logsumexp->stride(0) +
-                                       h * logsumexp->stride(1)
-                                 : nullptr,
-            logsumexp != nullptr ? logsumexp->stride(2) : 0, s};
-        attend(a);
+        const bool masked = mask.defined(), with_lse = logsumexp != nullptr;
+        attend({.q = at(q),
+                .q_dtype = q.dtype(),
+                .q_ld = q.stride(2),
+                .k = at(k),
+                .k_dtype = k.dtype(),
+                .k_ld = k.stride(2),
+                .v = at(v),
+                .v_dtype = v.dtype(),
+                .v_ld = v.stride(2),
+                .rows = static_cast<int>(sq),
+                .keys = static_cast<int>(sk),
+                .d = static_cast<int>(d),
+                .dv = static_cast<int>(dv),
+                .scale = scale,
+                .diagonal = opt.causal ? 1 : attention_detail::kAllVisible,
+                .mask = masked ? at(mask) : nullptr,
+                .mask_dtype = masked ? mask.dtype() : DType::F32,
+                .mask_ld = masked ? mask.stride(2) : 0,
+                .out = const_cast<char*>(at(out)),
+                .out_dtype = out.dtype(),
+                .out_ld = out.stride(2),
+                .lse = with_lse ? logsumexp->data<float>() + b * logsumexp->stride(0) +
+                                      h * logsumexp->stride(1)
+                                : nullptr,
+                .lse_stride = with_lse ? logsumexp->stride(2) : 0,
+                .scores = s});
       }
     });
     return;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "attention_internal.h"
 #include "../simd/dtype_dispatch.h"
 #include "../simd/simd_math.h"
+#include "attention_internal.h"
 
 namespace mixprec::kernels::attention_detail {
 namespace {
@@ -33,7 +33,8 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, 
     F vmax = S::set1(neg_inf);
     int j = 0;
     for (; j + W <= n; j += W) vmax = S::max(S::load(srow + j), vmax);
-    if (j < n) vmax = S::max(S::fill_tail(S::load_n(srow + j, DType::F32, n - j), n - j, neg_inf), vmax);
+    if (j < n)
+      vmax = S::max(S::fill_tail(S::load_n(srow + j, DType::F32, n - j), n - j, neg_inf), vmax);
     const float row_max = S::reduce_max(vmax);
     const float m_new = m[r] > row_max ? m[r] : row_max;
     if (m_new == neg_inf) {  // nothing visible yet: p = 0, state unchanged
@@ -74,8 +75,8 @@ void block_update(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, 
 }
 
 template <class S>
-void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal,
-                     const float* lse, void* p_low, DType low, int64_t ld_low) {
+void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagonal, const float* lse,
+                     void* p_low, DType low, int64_t ld_low) {
   constexpr int W = S::kWidth;
   const std::size_t low_size = dtype_size(low);
   simd::with_load_dtype<S>(low, [&](auto dtype_tag) {
@@ -87,8 +88,7 @@ void recompute_probs(float* s, int64_t ld_s, int rows, int cols, int64_t diagona
       const int n = lse[r] == -INFINITY ? 0 : visible_columns(diagonal, r, cols);
       const typename S::F shift = S::set1(lse[r]);
       auto probs = [&](int j, int lanes) {
-        const typename S::F e =
-            simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, lanes), shift));
+        const typename S::F e = simd::exp<S>(S::sub(S::load_n(srow + j, DType::F32, lanes), shift));
         S::store_n(srow + j, DType::F32, e, lanes);
         if constexpr (lt != DType::F32) S::store_n(lrow + j * low_size, lt, e, lanes);
       };
