@@ -319,12 +319,16 @@ void run_parallel(const Problem& p, int threads) {
   });
 }
 
-// Threads worth using: about 2 MFLOP of work per thread or it is not worth waking them.
-int threads_for(int64_t m, int64_t n, int64_t k) {
+// Threads worth using: about 2 MFLOP of work, or 256 KiB of B to read, per thread, or it is not
+// worth waking them. A few rows of A (a decoding step's matrix-vector products) are bound by
+// reading B, not by their flops: split by columns, each thread streams its share of B.
+int threads_for(int64_t m, int64_t n, int64_t k, std::size_t b_elem) {
   if (in_parallel_region()) return 1;  // called from a parallel region (attention, conv tiles)
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int by_work = static_cast<int>(std::max(1.0, flops / 2e6));
+  const double b_bytes =
+      static_cast<double>(k) * static_cast<double>(n) * static_cast<double>(b_elem);
+  const int by_work = static_cast<int>(std::max({1.0, flops / 2e6, b_bytes / 262144.0}));
   return std::min(num_threads(), by_work);
 }
 
@@ -370,7 +374,7 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
   const IsaLevel level = active_isa();
   const Ukernel& uk = choose_ukernel(level, a.dtype, b.dtype);
   const Problem p{a, BSource{&b, nullptr, 0}, c, epilogue, &uk, pack_shape(uk, a.cols), level};
-  run_parallel(p, threads_for(c.rows, c.cols, a.cols));
+  run_parallel(p, threads_for(c.rows, c.cols, a.cols, p.ps.elem));
 }
 
 namespace {
@@ -420,7 +424,7 @@ void gemm_batched(int64_t batch, const MatrixView& a, const MatrixView& b,
     const Problem p{it.a, BSource{&it.b, nullptr, 0}, it.c, it.ep, &uk, ps, level};
     run_parallel(p, threads);
   };
-  const int per_item = threads_for(c.rows, c.cols, a.cols);
+  const int per_item = threads_for(c.rows, c.cols, a.cols, ps.elem);
   const int threads = num_threads();
   if (batch >= threads && threads > 1) {
     // Whole items per thread: no synchronisation inside a GEMM.
@@ -510,7 +514,7 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
                      static_cast<std::size_t>(range.k_begin * uk.nr) * whole.elem;
   const Problem p{a,   BSource{nullptr, base, whole.panel_bytes()}, c, epilogue,
                   &uk, pack_shape(uk, k1 - range.k_begin), b.level_};
-  run_parallel(p, threads_for(c.rows, c.cols, a.cols));
+  run_parallel(p, threads_for(c.rows, c.cols, a.cols, whole.elem));
 }
 
 }  // namespace mixprec::kernels
