@@ -63,7 +63,9 @@ TEST(Dispatch, AmxIsALevelAboveAvx512Bf16) {
   EXPECT_EQ(parse_isa("amx"), IsaLevel::Amx);
   EXPECT_GT(IsaLevel::Amx, IsaLevel::Avx512Bf16);
   const CpuFeatures& f = cpu_features();
-  if (!(f.amx_tile && f.amx_bf16 && f.os_amx)) EXPECT_FALSE(isa_supported(IsaLevel::Amx));
+  if (!(f.amx_tile && f.amx_bf16 && f.os_amx)) {
+    EXPECT_FALSE(isa_supported(IsaLevel::Amx));
+  }
 }
 
 TEST(CpuFeatures, IsaTableFallsBackToTheLevelBelow) {

@@ -116,7 +116,9 @@ TEST(Graph, ElementwiseChainsRunChunkByChunkBitIdentically) {
       // Fusion allocates nothing of its own. (The row mean of a channels_last tensor stages a
       // contiguous copy inside the reduction kernel, with or without fusion.)
       EXPECT_EQ(middle.num_allocs - before.num_allocs, after.num_allocs - middle.num_allocs);
-      if (!channels_last) EXPECT_EQ(middle.num_allocs, before.num_allocs);
+      if (!channels_last) {
+        EXPECT_EQ(middle.num_allocs, before.num_allocs);
+      }
     }
 }
 

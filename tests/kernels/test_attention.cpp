@@ -161,8 +161,9 @@ TEST_P(AttentionTest, FullyMaskedRowGivesZerosNotNaN) {
     scaled_dot_product_attention(q, k, v, out, opt, &lse);
     for (int64_t y = 0; y < 32; ++y) EXPECT_EQ(out.value({0, 0, blind, y}), 0.0);
     for (int64_t i = 0; i < sq; ++i)
-      if (i != blind)
+      if (i != blind) {
         for (int64_t y = 0; y < 32; ++y) EXPECT_TRUE(std::isfinite(out.value({0, 0, i, y})));
+      }
     EXPECT_EQ(lse.value({0, 0, blind}), -INFINITY);
     EXPECT_TRUE(std::isfinite(lse.value({0, 0, 0})));
   }

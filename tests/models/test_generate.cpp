@@ -182,7 +182,9 @@ TEST(KVCache, ReplayedStepIsTheEagerStepWithoutAllocating) {
     const MemoryStats before = CachingAllocator::global().stats();
     const Tensor got = step.run({token, position})[0];
     const MemoryStats after = CachingAllocator::global().stats();
-    if (t > 5) EXPECT_EQ(after.num_allocs, before.num_allocs) << "position " << t;
+    if (t > 5) {
+      EXPECT_EQ(after.num_allocs, before.num_allocs) << "position " << t;
+    }
     const Tensor want = model.forward_at(token, position, eager);
     EXPECT_TRUE(test_support::bit_equal(got, want)) << "position " << t;
   }

@@ -502,7 +502,9 @@ TEST(ShippedPeakNet, FindsBraggPeaksBetterThanTheClassicalFinder) {
                 static_cast<long long>(found.false_negatives), defaults.f1(), tuned_counts.f1());
     EXPECT_GE(found.f1(), min_snr >= 8 ? 0.99 : 0.95) << "SNR >= " << min_snr;
     EXPECT_GE(found.f1(), defaults.f1()) << "SNR >= " << min_snr;
-    if (min_snr < 8) EXPECT_GT(found.f1(), tuned_counts.f1()) << "SNR >= " << min_snr;
+    if (min_snr < 8) {
+      EXPECT_GT(found.f1(), tuned_counts.f1()) << "SNR >= " << min_snr;
+    }
   }
 }
 
