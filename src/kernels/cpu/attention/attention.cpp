@@ -183,32 +183,16 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
       float* s = static_cast<float*>(scores.reserve(score_bytes));
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / heads, h = bh % heads;
-        auto at = [&](const Tensor& t) {
-          return static_cast<const char*>(t.data_ptr()) +
-                 static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
-        };
         const bool masked = mask.defined(), with_lse = logsumexp != nullptr;
-        attend({.q = at(q),
-                .q_dtype = q.dtype(),
-                .q_ld = q.stride(2),
-                .k = at(k),
-                .k_dtype = k.dtype(),
-                .k_ld = k.stride(2),
-                .v = at(v),
-                .v_dtype = v.dtype(),
-                .v_ld = v.stride(2),
-                .rows = static_cast<int>(sq),
-                .keys = static_cast<int>(sk),
-                .d = static_cast<int>(d),
-                .dv = static_cast<int>(dv),
+        attend({.q = matrix_at(q, b, h),
+                .k = matrix_at(k, b, h),
+                .v = matrix_at(v, b, h),
+                .out = attention_detail::mutable_matrix_at(out, b, h),
                 .scale = scale,
                 .diagonal = opt.causal ? 1 : attention_detail::kAllVisible,
-                .mask = masked ? at(mask) : nullptr,
+                .mask = masked ? static_cast<const char*>(matrix_at(mask, b, h).data) : nullptr,
                 .mask_dtype = masked ? mask.dtype() : DType::F32,
                 .mask_ld = masked ? mask.stride(2) : 0,
-                .out = const_cast<char*>(at(out)),
-                .out_dtype = out.dtype(),
-                .out_ld = out.stride(2),
                 .lse = with_lse ? logsumexp->data<float>() + b * logsumexp->stride(0) +
                                       h * logsumexp->stride(1)
                                 : nullptr,

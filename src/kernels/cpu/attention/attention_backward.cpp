@@ -24,6 +24,7 @@ namespace mixprec::kernels {
 namespace {
 
 using attention_detail::matrix_at;
+using attention_detail::mutable_matrix_at;
 
 constexpr int64_t kBr = 64;   // queries per block: the K of the dV and dK products (AMX: 32 | kBr)
 constexpr int64_t kBc = 128;  // keys per block: a multiple of the panel width 32
@@ -61,11 +62,6 @@ MatrixView rows_of(MatrixView m, int64_t r0, int64_t rows) {
   m.data = row_at(m, r0);
   m.rows = rows;
   return m;
-}
-MutableMatrixView mutable_matrix_at(const Tensor& t, int64_t b, int64_t h) {
-  char* base = static_cast<char*>(t.data_ptr()) +
-               static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
-  return {base, t.dtype(), t.size(2), t.size(3), t.stride(2)};
 }
 
 // dst rows [r0, r0 + rows) = src (f32 [rows, dst.cols], contiguous), rounded once.
@@ -204,8 +200,8 @@ void check_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Ten
   for (const Tensor* t : {&q, &k, &v, &out, &grad_out, &dq, &dk, &dv}) {
     const bool lane_float =
         t->dtype() == DType::F32 || t->dtype() == DType::BF16 || t->dtype() == DType::F16;
-    MIXPREC_CHECK(f64 ? t->dtype() == DType::F64 || (t == &grad_out && lane_float) : lane_float,
-                  op, " expected f32, bf16 or f16 tensors (or f64 throughout), got ",
+    MIXPREC_CHECK(f64 ? t->dtype() == DType::F64 || (t == &grad_out && lane_float) : lane_float, op,
+                  " expected f32, bf16 or f16 tensors (or f64 throughout), got ",
                   dtype_name(t->dtype()));
     MIXPREC_CHECK(t->stride(3) == 1 || t->size(3) == 1, op, " last dims must be contiguous");
   }
@@ -223,9 +219,9 @@ void scaled_dot_product_attention_backward(const Tensor& q, const Tensor& k, con
   const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
   if (q.dtype() == DType::F64)
     return attention_detail::backward_f64(
-        q, k, v, out, grad_out,
-        logsumexp, opt.mask != nullptr ? opt.mask->expand({batch, heads, sq, sk}) : Tensor(),
-        opt.causal, scale, dq, dk, dv);
+        q, k, v, out, grad_out, logsumexp,
+        opt.mask != nullptr ? opt.mask->expand({batch, heads, sq, sk}) : Tensor(), opt.causal,
+        scale, dq, dk, dv);
   if (sq == 0 || sk == 0 || d == 0 || v.size(3) == 0 || batch * heads == 0) {
     for (const Tensor* t : {&dq, &dk, &dv}) t->zero_();  // no key (or no query) contributes
     return;

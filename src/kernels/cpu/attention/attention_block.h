@@ -135,43 +135,56 @@ void attend_rows_typed(const AttendRows& a, KDType k_dtype, VDType v_dtype) {
   using F = typename S::F;
   constexpr int W = S::kWidth;
   constexpr int kMaxVectors = Vectors > 0 ? Vectors : kAttendRowsMaxDim / W;
-  const std::size_t q_size = dtype_size(a.q_dtype), k_size = dtype_size(k_dtype),
-                    v_size = dtype_size(v_dtype), out_size = dtype_size(a.out_dtype);
-  const int q_vectors = Vectors > 0 ? Vectors : (a.d + W - 1) / W;
-  const int v_vectors = Vectors > 0 ? Vectors : (a.dv + W - 1) / W;
+  const auto d = static_cast<int>(a.q.cols), dv = static_cast<int>(a.v.cols);
+  const std::size_t q_size = dtype_size(a.q.dtype), k_size = dtype_size(k_dtype),
+                    v_size = dtype_size(v_dtype), out_size = dtype_size(a.out.dtype);
+  const int q_vectors = Vectors > 0 ? Vectors : (d + W - 1) / W;
+  const int v_vectors = Vectors > 0 ? Vectors : (dv + W - 1) / W;
   // Lanes of vector c of a row of `size` elements: W when the counts are constants.
   auto lanes = [](int size, int c) { return Vectors > 0 ? W : size - c * W; };
-  for (int r = 0; r < a.rows; ++r) {
-    const int n = visible_columns(a.diagonal, r, a.keys);
-    const char* q = a.q + static_cast<std::size_t>(r * a.q_ld) * q_size;
+  // Row j of a matrix: its start and row length in bytes, in locals (the stores below into
+  // float memory would otherwise make the compiler reload them from `a` at every key).
+  struct Rows {
+    const char* base;
+    std::size_t bytes;
+    const char* operator()(int64_t j) const { return base + static_cast<std::size_t>(j) * bytes; }
+  };
+  auto rows_of = [](const auto& m, std::size_t size) {
+    return Rows{static_cast<const char*>(m.data), static_cast<std::size_t>(m.row_stride) * size};
+  };
+  const Rows q_row = rows_of(a.q, q_size), k_row = rows_of(a.k, k_size),
+             v_row = rows_of(a.v, v_size), out_row = rows_of(a.out, out_size);
+  for (int r = 0; r < a.q.rows; ++r) {
+    const int n = visible_columns(a.diagonal, r, static_cast<int>(a.k.rows));
+    const char* q = q_row(r);
     F qv[kMaxVectors];
     for (int c = 0; c < q_vectors; ++c)
-      qv[c] = S::load_n(q + c * W * q_size, a.q_dtype, lanes(a.d, c));
+      qv[c] = S::load_n(q + c * W * q_size, a.q.dtype, lanes(d, c));
     float* s = a.scores;
     for (int j = 0; j < n; ++j) {  // s_j = scale (q . k_j), as the blocked path's epilogue
-      const char* k = a.k + static_cast<std::size_t>(j * a.k_ld) * k_size;
+      const char* k = k_row(j);
       F acc = S::zero();
       for (int c = 0; c < q_vectors; ++c)
-        acc = S::fmadd(qv[c], S::load_n(k + c * W * k_size, k_dtype, lanes(a.d, c)), acc);
+        acc = S::fmadd(qv[c], S::load_n(k + c * W * k_size, k_dtype, lanes(d, c)), acc);
       s[j] = a.scale * S::reduce_add(acc);
     }
-    const char* mask = a.mask == nullptr ? nullptr
-                                         : a.mask + static_cast<std::size_t>(r * a.mask_ld) *
-                                                        dtype_size(a.mask_dtype);
+    const std::size_t mask_size = dtype_size(a.mask_dtype);
+    const char* mask =
+        a.mask == nullptr ? nullptr : a.mask + static_cast<std::size_t>(r * a.mask_ld) * mask_size;
     F vmax = S::set1(-INFINITY);
     for (int j = 0; j < n; j += W) {  // + mask, and the row's max
       F x = S::load_n(s + j, DType::F32, n - j);
       if (mask != nullptr) {
-        x = S::add(x, S::load_n(mask + j * dtype_size(a.mask_dtype), a.mask_dtype, n - j));
+        x = S::add(x, S::load_n(mask + j * mask_size, a.mask_dtype, n - j));
         S::store_n(s + j, DType::F32, x, n - j);
       }
       vmax = S::max(vmax, S::fill_tail(x, n - j, -INFINITY));
     }
     const float max = S::reduce_max(vmax);
-    char* out = a.out + static_cast<std::size_t>(r * a.out_ld) * out_size;
+    char* out = const_cast<char*>(out_row(r));
     if (max == -INFINITY) {  // no key visible, or every one masked: zeros, as the blocked path
       for (int c = 0; c < v_vectors; ++c)
-        S::store_n(out + c * W * out_size, a.out_dtype, S::zero(), lanes(a.dv, c));
+        S::store_n(out + c * W * out_size, a.out.dtype, S::zero(), lanes(dv, c));
       if (a.lse != nullptr) a.lse[r * a.lse_stride] = -INFINITY;
       continue;
     }
@@ -186,14 +199,14 @@ void attend_rows_typed(const AttendRows& a, KDType k_dtype, VDType v_dtype) {
     F acc[kMaxVectors];
     for (int c = 0; c < v_vectors; ++c) acc[c] = S::zero();
     for (int j = 0; j < n; ++j) {  // sum_j p_j v_j
-      const char* v = a.v + static_cast<std::size_t>(j * a.v_ld) * v_size;
+      const char* v = v_row(j);
       const F p = S::set1(s[j]);
       for (int c = 0; c < v_vectors; ++c)
-        acc[c] = S::fmadd(p, S::load_n(v + c * W * v_size, v_dtype, lanes(a.dv, c)), acc[c]);
+        acc[c] = S::fmadd(p, S::load_n(v + c * W * v_size, v_dtype, lanes(dv, c)), acc[c]);
     }
     const F inv = S::set1(1.0f / sum);
     for (int c = 0; c < v_vectors; ++c)
-      S::store_n(out + c * W * out_size, a.out_dtype, S::mul(acc[c], inv), lanes(a.dv, c));
+      S::store_n(out + c * W * out_size, a.out.dtype, S::mul(acc[c], inv), lanes(dv, c));
     if (a.lse != nullptr) a.lse[r * a.lse_stride] = max + std::log(sum);
   }
 }
@@ -201,8 +214,8 @@ void attend_rows_typed(const AttendRows& a, KDType k_dtype, VDType v_dtype) {
 template <class S, class KDType, class VDType>
 void attend_rows_sized(const AttendRows& a, KDType k_dtype, VDType v_dtype) {
   constexpr int W = S::kWidth;
-  if (a.d == a.dv && W > 1) {  // the common head dims, whole vectors: counts as constants
-    switch (a.d) {
+  if (a.q.cols == a.v.cols && W > 1) {  // the common head dims, whole vectors: counts as constants
+    switch (a.q.cols) {
       case 2 * W:
         return attend_rows_typed<S, 2>(a, k_dtype, v_dtype);
       case 4 * W:
@@ -218,10 +231,10 @@ void attend_rows_sized(const AttendRows& a, KDType k_dtype, VDType v_dtype) {
 
 template <class S>
 void attend_rows(const AttendRows& a) {
-  if (a.k_dtype == a.v_dtype &&
-      simd::with_load_dtype<S>(a.k_dtype, [&](auto t) { attend_rows_sized<S>(a, t, t); }))
+  if (a.k.dtype == a.v.dtype &&
+      simd::with_load_dtype<S>(a.k.dtype, [&](auto t) { attend_rows_sized<S>(a, t, t); }))
     return;
-  attend_rows_sized<S>(a, simd::RuntimeDType{a.k_dtype}, simd::RuntimeDType{a.v_dtype});
+  attend_rows_sized<S>(a, simd::RuntimeDType{a.k.dtype}, simd::RuntimeDType{a.v.dtype});
 }
 
 }  // namespace

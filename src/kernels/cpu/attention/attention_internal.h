@@ -11,8 +11,8 @@ namespace mixprec::kernels::attention_detail {
 
 // The epilogue of a block's score GEMM S = Q K^T: scaled by `scale`, plus the additive mask's
 // block at (q0, k0) when there is one (mask rows mask_ld elements apart).
-inline GemmEpilogue score_epilogue(float scale, const char* mask, DType mask_dtype,
-                                   int64_t mask_ld, int64_t q0, int64_t k0) {
+inline GemmEpilogue score_epilogue(float scale, const char* mask, DType mask_dtype, int64_t mask_ld,
+                                   int64_t q0, int64_t k0) {
   GemmEpilogue ep;
   ep.alpha = scale;
   if (mask != nullptr) {
@@ -51,32 +51,22 @@ void block_update_avx512(float*, int64_t, int, int, int64_t, float*, float*, voi
                          float*, int64_t, int);
 
 // A few queries attending over keys read in place, no packing: a decoding step's one query
-// would pay more for packing K and V than for its products. For each query row r (keys
-// [0, visible_columns(diagonal, r, keys)) visible):
-//   s_j = scale * (q_r . k_j) + mask_r[j];  p_j = e^(s_j - max_j s);  out_r = sum_j p_j v_j / sum_j p_j
+// would pay more for packing K and V than for its products. For each query row r of q (keys
+// [0, visible_columns(diagonal, r, k.rows)) visible):
+//   s_j = scale * (q_r . k_j) + mask_r[j];  p_j = e^(s_j - max_j s);  out_r = sum_j p_j v_j / sum_j
+//   p_j
 // in f32 (p unrounded), out rounded once; lse_r = max + log(sum p) when lse is given. A row
-// that sees no key gets zeros (lse -inf). q, k, v rows are contiguous; `scores` holds `keys`
-// floats; d, dv <= kAttendRowsMaxDim.
+// that sees no key gets zeros (lse -inf). q [rows, d], k [keys, d], v [keys, dv] and out
+// [rows, dv] have contiguous rows; d, dv <= kAttendRowsMaxDim; `scores` holds k.rows floats.
 constexpr int kAttendRowsMaxDim = 256;
 struct AttendRows {
-  const char* q;
-  DType q_dtype;
-  int64_t q_ld;
-  const char* k;
-  DType k_dtype;
-  int64_t k_ld;
-  const char* v;
-  DType v_dtype;
-  int64_t v_ld;
-  int rows, keys, d, dv;
+  MatrixView q, k, v;
+  MutableMatrixView out;
   float scale;
   int64_t diagonal;
   const char* mask;  // [rows, keys] mask_ld apart, or null
   DType mask_dtype;
   int64_t mask_ld;
-  char* out;
-  DType out_dtype;
-  int64_t out_ld;
   float* lse;  // rows lse_stride apart, or null
   int64_t lse_stride;
   float* scores;
@@ -112,8 +102,8 @@ void softmax_grad_avx512(const float*, int64_t, const float*, int64_t, int, int,
 // f64 (gradient checks), attention_f64.cpp: the forward from the definition (mask expanded to
 // [B, H, Sq, Sk] or undefined; the log-sum-exp into `lse` when given) and the flash-style
 // backward on f64 products (dq, dk, dv f64, any strides with the last dim contiguous).
-void forward_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                 bool causal, double scale, const Tensor& out, const Tensor* lse);
+void forward_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                 double scale, const Tensor& out, const Tensor* lse);
 void backward_f64(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                   const Tensor& grad, const Tensor& lse, const Tensor& mask, bool causal,
                   float scale, const Tensor& dq, const Tensor& dk, const Tensor& dv);
@@ -123,6 +113,12 @@ inline MatrixView matrix_at(const Tensor& t, int64_t b, int64_t h) {
   const char* base = static_cast<const char*>(t.data_ptr()) +
                      static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
   return {base, t.dtype(), t.size(2), t.size(3), t.stride(2), t.stride(3)};
+}
+// The same to write into (columns contiguous).
+inline MutableMatrixView mutable_matrix_at(const Tensor& t, int64_t b, int64_t h) {
+  char* base = static_cast<char*>(t.data_ptr()) +
+               static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
+  return {base, t.dtype(), t.size(2), t.size(3), t.stride(2)};
 }
 
 }  // namespace mixprec::kernels::attention_detail
