@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "attention_internal.h"
@@ -178,19 +179,22 @@ void scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor
       dv <= attention_detail::kAttendRowsMaxDim) {
     attention_detail::AttendRowsFn* attend = kAttendRows();
     const std::size_t score_bytes = static_cast<std::size_t>(std::max(sk, opt.key_capacity)) * 4;
+    const bool masked = mask.defined(), with_lse = logsumexp != nullptr;
+    const attention_detail::HeadMatrices qs(q), ks(k), vs(v), outs(out);
+    const std::optional<attention_detail::HeadMatrices> masks =
+        masked ? std::optional(attention_detail::HeadMatrices(mask)) : std::nullopt;
     parallel_for(0, batch * heads, 1, [&](int64_t lo, int64_t hi) {
       thread_local Allocation scores;
       float* s = static_cast<float*>(scores.reserve(score_bytes));
       for (int64_t bh = lo; bh < hi; ++bh) {
         const int64_t b = bh / heads, h = bh % heads;
-        const bool masked = mask.defined(), with_lse = logsumexp != nullptr;
-        attend({.q = matrix_at(q, b, h),
-                .k = matrix_at(k, b, h),
-                .v = matrix_at(v, b, h),
-                .out = attention_detail::mutable_matrix_at(out, b, h),
+        attend({.q = qs.at(b, h),
+                .k = ks.at(b, h),
+                .v = vs.at(b, h),
+                .out = outs.mutable_at(b, h),
                 .scale = scale,
                 .diagonal = opt.causal ? 1 : attention_detail::kAllVisible,
-                .mask = masked ? static_cast<const char*>(matrix_at(mask, b, h).data) : nullptr,
+                .mask = masked ? static_cast<const char*>(masks->at(b, h).data) : nullptr,
                 .mask_dtype = masked ? mask.dtype() : DType::F32,
                 .mask_ld = masked ? mask.stride(2) : 0,
                 .lse = with_lse ? logsumexp->data<float>() + b * logsumexp->stride(0) +

@@ -114,6 +114,25 @@ inline MatrixView matrix_at(const Tensor& t, int64_t b, int64_t h) {
                      static_cast<std::size_t>(b * t.stride(0) + h * t.stride(1)) * t.element_size();
   return {base, t.dtype(), t.size(2), t.size(3), t.stride(2), t.stride(3)};
 }
+// The (b, h) matrices of a 4-D tensor, its sizes and strides read once: a kernel visiting every
+// head calls at(b, h), which only moves the start (matrix_at asks the tensor anew each time).
+struct HeadMatrices {
+  explicit HeadMatrices(const Tensor& t)
+      : first(matrix_at(t, 0, 0)),
+        b_bytes(t.stride(0) * static_cast<int64_t>(t.element_size())),
+        h_bytes(t.stride(1) * static_cast<int64_t>(t.element_size())) {}
+  MatrixView at(int64_t b, int64_t h) const {
+    MatrixView m = first;
+    m.data = static_cast<const char*>(first.data) + b * b_bytes + h * h_bytes;
+    return m;
+  }
+  MutableMatrixView mutable_at(int64_t b, int64_t h) const {
+    const MatrixView m = at(b, h);
+    return {const_cast<void*>(m.data), m.dtype, m.rows, m.cols, m.row_stride};
+  }
+  MatrixView first;
+  int64_t b_bytes, h_bytes;
+};
 // The same to write into (columns contiguous).
 inline MutableMatrixView mutable_matrix_at(const Tensor& t, int64_t b, int64_t h) {
   char* base = static_cast<char*>(t.data_ptr()) +
