@@ -69,12 +69,9 @@ void share_in_place(Graph::Impl& g) {
   }
 }
 
-// The most bytes alive across one kernel in the current order, after in-place sharing: the
-// least any placement of these lifetimes needs. Leaves the graph as it was.
-std::size_t sharing_live_peak(Graph::Impl& g) {
-  const std::vector<Buffer> saved = g.buffers;
-  const MemoryPlan saved_memory = g.memory;
-  share_in_place(g);
+// The most bytes alive across one kernel (the arena's inputs and intermediates, a buffer
+// computed in place of another counted in its place): the least any placement needs.
+std::size_t live_peak(const Graph::Impl& g) {
   std::size_t peak = 0;
   for (int i = -1; i <= static_cast<int>(g.nodes.size()); ++i) {
     std::size_t alive = 0;
@@ -83,6 +80,15 @@ std::size_t sharing_live_peak(Graph::Impl& g) {
         alive += aligned(b.bytes);
     peak = std::max(peak, alive);
   }
+  return peak;
+}
+
+// live_peak in the current order after in-place sharing. Leaves the graph as it was.
+std::size_t sharing_live_peak(Graph::Impl& g) {
+  const std::vector<Buffer> saved = g.buffers;
+  const MemoryPlan saved_memory = g.memory;
+  share_in_place(g);
+  const std::size_t peak = live_peak(g);
   g.buffers = saved;
   g.memory = saved_memory;
   return peak;
@@ -190,13 +196,7 @@ void Graph::Impl::plan(bool reuse_memory) {
     (b.kind == BufferKind::Input ? memory.input_bytes : memory.intermediate_bytes) +=
         aligned(b.bytes);
   }
-  // The least any placement needs: the most bytes alive across one kernel.
-  for (int i = -1; i <= static_cast<int>(nodes.size()); ++i) {
-    std::size_t alive = 0;
-    for (std::size_t b : order)
-      if (buffers[b].first <= i && i <= buffers[b].last) alive += aligned(buffers[b].bytes);
-    memory.live_peak_bytes = std::max(memory.live_peak_bytes, alive);
-  }
+  memory.live_peak_bytes = live_peak(*this);
   // Greedy placement depends on the order; three classic ones are tried and the smallest arena
   // kept (largest first, longest-lived first, earliest first).
   auto place = [&](const std::vector<std::size_t>& sequence, std::vector<std::size_t>& offsets) {

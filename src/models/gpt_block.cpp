@@ -37,10 +37,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const KVSlot* slot) {
                   "[CausalSelfAttention] the KV cache holds no [", b, ", ", heads_, ", ",
                   slot->capacity, ", ", head_dim, "] ", dtype_name(k.dtype()),
                   " keys to continue from (fill it with the prompt first)");
-    kv.k = Tensor::zeros(cache_shape, k.dtype());  // no position is read before it is written
+    // Zeros: a position read before it is written (a caller skipping one) reads 0, not garbage.
+    kv.k = Tensor::zeros(cache_shape, k.dtype());
     kv.v = Tensor::zeros(cache_shape, v.dtype());
   }
-  Tensor y;
+  Tensor y;  // [B, H, T, hd]
   if (slot->position != nullptr) {
     MIXPREC_CHECK(t == 1,
                   "[CausalSelfAttention] a step at a position held in a tensor takes one "
@@ -60,7 +61,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const KVSlot* slot) {
     y = scaled_dot_product_attention(head_view(0), kv.k.narrow(2, 0, past + t),
                                      kv.v.narrow(2, 0, past + t), {.causal = past == 0});
   }
-  return c_proj_->forward(y.permute({0, 2, 1, 3}).reshape({b, t, d_model_}));  // [B, H, T, hd]
+  return c_proj_->forward(y.permute({0, 2, 1, 3}).reshape({b, t, d_model_}));
 }
 
 GPTMLP::GPTMLP(int64_t d_model, Generator& gen) {

@@ -106,9 +106,8 @@ void run_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
           if (const Tensor* last = a.optional(4)) {  // keys [0, *last] only
             const int64_t keys = last->data<int64_t>()[0] + 1;
             MIXPREC_CHECK(keys >= 1 && keys <= k.size(2),
-                          "[scaled_dot_product_attention] "
-                          "last_key ",
-                          keys - 1, " is out of range for ", k.size(2), " keys");
+                          "[scaled_dot_product_attention] last_key ", keys - 1,
+                          " is out of range for ", k.size(2), " keys");
             opt.key_capacity = k.size(2);
             k = k.narrow(2, 0, keys);
             v = v.narrow(2, 0, keys);
