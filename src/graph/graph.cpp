@@ -36,10 +36,11 @@ class GraphRecorder final : public capture::Recorder {
 
   void record(std::string_view op, std::span<const Tensor* const> inputs,
               std::span<const Tensor* const> outputs, capture::Kernel kernel,
-              capture::Aliasing aliasing) override {
+              capture::Aliasing aliasing, capture::Fusions fusions) override {
     Node node;
     node.op = op;
     node.aliasing = aliasing;
+    node.fusions = std::move(fusions);
     for (const Tensor* t : inputs) node.inputs.push_back(t ? view_of(*t, op, false) : -1);
     for (const Tensor* t : outputs) node.outputs.push_back(t ? view_of(*t, op, true) : -1);
     node.kernel = std::move(kernel);
@@ -343,6 +344,7 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
   }
   if (options.fold_constants) impl->fold_constants();
   impl->prune(options.eliminate_dead_code);
+  if (options.fuse_convolutions) impl->fuse_into_convolutions();
   if (options.reuse_memory && options.reorder) impl->schedule();
   if (options.fuse_elementwise) impl->find_chains();
   impl->plan(options.reuse_memory);
@@ -411,6 +413,8 @@ std::size_t Graph::fused_kernels() const {
   for (const Chain& c : impl_->chains) kernels += static_cast<std::size_t>(c.end - c.first);
   return kernels;
 }
+std::size_t Graph::fused_upsamples() const { return impl_->fused_upsamples; }
+std::size_t Graph::elided_copies() const { return impl_->elided_copies; }
 const MemoryPlan& Graph::memory() const { return impl_->memory; }
 
 std::vector<Graph::OpTime> Graph::profile(int rounds) const {

@@ -46,6 +46,7 @@ struct Node {
   std::vector<int> inputs, outputs;  // views; -1: an absent optional tensor
   capture::Kernel kernel;
   capture::Aliasing aliasing = capture::Aliasing::None;
+  capture::Fusions fusions;
   // Bound at the end of the capture: the views as tensors (inputs, then outputs) and the
   // pointers the kernel gets (nullptr for an absent one).
   std::vector<Tensor> tensors;
@@ -73,6 +74,7 @@ struct Graph::Impl {
   DispatchConfig config;
   std::size_t eliminated = 0;
   std::size_t folded = 0;
+  std::size_t fused_upsamples = 0, elided_copies = 0;
   MemoryPlan memory;
   std::vector<Chain> chains;  // in node order, disjoint
 
@@ -86,6 +88,9 @@ struct Graph::Impl {
   void prune(bool eliminate_dead_code);
   // Every buffer's first and last kernel in the current order.
   void set_lifetimes();
+  // A nearest upsample read only by a convolution becomes part of it; a convolution's output
+  // copied into a concatenation is written into it (rewrite.cpp). Then sets the lifetimes.
+  void fuse_into_convolutions();
   // Reorders the kernels (each still after every kernel whose results or memory it depends on)
   // to keep fewer bytes alive at once, when that lowers the peak (plan.cpp).
   void schedule();

@@ -150,11 +150,21 @@ Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeigh
   const Shape out_shape{x.size(0), weight.shape()[0], oh, ow};
   if (auto routed = residual_elsewhere(x, packed, bias, p, residual, out_shape)) return *routed;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.suggest_memory_format());
-  capture::launch("conv2d_packed", {&x, optional(bias), optional(residual)}, {&out},
-                  [packed, ko = kernel_options(p)](const capture::KernelArgs& k) {
-                    kernels::conv2d(k.in(0), *packed, k.optional(1), k.out(0),
-                                    with_residual(ko, k.optional(2)));
-                  });
+  // The kernel, reading x upsampled by `scale` (a graph's fused upsample) when scale > 1.
+  auto kernel = [packed, ko = kernel_options(p)](int64_t scale) {
+    kernels::Conv2dOptions o = ko;
+    o.input_scale = scale;
+    return [packed, o](const capture::KernelArgs& k) {
+      kernels::conv2d(k.in(0), *packed, k.optional(1), k.out(0), with_residual(o, k.optional(2)));
+    };
+  };
+  capture::Fusions fusions;
+  if (kernels::conv2d_runs_packed(weight, kernel_options(p))) {
+    fusions.reading_upsampled = [kernel](int64_t scale) { return capture::Kernel(kernel(scale)); };
+    fusions.writes_channel_slice = true;
+  }
+  capture::launch("conv2d_packed", {&x, optional(bias), optional(residual)}, {&out}, kernel(1),
+                  capture::Aliasing::None, std::move(fusions));
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Upsampling and pooling front-ends. Backward: the adjoint of each resampling, accumulated in
 // f32 (f64 for f64) over NCHW copies, then rounded once into x's dtype and layout.
+#include <bit>
 #include <cmath>
 
 #include "mixprec/autograd/node.h"
@@ -118,9 +119,13 @@ Tensor upsample(const Tensor& x_in, int64_t scale, UpsampleMode mode) {
                              x.dtype(), format_of(x));
   {
     NoGrad no_grad;
-    capture::launch("upsample", {&x}, {&out}, [mode](const capture::KernelArgs& k) {
-      kernels::upsample2d(k.in(0), k.out(0), mode);
-    });
+    capture::Fusions fusions;  // a nearest upsample by a power of two folds into a convolution
+    if (mode == UpsampleMode::Nearest && std::has_single_bit(static_cast<uint64_t>(scale)))
+      fusions.nearest_upsample = scale;
+    capture::launch(
+        "upsample", {&x}, {&out},
+        [mode](const capture::KernelArgs& k) { kernels::upsample2d(k.in(0), k.out(0), mode); },
+        capture::Aliasing::None, std::move(fusions));
   }
   return finish(out, x, mode == UpsampleMode::Nearest ? Resample::Nearest : Resample::Bilinear,
                 scale);

@@ -12,6 +12,7 @@
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
+#include "mixprec/ops/conv.h"
 #include "mixprec/ops/functional.h"
 #include "mixprec/ops/linalg.h"
 #include "mixprec/ops/reduce.h"
@@ -463,6 +464,66 @@ TEST(Graph, OutputsOutliveTheGraph) {
     kept = g.run({Tensor::zeros({16})})[0];
   }
   for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(kept.value({i}), 1.0);  // the arena is still alive
+}
+
+// A decoder step: a nearest upsample, a convolution, its concatenation with a skip, and a
+// convolution of that. The first convolution reads the small tensor through the upsample and
+// writes its channels of the concatenation itself, so neither the upsampled tensor nor its own
+// output is made; the results stay bit-identical (bf16 on the vdpbf16ps or AMX path, f32).
+TEST(Graph, ConvolutionsReadUpsamplesAndWriteConcatenationsInPlace) {
+  for (const DType dtype : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Generator gen(9);
+    nn::Conv2d up_conv(32, 32, 3, {1, 1}, true, gen), out_conv(48, 16, 3, {1, 1}, true, gen);
+    up_conv.to(dtype);
+    out_conv.to(dtype);
+    auto decoder = [&](const std::vector<Tensor>& in) {
+      const Tensor h = up_conv.forward(upsample(exp(in[0]), 2, kernels::UpsampleMode::Nearest));
+      return std::vector<Tensor>{out_conv.forward(cat({h, exp(in[1])}, 1))};
+    };
+    const std::vector<Tensor> in{
+        Tensor::randn({1, 32, 16, 16}, gen, dtype).to(MemoryFormat::ChannelsLast),
+        Tensor::randn({1, 16, 32, 32}, gen, dtype).to(MemoryFormat::ChannelsLast)};
+    Graph fused = capture(decoder, in);
+    CaptureOptions apart;
+    apart.fuse_convolutions = false;
+    Graph unfused = capture(decoder, in, apart);
+    EXPECT_EQ(fused.fused_upsamples(), 1u);
+    EXPECT_EQ(fused.elided_copies(), 1u);  // the skip's copy stays: exp's output is read once,
+                                           // but exp does not write channel slices
+    EXPECT_EQ(fused.ops(), (std::vector<std::string>{"exp", "upsample+conv2d_packed", "exp", "copy",
+                                                     "conv2d_packed"}));
+    EXPECT_EQ(unfused.size(), fused.size() + 2);
+    // Gone from the arena: the upsampled tensor (32 x 32 x 32) and the convolution's output.
+    const std::size_t upsampled = 32 * 32 * 32 * dtype_size(dtype);
+    EXPECT_LE(fused.memory().live_peak_bytes + upsampled, unfused.memory().live_peak_bytes);
+    const std::vector<Tensor> eager = decoder(in);
+    EXPECT_TRUE(bit_equal(fused.run(in)[0], eager[0]));
+    EXPECT_TRUE(bit_equal(unfused.run(in)[0], eager[0]));
+    const MemoryStats before = CachingAllocator::global().stats();
+    fused.run(in);
+    EXPECT_EQ(CachingAllocator::global().stats().num_allocs, before.num_allocs);
+  }
+}
+
+// Neither fusion applies where another kernel needs the tensor it would take away: an
+// upsampled tensor read twice, a convolution output read beside its copy.
+TEST(Graph, FusionsKeepTensorsOthersRead) {
+  Generator gen(10);
+  nn::Conv2d conv(8, 8, 3, {1, 1}, true, gen);
+  auto shared = [&](const std::vector<Tensor>& in) {
+    const Tensor up = upsample(in[0], 2, kernels::UpsampleMode::Nearest);
+    const Tensor h = conv.forward(up);
+    return std::vector<Tensor>{cat({h, up}, 1), sum(h, {1})};
+  };
+  const std::vector<Tensor> in{Tensor::randn({1, 8, 6, 6}, gen).to(MemoryFormat::ChannelsLast)};
+  Graph g = capture(shared, in);
+  EXPECT_EQ(g.fused_upsamples(), 0u);
+  EXPECT_EQ(g.elided_copies(), 0u);
+  const std::vector<Tensor> eager = shared(in);
+  const std::vector<Tensor>& got = g.run(in);
+  EXPECT_TRUE(bit_equal(got[0], eager[0]));
+  EXPECT_TRUE(bit_equal(got[1], eager[1]));
 }
 
 TEST(Graph, DumpsNameEveryKernelAndWhereItsMemoryLives) {

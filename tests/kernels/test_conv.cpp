@@ -12,6 +12,7 @@
 #include "mixprec/core/random.h"
 #include "mixprec/kernels/conv.h"
 #include "mixprec/kernels/gemm.h"
+#include "mixprec/kernels/resample.h"
 #include "support/isa_levels.h"
 #include "support/tolerance.h"
 
@@ -420,6 +421,64 @@ TEST_P(ConvBf16Test, SplittingTheOutputChannelsChangesNoBit) {
   }
 }
 
+// What a graph's fusions ask of the packed paths, bit for bit against the unfused ops: reading x
+// nearest-upsampled (input_scale: upsample then convolve, without the upsampled tensor) and
+// writing into a channel slice of a wider channels_last tensor (a concatenation's part, without
+// the copy). Every path: AMX (32k channels), vdpbf16ps (even), f32 (odd, or f32 x), the 1x1
+// (which the pointwise GEMM declines when upsampled) and im2col at the scalar level; two images,
+// strides, a partial panel, and the epilogue (bias, SiLU, a residual whose rows are not the
+// output's).
+TEST_P(ConvBf16Test, UpsampledInputAndChannelSliceOutputChangeNoBit) {
+  struct C {
+    int64_t n, c, h, w, o, k, stride, scale;
+    DType t;
+  };
+  Generator gen(21);
+  for (const C& c :
+       {C{1, 64, 8, 8, 64, 3, 1, 2, DType::BF16}, C{2, 32, 5, 7, 40, 3, 1, 2, DType::BF16},
+        C{1, 6, 4, 9, 32, 3, 1, 4, DType::BF16}, C{1, 5, 6, 5, 16, 3, 2, 2, DType::BF16},
+        C{2, 64, 4, 6, 32, 1, 1, 2, DType::BF16}, C{1, 12, 5, 6, 20, 3, 1, 2, DType::F32}}) {
+    SCOPED_TRACE("x [" + std::to_string(c.n) + ", " + std::to_string(c.c) + ", " +
+                 std::to_string(c.h) + ", " + std::to_string(c.w) + "] " +
+                 std::string(dtype_name(c.t)) + ", " + std::to_string(c.k) + "x" +
+                 std::to_string(c.k) + " to " + std::to_string(c.o) + ", stride " +
+                 std::to_string(c.stride) + ", scale " + std::to_string(c.scale));
+    const Tensor x =
+        Tensor::uniform({c.n, c.c, c.h, c.w}, -1, 1, gen, c.t).to(MemoryFormat::ChannelsLast);
+    const Tensor w = Tensor::uniform({c.o, c.c, c.k, c.k}, -1, 1, gen, c.t);
+    const Tensor b = Tensor::uniform({c.o}, -1, 1, gen, DType::F32);
+    const Tensor up =
+        Tensor::empty({c.n, c.c, c.h * c.scale, c.w * c.scale}, c.t, MemoryFormat::ChannelsLast);
+    upsample2d(x, up, UpsampleMode::Nearest);
+    Conv2dOptions opt;
+    opt.pad_h = opt.pad_w = c.k / 2;
+    opt.stride_h = opt.stride_w = c.stride;
+    opt.activation = Activation::SiLU;
+    const int64_t oh = conv_output_size(c.h * c.scale, c.k, c.stride, c.k / 2, 1);
+    const int64_t ow = conv_output_size(c.w * c.scale, c.k, c.stride, c.k / 2, 1);
+    const Tensor r =
+        Tensor::uniform({c.n, c.o, oh, ow}, -1, 1, gen, c.t).to(MemoryFormat::ChannelsLast);
+    opt.residual = &r;
+    const PackedConvWeights packed = pack_conv_weights(w, c.t);
+    ASSERT_TRUE(conv2d_runs_packed(packed, opt));
+    const Tensor want = Tensor::empty({c.n, c.o, oh, ow}, c.t, MemoryFormat::ChannelsLast);
+    conv2d(up, packed, &b, want, opt);
+
+    // The output as channels [3, 3 + O) of a channels_last tensor of O + 7 channels.
+    const Tensor wide = Tensor::full({c.n, c.o + 7, oh, ow}, 5.0, c.t, MemoryFormat::ChannelsLast);
+    const Tensor slice = wide.slice(1, 3, 3 + c.o);
+    opt.input_scale = c.scale;
+    conv2d(x, packed, &b, slice, opt);
+    const Tensor a = want.to(DType::F32).contiguous(), g = slice.to(DType::F32).contiguous();
+    EXPECT_EQ(0, std::memcmp(a.data_ptr(), g.data_ptr(), a.numel() * sizeof(float)));
+    for (const Tensor& rest : {wide.slice(1, 0, 3), wide.slice(1, 3 + c.o)}) {
+      const Tensor v = rest.to(DType::F32).contiguous();
+      for (int64_t i = 0; i < v.numel(); ++i)
+        ASSERT_EQ(v.data<float>()[i], 5.0f) << "wrote outside its channels";
+    }
+  }
+}
+
 // The bf16 store rounds once, RNE, keeping subnormals (the conversion rule): a subnormal f32
 // bias over zero products must come out as the conversion kernel rounds it, under every mode.
 TEST_P(ConvBf16Test, OutputKeepsSubnormals) {
@@ -549,6 +608,24 @@ TEST(Conv, ClearErrors) {
   const Tensor r64 = Tensor::zeros({1, 8, 6, 6}, DType::F64);
   with_residual.residual = &r64;
   EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 8, 8}), w, nullptr, y, with_residual), Error);
+  // A fused upsample: a power of two, on the packed paths only, never in a backward.
+  Conv2dOptions upsampled;
+  upsampled.input_scale = 3;
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 2, 2}), w, nullptr, y, upsampled), Error) << "scale 3";
+  upsampled.input_scale = 2;
+  upsampled.groups = 3;
+  const Tensor depthwise_w = Tensor::zeros({3, 1, 3, 3});
+  EXPECT_FALSE(conv2d_runs_packed(pack_conv_weights(depthwise_w, DType::F32, 3), upsampled));
+  EXPECT_THROW(conv2d(Tensor::zeros({1, 3, 4, 4}), depthwise_w, nullptr,
+                      Tensor::empty({1, 3, 6, 6}), upsampled),
+               Error)
+      << "depthwise reads no upsampled input";
+  upsampled.groups = 1;
+  EXPECT_NO_THROW(conv2d(Tensor::zeros({1, 3, 4, 4}), w, nullptr, y, upsampled));
+  EXPECT_THROW(
+      conv2d_backward(Tensor::zeros({1, 3, 4, 4}), w, Tensor::zeros({1, 8, 6, 6}), upsampled, {}),
+      Error)
+      << "backward of a fused upsample";
 }
 
 }  // namespace

@@ -51,13 +51,25 @@ enum class Aliasing : uint8_t {
                 // output element depends on (its statistics first) before writing that element
 };
 
+// What a graph pass may change about a kernel beyond where its tensors live (graph/graph.h).
+struct Fusions {
+  // The kernel is a nearest-neighbour upsampling of input 0 by this power of two (0: it is not).
+  int64_t nearest_upsample = 0;
+  // The same kernel reading input 0 as its nearest-neighbour upsampling by `factor` (a power of
+  // two): input 0 is then the small tensor and the upsampling is not made. Null: it cannot.
+  std::function<Kernel(int64_t factor)> reading_upsampled;
+  // Output 0 may be a channel slice of a channels_last tensor (strides [P*H*W, 1, P*W, P]),
+  // written in place: a concatenation's part, without the copy.
+  bool writes_channel_slice = false;
+};
+
 class Recorder {
  public:
   virtual ~Recorder() = default;
   // One kernel call, after it ran: `op` names it in dumps.
   virtual void record(std::string_view op, std::span<const Tensor* const> inputs,
-                      std::span<const Tensor* const> outputs, Kernel kernel,
-                      Aliasing aliasing) = 0;
+                      std::span<const Tensor* const> outputs, Kernel kernel, Aliasing aliasing,
+                      Fusions fusions) = 0;
   // A storage made while the capture is active (Tensor::empty and friends), on any thread.
   virtual void allocated(const Storage& storage) = 0;
   // A storage filled with host values the caller passed in (Tensor::scalar, from_buffer,
@@ -100,7 +112,7 @@ class ScopedRecorder {
 template <class F>
 void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<const Tensor*> outputs, F&& kernel,
-            Aliasing aliasing = Aliasing::None) {
+            Aliasing aliasing = Aliasing::None, Fusions fusions = {}) {
   const profiler::Timer timer(op);
   const KernelArgs args{{inputs.begin(), inputs.size()}, {outputs.begin(), outputs.size()}};
   Recorder* recorder = active();
@@ -112,7 +124,8 @@ void launch(std::string_view op, std::initializer_list<const Tensor*> inputs,
     ScopedRecorder pause(nullptr);
     kernel(args);
   }
-  recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)), aliasing);
+  recorder->record(op, args.inputs, args.outputs, Kernel(std::forward<F>(kernel)), aliasing,
+                   std::move(fusions));
 }
 
 // Installs `recorder` as the process's allocation watcher for its lifetime (one capture at a

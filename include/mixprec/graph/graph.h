@@ -68,6 +68,12 @@ struct CaptureOptions {
   // still in L1 when the next reads it. The kernels and their arithmetic are unchanged, so the
   // results are bit-identical; the chain's buffers stay alive across the whole chain.
   bool fuse_elementwise = true;
+  // Fold into convolutions what only moves their operands: a nearest upsample that one
+  // convolution reads is read through by it (the upsampled tensor is never made), and a
+  // convolution whose output is only copied into a concatenation writes its channels of the
+  // concatenation directly (no copy, no separate output). The arithmetic is unchanged: the
+  // results stay bit-identical.
+  bool fuse_convolutions = true;
 };
 
 // Memory of a graph, in bytes.
@@ -105,6 +111,8 @@ class Graph {
   std::size_t folded() const;             // kernels folded into constants
   std::size_t fused_chains() const;       // elementwise chains run chunk by chunk
   std::size_t fused_kernels() const;      // the kernels in those chains
+  std::size_t fused_upsamples() const;    // upsamples a convolution reads through
+  std::size_t elided_copies() const;      // concatenation copies a convolution writes for
 
   // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
   // or a constant), then the memory summary.

@@ -29,6 +29,10 @@ struct Conv2dOptions {
   int64_t groups = 1;
   Activation activation = Activation::None;
   const Tensor* residual = nullptr;  // added after the activation; out's shape
+  // x [N, C, H, W] is read as its nearest-neighbour upsampling by this factor (a power of two),
+  // [N, C, H * s, W * s], without making it: an upsample followed by a convolution, fused (a
+  // graph pass does it). Packed convolutions only (conv2d_runs_packed).
+  int64_t input_scale = 1;
 };
 
 // Output size of one spatial dim (PyTorch's formula); throws if it would be < 1.
@@ -88,6 +92,12 @@ class PackedConvWeights {
 };
 
 PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t groups = 1);
+
+// Whether conv2d with these weights and options runs on the packed GEMM panels (not depthwise,
+// the few-channel 1x1 or f64): the paths that take Conv2dOptions::input_scale > 1 and write
+// straight into an output that is a channel slice of a channels_last tensor (strides
+// [P*H*W, 1, P*W, P]); the others write such an output through a temporary.
+bool conv2d_runs_packed(const PackedConvWeights& weight, const Conv2dOptions& options);
 
 // As conv2d with the weights packed by pack_conv_weights; options.groups must match theirs and
 // x must have the dtype they were packed for.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -37,8 +38,22 @@ Geometry conv_detail::geometry(const Tensor& x, const Shape& w_shape, const Conv
   MIXPREC_CHECK(opt.groups >= 1 && opt.stride_h >= 1 && opt.stride_w >= 1 && opt.dilation_h >= 1 &&
                     opt.dilation_w >= 1 && opt.pad_h >= 0 && opt.pad_w >= 0,
                 "[conv2d] groups, strides and dilations must be >= 1 and paddings >= 0");
-  Geometry g{x.size(0),  x.size(1), x.size(2), x.size(3),  w_shape[0], w_shape[2],
-             w_shape[3], 0,         0,         opt.groups, 0,          0};
+  MIXPREC_CHECK(opt.input_scale >= 1 && std::has_single_bit(static_cast<uint64_t>(opt.input_scale)),
+                "[conv2d] input_scale must be a power of two, got ", opt.input_scale);
+  const int shift = std::countr_zero(static_cast<uint64_t>(opt.input_scale));
+  Geometry g{.n = x.size(0),
+             .c = x.size(1),
+             .h = x.size(2) << shift,
+             .w = x.size(3) << shift,
+             .o = w_shape[0],
+             .kh = w_shape[2],
+             .kw = w_shape[3],
+             .oh = 0,
+             .ow = 0,
+             .groups = opt.groups,
+             .cg = 0,
+             .og = 0,
+             .scale_shift = shift};
   MIXPREC_CHECK(g.c % g.groups == 0 && g.o % g.groups == 0, "[conv2d] ", g.groups,
                 " groups must divide the ", g.c, " input and ", g.o, " output channels");
   g.cg = g.c / g.groups;
@@ -326,9 +341,9 @@ gemm_detail::TileEpilogue tile_epilogue(const GroupOutput& out, int64_t pixel, i
       DType::F32,
       out.o,
       static_cast<char*>(out.ys.data_ptr()) +
-          static_cast<std::size_t>(pixel * out.o + c) * out.ys.element_size(),
+          static_cast<std::size_t>(pixel * out.ldc + c) * out.ys.element_size(),
       out.ys.dtype(),
-      out.o};
+      out.ldc};
   if (out.bias != nullptr) {
     ep.bias = static_cast<const char*>(out.bias->data_ptr()) +
               static_cast<std::size_t>(c) * out.bias->element_size();
@@ -375,7 +390,7 @@ void run_direct(const DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
       for (int64_t ky = 0; ky < g.kh; ++ky) {
         const int64_t iy = oy * opt.stride_h - opt.pad_h + ky * opt.dilation_h;
         if (iy < 0 || iy >= g.h) continue;
-        const int64_t row_base = n * sx_n + iy * sx_h + grp * g.cg;
+        const int64_t row_base = n * sx_n + (iy >> g.scale_shift) * sx_h + grp * g.cg;
         for (int64_t kx = 0; kx < g.kw; ++kx) {
           const void** rows = s.a_rows.data() + taps * kDirectMaxMr;
           bool inside = false;
@@ -384,7 +399,7 @@ void run_direct(const DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
             if (ix < 0 || ix >= g.w) {
               rows[i] = s.zeros.data();
             } else {
-              rows[i] = xp + static_cast<std::size_t>(row_base + ix * sx_w) * es;
+              rows[i] = xp + static_cast<std::size_t>(row_base + (ix >> g.scale_shift) * sx_w) * es;
               inside = true;
             }
           }
@@ -519,8 +534,8 @@ MutableMatrixView out_rows(const GroupProblem& q, int64_t row0, int64_t rows) {
   const Tensor& ys = q.go.ys;
   return MutableMatrixView::row_major(
       static_cast<char*>(ys.data_ptr()) +
-          static_cast<std::size_t>(row0 * q.go.o + q.go.col0) * ys.element_size(),
-      ys.dtype(), rows, q.g.og, q.go.o);
+          static_cast<std::size_t>(row0 * q.go.ldc + q.go.col0) * ys.element_size(),
+      ys.dtype(), rows, q.g.og, q.go.ldc);
 }
 
 // 1x1, stride 1, no padding, one group: the NHWC input is already the [N*H*W, C] patch matrix.
@@ -528,7 +543,7 @@ bool pointwise_takes(const GroupProblem& q) {
   const Geometry& g = q.g;
   const Conv2dOptions& opt = q.opt;
   return g.kh == 1 && g.kw == 1 && opt.stride_h == 1 && opt.stride_w == 1 && opt.pad_h == 0 &&
-         opt.pad_w == 0 && g.groups == 1;
+         opt.pad_w == 0 && g.groups == 1 && g.scale_shift == 0;
 }
 void run_pointwise(const GroupProblem& q) {
   const int64_t m = q.g.n * q.g.oh * q.g.ow;
@@ -547,8 +562,8 @@ void run_amx(const GroupProblem& q) {
   const Conv2dOptions& opt = q.opt;
   conv_detail::amx_conv({static_cast<const uint16_t*>(q.xs.data_ptr()) + q.grp * g.cg,
                          q.xs.stride(0), q.xs.stride(2), q.xs.stride(3), g.n, g.h, g.w, g.cg,
-                         g.kh, g.kw, g.oh, g.ow, opt.stride_h, opt.stride_w, opt.pad_h, opt.pad_w,
-                         opt.dilation_h, opt.dilation_w, q.b.panels(), g.og,
+                         g.scale_shift, g.kh, g.kw, g.oh, g.ow, opt.stride_h, opt.stride_w,
+                         opt.pad_h, opt.pad_w, opt.dilation_h, opt.dilation_w, q.b.panels(), g.og,
                          conv_detail::tile_epilogue(q.go, 0, 0)});
 }
 
@@ -619,11 +634,31 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
   Tensor widened;
   for (int64_t grp = 0; grp < g.groups; ++grp) {
     const PackedMatrix& b = packed[static_cast<std::size_t>(grp)];
-    const GroupOutput go{
-        ys, bias_c.defined() ? &bias_c : nullptr, residual, opt.activation, g.o, grp * g.og};
+    const GroupOutput go{.ys = ys,
+                         .bias = bias_c.defined() ? &bias_c : nullptr,
+                         .residual = residual,
+                         .activation = opt.activation,
+                         .o = g.o,
+                         .col0 = grp * g.og,
+                         .ldc = ys.stride(3)};
     const GroupProblem q{xs, b, opt, g, grp, go, mode, widened};
     pick(kGroupAlgorithms, q, b.level()).kernel(q);
   }
+}
+
+// Whether a convolution (not f64) runs one of the packed paths (kGroupAlgorithms).
+bool packed_path_takes(const Geometry& g, const Conv2dOptions& opt) {
+  return !depthwise_takes(g) && !pointwise_small_takes(g, opt);
+}
+
+// The pixel stride P of t when t is [N, C, H, W] with strides [P*H*W, 1, P*W, P], P >= C: a
+// channel slice of a channels_last tensor (P > C) or a whole one (P = C); else 0.
+int64_t pixel_stride_of_channel_slice(const Tensor& t) {
+  if (t.dim() != 4) return 0;
+  const int64_t p = t.stride(3);
+  const bool dense = t.stride(1) == 1 && p >= t.size(1) && t.stride(2) == p * t.size(3) &&
+                     t.stride(0) == p * t.size(2) * t.size(3);
+  return dense ? p : 0;
 }
 
 // Shared by both conv2d entries: f64, depthwise, the few-channel 1x1, or the packed paths on
@@ -633,13 +668,19 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
                  const std::vector<PackedMatrix>* prepacked, const Tensor* bias, const Tensor& out,
                  const Conv2dOptions& opt, const Geometry& g) {
   if (out.numel() == 0) return;
-  if (x.dtype() == DType::F64 || w_dtype == DType::F64 || out.dtype() == DType::F64) {
+  const bool f64 = x.dtype() == DType::F64 || w_dtype == DType::F64 || out.dtype() == DType::F64;
+  const bool packed_path = !f64 && packed_path_takes(g, opt);
+  MIXPREC_CHECK(packed_path || g.scale_shift == 0,
+                "[conv2d] input_scale > 1 is read by the packed paths only, not by depthwise, "
+                "the few-channel 1x1 or f64");
+  if (f64) {
     MIXPREC_CHECK(x.dtype() == DType::F64 && w_dtype == DType::F64 && out.dtype() == DType::F64,
                   "[conv2d] f64 runs only when x, weight and out are all f64");
     return conv2d_f64(x, weight, bias, out, opt, g);
   }
   const Tensor xs = channels_last(x);
-  const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast);
+  const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast) ||
+                          (packed_path && pixel_stride_of_channel_slice(out) > 0);
   const Tensor ys =
       out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);
   Tensor residual;
@@ -721,6 +762,19 @@ PackedConvWeights pack_conv_weights(const Tensor& weight, DType x_dtype, int64_t
     p.packed_ = conv_detail::pack_groups(weight, p.pack_dtype_, g);
   }
   return p;
+}
+
+bool conv2d_runs_packed(const PackedConvWeights& weight, const Conv2dOptions& opt) {
+  if (!weight.defined() || weight.x_dtype() == DType::F64 || weight.weight_dtype() == DType::F64)
+    return false;
+  const Shape& w = weight.shape();
+  Geometry g{};
+  g.groups = weight.groups();
+  g.c = w[1] * g.groups;
+  g.o = w[0];
+  g.kh = w[2];
+  g.kw = w[3];
+  return packed_path_takes(g, opt);
 }
 
 void conv2d(const Tensor& x, const PackedConvWeights& weight, const Tensor* bias, const Tensor& out,

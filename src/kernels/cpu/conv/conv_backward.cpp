@@ -217,6 +217,8 @@ Conv2dGrads backward(const Tensor& x, const Tensor& weight, const Tensor& grad_i
 
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
                             const Conv2dOptions& opt, const Conv2dGradRequest& want) {
+  MIXPREC_CHECK(opt.input_scale == 1,
+                "[conv2d_backward] a fused upsample (input_scale > 1) is for inference only");
   const Geometry g = conv_detail::geometry(x, weight.shape(), opt);
   const Shape out_shape{g.n, g.o, g.oh, g.ow};
   MIXPREC_CHECK(grad_out.shape() == out_shape, "[conv2d_backward] grad_out has shape ",

@@ -69,7 +69,8 @@ void depthwise_row_avx512(const DepthwiseRow& row, float* out);
 struct AmxConvProblem {
   const uint16_t* x;                           // NHWC bf16, at the group's first channel
   int64_t x_stride_n, x_stride_h, x_stride_w;  // elements
-  int64_t n, h, w, cg;                         // cg a multiple of 32
+  int64_t n, h, w, cg;                         // cg a multiple of 32; h, w upsampled
+  int scale_shift;  // x is read nearest-upsampled by 2^scale_shift (Conv2dOptions::input_scale)
   int64_t kh, kw, oh, ow;
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
   const void* b_panels;  // bf16 GEMM panels of B [KH*KW*Cg, Og], 32 columns each

@@ -73,9 +73,14 @@ inline const char* ring_row(const AmxConvProblem& p, Ring& r, int64_t n, int64_t
   const std::size_t pad_bytes = static_cast<std::size_t>(p.pad_w * r.pixel_bytes);
   std::memset(row, 0, pad_bytes);
   std::memset(row + pad_bytes + p.w * r.pixel_bytes, 0, pad_bytes);
-  const char* src = reinterpret_cast<const char*>(p.x + n * p.x_stride_n + iy * p.x_stride_h);
+  const char* src =
+      reinterpret_cast<const char*>(p.x + n * p.x_stride_n + (iy >> p.scale_shift) * p.x_stride_h);
   char* dst = row + pad_bytes;
-  if (p.x_stride_w == p.cg) {
+  if (p.scale_shift != 0) {  // a fused upsample: each of x's pixels 2^shift times
+    for (int64_t i = 0; i < p.w; ++i)
+      std::memcpy(dst + i * r.pixel_bytes, src + (i >> p.scale_shift) * p.x_stride_w * 2,
+                  static_cast<std::size_t>(r.pixel_bytes));
+  } else if (p.x_stride_w == p.cg) {
     std::memcpy(dst, src, static_cast<std::size_t>(p.w * r.pixel_bytes));
   } else {
     for (int64_t i = 0; i < p.w; ++i)

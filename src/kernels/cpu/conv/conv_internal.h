@@ -19,6 +19,9 @@ struct Geometry {
   int64_t o, kh, kw;                          // weight
   int64_t oh, ow;                             // output
   int64_t groups, cg, og;                     // channels per group in and out
+  // h and w are x's upsampled by 2^scale_shift (Conv2dOptions::input_scale): input pixel
+  // (iy, ix) is x's (iy >> scale_shift, ix >> scale_shift).
+  int scale_shift = 0;
   int64_t k() const { return kh * kw * cg; }  // a patch row: (ky, kx, c) for the group's c
   int64_t m() const { return n * oh * ow; }   // output pixels
 };
@@ -53,11 +56,12 @@ void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const Geometr
 
 // The fused epilogue of one group, turned into a tile's by tile_epilogue.
 struct GroupOutput {
-  const Tensor& ys;        // NHWC output
+  const Tensor& ys;        // NHWC output, pixels ldc elements apart (a channel slice: ldc > o)
   const Tensor* bias;      // contiguous [O] or null
   const Tensor* residual;  // NHWC or null
   Activation activation;
   int64_t o, col0;  // all output channels; the group's first
+  int64_t ldc;      // ys's pixel stride
 };
 
 // The epilogue of output pixel `pixel`, columns from `col` of the group.

@@ -13,7 +13,8 @@ void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const Geometr
   const std::size_t run = static_cast<std::size_t>(g.cg) * es;
   const char* xp = static_cast<const char*>(xs.data_ptr());
   // A kernel row inside the image is one run of x: KW * C contiguous elements.
-  const bool whole_rows = g.groups == 1 && opt.dilation_w == 1 && xs.stride(3) == g.c;
+  const bool whole_rows =
+      g.groups == 1 && opt.dilation_w == 1 && xs.stride(3) == g.c && g.scale_shift == 0;
   for (int64_t pix = p0; pix < p1; ++pix) {
     const int64_t n = pix / (g.oh * g.ow), oy = pix / g.ow % g.oh, ox = pix % g.ow;
     char* row = static_cast<char*>(rows) + static_cast<std::size_t>((pix - p0) * k) * es;
@@ -33,8 +34,8 @@ void gather_patch_rows(const Tensor& xs, const Conv2dOptions& opt, const Geometr
         if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
           std::memset(cell, 0, run);
         } else {
-          const int64_t offset =
-              n * xs.stride(0) + iy * xs.stride(2) + ix * xs.stride(3) + grp * g.cg;
+          const int64_t offset = n * xs.stride(0) + (iy >> g.scale_shift) * xs.stride(2) +
+                                 (ix >> g.scale_shift) * xs.stride(3) + grp * g.cg;
           std::memcpy(cell, xp + static_cast<std::size_t>(offset) * es, run);
         }
       }
