@@ -37,7 +37,9 @@ std::string Graph::to_string() const {
   std::ostringstream out;
   out << "graph: " << g.nodes.size() << " kernels (" << g.eliminated
       << " dropped as dead code, " << g.folded << " folded into constants, " << g.chains.size()
-      << " elementwise chains run chunk by chunk), " << g.staged.size()
+      << " elementwise chains run chunk by chunk, " << g.fused_upsamples
+      << " upsamples read through by convolutions, " << g.elided_copies
+      << " concatenation copies written by convolutions), " << g.staged.size()
       << " inputs, " << g.outputs.size() << " outputs\n";
   char index[24];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
