@@ -22,6 +22,8 @@ void pack_a(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* o
                        static_cast<std::size_t>((m0 + r0) * a.row_stride) * elem;
     pack_panel_words(height, kMr, a.cols, panel, [&](int i, int64_t k0, int n) {
       const char* row = base + static_cast<std::size_t>(i * a.row_stride + k0) * elem;
+      // The next panel's row, as the bf16 packing does (gemm_avx512bf16.cpp).
+      _mm_prefetch(row + static_cast<std::size_t>(kMr * a.row_stride) * elem, _MM_HINT_T0);
       return _mm512_castps_si512(simd::Avx512::load_n(row, a.dtype, n));
     });
   }
