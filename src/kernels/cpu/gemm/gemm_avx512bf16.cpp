@@ -89,7 +89,8 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
             const uint16_t* col = src + (n + 16 * v + j) * b.col_stride + 2 * p0;
             // The next 16 columns' words (as for A's panels, below).
             _mm_prefetch(reinterpret_cast<const char*>(col + 16 * b.col_stride), _MM_HINT_T0);
-            cols[j] = 16 * v + j < width ? _mm512_maskz_loadu_epi16(m, col) : _mm512_setzero_si512();
+            cols[j] =
+                16 * v + j < width ? _mm512_maskz_loadu_epi16(m, col) : _mm512_setzero_si512();
           }
           transpose_store_16x16(cols, 16, words, panel + p0 * kNr + 16 * v, kNr);
         }
