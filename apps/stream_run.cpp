@@ -71,6 +71,7 @@ int run_stream_run(Args args) {
   stream::MaskPeakOptions net_peaks;  // min_pixels: the model's peak rule
   double threshold = 0;    // 0: the model file's
   int64_t min_pixels = 0;  // 0: the model file's
+  double small_peak_snr = -1;  // -1: the model file's
   ArgParser p("stream run",
               "Find the Bragg peaks of a stream of detector frames, read from an HDF5 file or\n"
               "pulled from a ZeroMQ socket, as a beamline pipeline does: a reader thread, a bounded\n"
@@ -105,6 +106,10 @@ int run_stream_run(Args args) {
   p.option("--min-pixels", &min_pixels,
            "with --finder net: smallest peak kept, pixels (0: the model file's peak rule)",
            {.min = 0});
+  p.option("--small-peak-snr", &small_peak_snr,
+           "with --finder net: a peak smaller than the minimum is kept at this SNR (0: never; "
+           "-1: the model file's peak rule)",
+           {.min = -1});
   p.option("--threshold", &threshold,
            "with --finder net: a pixel is a peak above this peak probability (0: the model "
            "file's peak rule, calibrated by stream train; 0.5 is the argmax)",
@@ -179,8 +184,10 @@ int run_stream_run(Args args) {
   std::optional<models::PeakNetFinder> net_finder;
   if (use_net) {
     net = models::load_peaknet(model_path);
-    net->set_peak_rule(threshold > 0 ? threshold : net->config().threshold,
-                       min_pixels > 0 ? min_pixels : net->config().min_pixels);
+    const models::PeakNetConfig& c = net->config();
+    net->set_peak_rule(threshold > 0 ? threshold : c.threshold,
+                       min_pixels > 0 ? min_pixels : c.min_pixels,
+                       small_peak_snr >= 0 ? small_peak_snr : c.small_peak_snr);
     net_finder.emplace(*net, net_precision, geometry, setup.bad_pixels, net_peaks);
   }
   const DType frame_dtype = use_net ? net_finder->input_dtype() : DType::F32;
@@ -360,13 +367,17 @@ int run_stream_run(Args args) {
   getrusage(RUSAGE_SELF, &usage);
   std::string memory =
       "\"net_precision\": " + std::string(use_net ? "\"" + precision_name + "\"" : "null") +
-      ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) + "\", \"model\": " +
-      (use_net ? io::json_quote(model_path) : std::string("null")) + ", \"threshold\": " +
-      (use_net ? json_number(net->config().threshold) : std::string("null")) +
+      ", \"frame_dtype\": \"" + std::string(dtype_name(frame_dtype)) +
+      "\", \"model\": " + (use_net ? io::json_quote(model_path) : std::string("null")) +
+      ", \"threshold\": " + (use_net ? json_number(net->config().threshold) : std::string("null")) +
       ", \"min_pixels\": " +
       (use_net ? std::to_string(net->config().min_pixels) : std::string("null")) +
+      ", \"small_peak_snr\": " +
+      (use_net ? json_number(net->config().small_peak_snr) : std::string("null")) +
       ", \"peak_tensor_mib\": " +
-      json_number(static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0, 5) +
+      json_number(
+          static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / 1048576.0,
+          5) +
       ", \"peak_rss_mib\": " + json_number(static_cast<double>(usage.ru_maxrss) / 1024.0, 5);
   std::string source = "\"source\": \"hdf5\"";
   if (from_zmq) {

@@ -204,7 +204,9 @@ class FrameFinder {
                   "[stream] a bad-pixel mask of ", bad_pixels.size(), " pixels for a detector of ",
                   geometry_.pixels());
     // min_pixels 0: the model file's peak rule, as `stream run` without --min-pixels.
-    if (options.min_pixels > 0) net_->set_peak_rule(net_->config().threshold, options.min_pixels);
+    if (options.min_pixels > 0)
+      net_->set_peak_rule(net_->config().threshold, options.min_pixels,
+                          net_->config().small_peak_snr);
     net_finder_.emplace(*net_, precision, geometry_, std::move(bad_pixels), options);
   }
 

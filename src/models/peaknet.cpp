@@ -51,9 +51,11 @@ void PeakNetConfig::validate() const {
                 stem_channels, ", ", mlp_ratio, ", ", kernel);
   MIXPREC_CHECK(adu_per_photon > 0 && std::isfinite(adu_per_photon),
                 "[PeakNet] adu_per_photon must be > 0, got ", adu_per_photon);
-  MIXPREC_CHECK(threshold > 0 && threshold < 1 && min_pixels >= 1,
-                "[PeakNet] threshold must be in (0, 1) and min_pixels >= 1, got ", threshold,
-                " and ", min_pixels);
+  MIXPREC_CHECK(threshold > 0 && threshold < 1 && min_pixels >= 1 && small_peak_snr >= 0 &&
+                    std::isfinite(small_peak_snr),
+                "[PeakNet] threshold must be in (0, 1), min_pixels >= 1 and small_peak_snr >= 0, "
+                "got ",
+                threshold, ", ", min_pixels, " and ", small_peak_snr);
 }
 
 ConvNeXtBlock::ConvNeXtBlock(int64_t channels, int64_t mlp_ratio, int64_t kernel, Generator& gen) {
@@ -226,10 +228,11 @@ void peak_mask(const Tensor& logits, double threshold, uint8_t* mask) {
   });
 }
 
-void PeakNet::set_peak_rule(double threshold, int64_t min_pixels) {
+void PeakNet::set_peak_rule(double threshold, int64_t min_pixels, double small_peak_snr) {
   PeakNetConfig c = config_;
   c.threshold = threshold;
   c.min_pixels = min_pixels;
+  c.small_peak_snr = small_peak_snr;
   c.validate();
   config_ = c;
 }
@@ -303,7 +306,8 @@ io::SafetensorsMetadata peaknet_metadata(const PeakNetConfig& c) {
           {"peaknet.kernel", std::to_string(c.kernel)},
           {"peaknet.adu_per_photon", io::json_number(c.adu_per_photon, 17)},
           {"peaknet.threshold", io::json_number(c.threshold, 17)},
-          {"peaknet.min_pixels", std::to_string(c.min_pixels)}};
+          {"peaknet.min_pixels", std::to_string(c.min_pixels)},
+          {"peaknet.small_peak_snr", io::json_number(c.small_peak_snr, 17)}};
 }
 
 PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string& path) {
@@ -336,6 +340,8 @@ PeakNetConfig peaknet_config(const io::SafetensorsMetadata& m, const std::string
   if (const auto it = m.find("peaknet.threshold"); it != m.end())
     c.threshold = number("peaknet.threshold", it->second);
   if (m.count("peaknet.min_pixels") != 0) c.min_pixels = integer("peaknet.min_pixels");
+  if (const auto it = m.find("peaknet.small_peak_snr"); it != m.end())  // since session 22
+    c.small_peak_snr = number("peaknet.small_peak_snr", it->second);
   try {
     c.validate();
   } catch (const Error& e) {

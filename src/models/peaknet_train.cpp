@@ -149,6 +149,7 @@ PeakNetFinder::PeakNetFinder(PeakNet& model, NetPrecision precision,
       bad_pixels_(std::move(bad_pixels)),
       options_(options) {
   options_.min_pixels = model.config().min_pixels;
+  options_.small_peak_snr = model.config().small_peak_snr;
   const int64_t multiple = int64_t{1} << model.config().levels();
   MIXPREC_CHECK(geometry_.rows % multiple == 0 && geometry_.cols % multiple == 0,
                 "[peaknet] panels of ", geometry_.rows, " x ", geometry_.cols,
@@ -192,6 +193,7 @@ namespace {
 struct PeakRule {
   double threshold;
   int64_t min_pixels;
+  double small_peak_snr;
 };
 
 // Each rule's counts on frames first .. first + count - 1 of `detector`: one forward a frame,
@@ -228,6 +230,7 @@ std::vector<stream::MatchCounts> score_rules(PeakNet& model,
       if (r == 0 || rules[r].threshold != rules[r - 1].threshold)
         peak_mask(logits, rules[r].threshold, mask.data());
       options.min_pixels = rules[r].min_pixels;
+      options.small_peak_snr = rules[r].small_peak_snr;
       const std::vector<stream::Peak> peaks =
           stream::extract_peaks({values.data(), g.panels, g.rows, g.cols}, mask.data(),
                                 detector.bad_pixel_mask().data(), options);
@@ -243,7 +246,8 @@ std::vector<stream::MatchCounts> score_rules(PeakNet& model,
 stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDetector& detector,
                                      int64_t first, int64_t count, double match_radius,
                                      double min_truth_snr, const stream::MaskPeakOptions& options) {
-  const PeakRule rule{model.config().threshold, model.config().min_pixels};
+  const PeakNetConfig& c = model.config();
+  const PeakRule rule{c.threshold, c.min_pixels, c.small_peak_snr};
   return score_rules(model, detector, first, count, match_radius, min_truth_snr, {rule},
                      options)[0];
 }
@@ -253,15 +257,19 @@ PeakRuleScore calibrate_peak_rule(PeakNet& model, const stream::SyntheticDetecto
                                   double min_truth_snr, std::vector<PeakRuleScore>* scores) {
   std::vector<PeakRule> rules;
   for (int i = 1; i <= 14; ++i)
-    for (int64_t pixels = 1; pixels <= 4; ++pixels) rules.push_back({0.05 * i, pixels});
+    for (int64_t pixels = 1; pixels <= 4; ++pixels)
+      for (const double snr : kSmallPeakSnrs)
+        if (pixels > 1 || snr == 0) rules.push_back({0.05 * i, pixels, snr});
   const std::vector<stream::MatchCounts> counts =
       score_rules(model, detector, first, count, match_radius, min_truth_snr, rules, {});
-  PeakRuleScore best{0.5, 1, {}};
+  PeakRuleScore best{0.5, 1, 0, {}};
   double best_f1 = -1;
   for (std::size_t r = 0; r < rules.size(); ++r) {
-    const PeakRuleScore s{rules[r].threshold, rules[r].min_pixels, counts[r]};
+    const PeakRuleScore s{rules[r].threshold, rules[r].min_pixels, rules[r].small_peak_snr,
+                          counts[r]};
     if (scores != nullptr) scores->push_back(s);
-    // Candidates come in order of threshold, then pixels: a tie keeps the one nearer 0.5.
+    // Candidates come in order of threshold, pixels, then small-peak SNR (none first): a tie
+    // keeps the one nearer 0.5, and of those the first.
     if (s.counts.f1() > best_f1 ||
         (s.counts.f1() == best_f1 && std::abs(s.threshold - 0.5) < std::abs(best.threshold - 0.5)))
       best = s, best_f1 = s.counts.f1();

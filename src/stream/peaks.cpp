@@ -82,8 +82,10 @@ std::vector<Peak> extract_peaks(const FrameView& frame, const uint8_t* peak_mask
   MIXPREC_CHECK(frame.panels >= 1 && frame.rows >= 1 && frame.cols >= 1 &&
                     frame.rows * frame.cols <= std::numeric_limits<int32_t>::max(),
                 "[peaks] bad frame shape ", frame.panels, " x ", frame.rows, " x ", frame.cols);
-  MIXPREC_CHECK(options.min_pixels >= 0 && options.max_pixels >= 0 && options.background_margin >= 1,
-                "[peaks] expected min_pixels >= 0, max_pixels >= 0, background_margin >= 1");
+  MIXPREC_CHECK(options.min_pixels >= 0 && options.max_pixels >= 0 &&
+                    options.background_margin >= 1 && options.small_peak_snr >= 0,
+                "[peaks] expected min_pixels >= 0, max_pixels >= 0, background_margin >= 1, "
+                "small_peak_snr >= 0");
   const int64_t per_panel = frame.rows * frame.cols;
   std::vector<std::vector<Peak>> found(static_cast<std::size_t>(frame.panels));
   parallel_for(0, frame.panels, 1, [&](int64_t lo, int64_t hi) {
@@ -94,10 +96,14 @@ std::vector<Peak> extract_peaks(const FrameView& frame, const uint8_t* peak_mask
                                       frame.cols};
       detail::for_each_component(panel, scratch, [&](const std::vector<int32_t>& pixels) {
         const auto count = static_cast<int64_t>(pixels.size());
-        if (count < options.min_pixels || (options.max_pixels > 0 && count > options.max_pixels)) return;
+        const bool small = count < options.min_pixels;
+        if ((small && options.small_peak_snr <= 0) ||
+            (options.max_pixels > 0 && count > options.max_pixels))
+          return;
         Peak peak = detail::measure_component(panel, static_cast<int32_t>(p), pixels,
                                               options.background_margin, scratch);
         if (peak.total_intensity < options.min_intensity) return;
+        if (small && !(peak.snr >= options.small_peak_snr)) return;
         found[static_cast<std::size_t>(p)].push_back(peak);
       });
     }

@@ -79,6 +79,34 @@ TEST(ExtractPeaks, FiltersAndBadPixels) {
   EXPECT_TRUE(extract_peaks(img.view(), img.mask.data(), nullptr, {.max_pixels = 0, .min_intensity = 1000}).empty());
 }
 
+// A component below min_pixels is kept when its SNR reaches small_peak_snr: a sharp strong
+// spot, one pixel on a noisy background, stays; a weak one does not.
+TEST(ExtractPeaks, ASmallPeakOfHighSnrIsKept) {
+  Image img(1, 24, 24, 10);
+  for (int64_t r = 0; r < 24; ++r)  // background 10 +- 1: a noise of 1
+    for (int64_t c = 0; c < 24; ++c) img.values[img.at(0, r, c)] += (r + c) % 2 == 0 ? 1.0f : -1.0f;
+  img.set(0, 6, 6, 40);                          // 30 above: SNR about 30
+  img.set(0, 16, 16, 13);                        // 3 above: SNR about 3
+  img.set(0, 6, 16, 14), img.set(0, 6, 17, 14);  // two pixels: kept whatever their SNR
+  const std::vector<Peak> all = extract_peaks(img.view(), img.mask.data(), nullptr);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_GT(all[0].snr, 20);
+  std::vector<Peak> peaks = extract_peaks(img.view(), img.mask.data(), nullptr, {.min_pixels = 2});
+  ASSERT_EQ(peaks.size(), 1u);
+  EXPECT_EQ(peaks[0].n_pixels, 2);
+  peaks =
+      extract_peaks(img.view(), img.mask.data(), nullptr, {.min_pixels = 2, .small_peak_snr = 10});
+  ASSERT_EQ(peaks.size(), 2u);
+  EXPECT_EQ(peaks[0].n_pixels, 1);
+  EXPECT_FLOAT_EQ(peaks[0].x, 6);
+  EXPECT_EQ(peaks[1].n_pixels, 2);
+  EXPECT_EQ(
+      extract_peaks(img.view(), img.mask.data(), nullptr, {.min_pixels = 2, .small_peak_snr = 1})
+          .size(),
+      3u);
+  EXPECT_THROW(extract_peaks(img.view(), img.mask.data(), nullptr, {.small_peak_snr = -1}), Error);
+}
+
 TEST(ExtractPeaks, LocalBackgroundIgnoresANeighbouringSpot) {
   Image img(1, 30, 30, 20);
   img.set(0, 10, 10, 120);

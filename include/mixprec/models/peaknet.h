@@ -36,11 +36,14 @@ struct PeakNetConfig {
   int64_t kernel = 7;                          // the depthwise kernel
   double adu_per_photon = 10;                  // the input scale (the detector's gain)
   // The peak rule: a pixel is a peak where its softmax peak probability exceeds `threshold`
-  // (0.5: the argmax), and a peak keeps at least `min_pixels` of them. `stream train` (and
-  // `stream calibrate`) choose both on held-out frames for the best F1: a focal loss leaves
-  // pixels of faint spots below 0.5, and single stray pixels are most of a net's false peaks.
+  // (0.5: the argmax), and a peak keeps at least `min_pixels` of them, unless its SNR reaches
+  // `small_peak_snr` (0: no exception). `stream train` (and `stream calibrate`) choose all three
+  // on held-out frames for the best F1: a focal loss leaves pixels of faint spots below 0.5,
+  // single stray pixels are most of a net's false peaks, and a sharp strong spot can be marked
+  // by one pixel.
   double threshold = 0.5;
   int64_t min_pixels = 1;
+  double small_peak_snr = 0;
   int64_t levels() const { return static_cast<int64_t>(widths.size()); }
   void validate() const;  // an Error naming the bad field
 };
@@ -72,7 +75,8 @@ class PeakNet final : public nn::Module {
   // 0.5), into `mask` (B * H * W bytes). Runs without gradients; a batch on several threads
   // runs a frame per thread.
   void segment(const Tensor& frames, uint8_t* mask);
-  void set_peak_rule(double threshold, int64_t min_pixels);  // (0, 1) and >= 1
+  // threshold in (0, 1), min_pixels >= 1, small_peak_snr >= 0 (PeakNetConfig).
+  void set_peak_rule(double threshold, int64_t min_pixels, double small_peak_snr);
 
  private:
   struct Level {

@@ -98,16 +98,19 @@ stream::MatchCounts evaluate_peaknet(PeakNet& model, const stream::SyntheticDete
                                      double min_truth_snr = 8,
                                      const stream::MaskPeakOptions& options = {});
 
-// The peak rule (PeakNetConfig::threshold and min_pixels) with the best F1 on frames first ..
-// first + count - 1 of `detector`, scored as evaluate_peaknet does: thresholds 0.05, 0.10 ..
-// 0.70 times min_pixels 1 .. 4 (a tie goes to the threshold nearest 0.5, the argmax, then to
-// fewer pixels). Leaves the model's rule as it found it; `scores` (optional) receives each
-// candidate's counts.
+// The peak rule (PeakNetConfig::threshold, min_pixels and small_peak_snr) with the best F1 on
+// frames first .. first + count - 1 of `detector`, scored as evaluate_peaknet does: thresholds
+// 0.05, 0.10 .. 0.70 times min_pixels 1 .. 4 times kSmallPeakSnrs (a tie goes to the threshold
+// nearest 0.5, the argmax, then to fewer pixels, then to no or the lowest small-peak SNR).
+// Leaves the model's rule as it found it; `scores` (optional) receives each candidate's counts.
 struct PeakRuleScore {
   double threshold;
   int64_t min_pixels;
+  double small_peak_snr;
   stream::MatchCounts counts;
 };
+// The small-peak SNRs calibration tries with each min_pixels above 1 (0: no exception).
+inline constexpr double kSmallPeakSnrs[] = {0, 4, 6, 8, 12};
 PeakRuleScore calibrate_peak_rule(PeakNet& model, const stream::SyntheticDetector& detector,
                                   int64_t first, int64_t count, double match_radius = 1.5,
                                   double min_truth_snr = 8,

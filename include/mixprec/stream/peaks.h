@@ -32,6 +32,9 @@ struct FrameView {
 
 struct MaskPeakOptions {
   int64_t min_pixels = 1;
+  // A component smaller than min_pixels is still a peak when its SNR (Peak::snr) reaches this;
+  // 0: never. A sharp, strong spot can light one or two pixels, as stray pixels do.
+  double small_peak_snr = 0;
   int64_t max_pixels = 0;      // 0: no limit
   double min_intensity = 0;    // background-subtracted total, same unit as the frame
   int64_t background_margin = 3;
