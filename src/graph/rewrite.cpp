@@ -5,6 +5,7 @@
 // checks it). What goes is memory: an upsampled tensor (four times its input) and a
 // convolution's output waiting to be copied into a concatenation, often together at a decoder's
 // peak.
+#include <algorithm>
 #include <string>
 
 #include "graph_impl.h"
@@ -49,15 +50,10 @@ bool channel_slice(const View& v) {
          v.strides[0] == p * v.shape[2] * v.shape[3];
 }
 
-// Whether a kernel strictly between `after` and `before` touches buffer b (reads it when
-// `writes_only` is false, or writes it).
-bool touched_between(const Uses& u, int after, int before, bool writes_only) {
-  for (const std::vector<int>* list : {&u.writers, &u.readers}) {
-    for (int i : *list)
-      if (i > after && i < before) return true;
-    if (writes_only) break;
-  }
-  return false;
+// Whether one of `kernels` runs strictly between kernels `after` and `before`.
+bool any_between(const std::vector<int>& kernels, int after, int before) {
+  return std::any_of(kernels.begin(), kernels.end(),
+                     [&](int i) { return i > after && i < before; });
 }
 
 // An intermediate that is not an output of the graph: its memory is the graph's to plan away.
@@ -92,7 +88,7 @@ void Graph::Impl::fuse_into_convolutions() {
     // The small tensor must still hold what the upsample read when the convolution reads it.
     const int small = up.inputs[0];
     if (reads_elsewhere ||
-        touched_between(uses[static_cast<std::size_t>(view(small).buffer)], u, c, true))
+        any_between(uses[static_cast<std::size_t>(view(small).buffer)].writers, u, c))
       continue;
     conv.kernel = conv.fusions.reading_upsampled(up.fusions.nearest_upsample);
     conv.fusions.reading_upsampled = nullptr;
@@ -126,7 +122,9 @@ void Graph::Impl::fuse_into_convolutions() {
     bool reads_destination = false;
     for (int v : producer.inputs)
       reads_destination = reads_destination || (v >= 0 && view(v).buffer == to.buffer);
-    if (reads_destination || touched_between(uses[bd], p, k, false)) continue;
+    if (reads_destination || any_between(uses[bd].writers, p, k) ||
+        any_between(uses[bd].readers, p, k))
+      continue;
     producer.outputs[0] = copy.outputs[0];
     removed[static_cast<std::size_t>(k)] = true;
     ++elided_copies;
