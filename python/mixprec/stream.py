@@ -124,7 +124,7 @@ class SyntheticDetector:
 
 _CLASSIC_OPTIONS = ("min_pixel_snr", "min_peak_snr", "adc_threshold", "min_pixels", "max_pixels",
                     "local_background_margin", "clipping_iterations", "min_bin_pixels")
-_NET_OPTIONS = ("min_pixels", "max_pixels", "min_intensity", "background_margin")
+_NET_OPTIONS = ("min_pixels", "small_peak_snr", "max_pixels", "min_intensity", "background_margin")
 
 
 class PeakFinder:
@@ -139,8 +139,9 @@ class PeakFinder:
     "fp16" or "autocast-bf16").
     options: the finder's settings as keywords. classic: min_pixel_snr=5, min_peak_snr=7,
     adc_threshold=0, min_pixels=2, max_pixels=200, local_background_margin=3,
-    clipping_iterations=5, min_bin_pixels=64; net: min_pixels=0 (the model file's peak rule),
-    max_pixels=0 (no limit), min_intensity=0, background_margin=3 (the command line's defaults).
+    clipping_iterations=5, min_bin_pixels=64; net: min_pixels=0 and small_peak_snr=-1 (the model
+    file's peak rule), max_pixels=0 (no limit), min_intensity=0, background_margin=3 (the command
+    line's defaults).
 
     finder(frame) -> a PEAK_DTYPE array (panel, x, y, intensity, pixels, max_value,
     background, background_sigma, snr), in panel order, then raster order.
@@ -177,7 +178,8 @@ class PeakFinder:
             if model is None:
                 raise ValueError("finder='net' needs model= (a PeakNet file from `mixprec stream train`)")
             self._finder = _PeakFinder(os.fspath(model), precision, geometry, mask,
-                                       _options(MaskPeakOptions(), _NET_OPTIONS, options, min_pixels=0))
+                                       _options(MaskPeakOptions(), _NET_OPTIONS, options, min_pixels=0,
+                                                small_peak_snr=-1))
         else:
             raise ValueError(f"finder must be 'classic' or 'net', got {finder!r}")
         self.finder = finder

@@ -203,10 +203,11 @@ class FrameFinder {
     MIXPREC_CHECK(bad_pixels.empty() || static_cast<int64_t>(bad_pixels.size()) == geometry_.pixels(),
                   "[stream] a bad-pixel mask of ", bad_pixels.size(), " pixels for a detector of ",
                   geometry_.pixels());
-    // min_pixels 0: the model file's peak rule, as `stream run` without --min-pixels.
-    if (options.min_pixels > 0)
-      net_->set_peak_rule(net_->config().threshold, options.min_pixels,
-                          net_->config().small_peak_snr);
+    // min_pixels 0 and small_peak_snr < 0: the model file's peak rule, as `stream run` without
+    // --min-pixels and --small-peak-snr.
+    const models::PeakNetConfig& c = net_->config();
+    net_->set_peak_rule(c.threshold, options.min_pixels > 0 ? options.min_pixels : c.min_pixels,
+                        options.small_peak_snr >= 0 ? options.small_peak_snr : c.small_peak_snr);
     net_finder_.emplace(*net_, precision, geometry_, std::move(bad_pixels), options);
   }
 
@@ -472,6 +473,7 @@ void bind_stream(nb::module_& m) {
   nb::class_<MO>(m, "MaskPeakOptions", "How the network's mask becomes peaks (stream/peaks.h).")
       .def(nb::init<>())
       .def_rw("min_pixels", &MO::min_pixels)
+      .def_rw("small_peak_snr", &MO::small_peak_snr)
       .def_rw("max_pixels", &MO::max_pixels)
       .def_rw("min_intensity", &MO::min_intensity)
       .def_rw("background_margin", &MO::background_margin);

@@ -109,6 +109,14 @@ def test_network_peaks_are_the_command_lines_bit_for_bit(work, precision):
     batch = finder.find_batch([frames[i] for i in range(n)])
     assert len(batch) == n
     assert all(same_peaks(a, b) for a, b in zip(batch, found))
+    # The peak rule by keywords: a peak below min_pixels is kept where its SNR reaches
+    # small_peak_snr, and only there.
+    rule = dict(finder="net", model=model, precision=precision, min_pixels=4)
+    strict = mp.stream.PeakFinder(frames, small_peak_snr=0, **rule)(frames[0])
+    lenient = mp.stream.PeakFinder(frames, small_peak_snr=3, **rule)(frames[0])
+    small = lenient[lenient["pixels"] < 4]
+    assert len(small) > 0 and np.all(small["snr"] >= 3)
+    assert same_peaks(lenient[lenient["pixels"] >= 4], strict)
 
 
 def test_synthetic_frames_are_stream_produces(work):
