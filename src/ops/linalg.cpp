@@ -113,14 +113,19 @@ struct LinearBackward final : autograd::Node {
       gx = gx.reshape(x_shape);
     }
     if (next_edges[1].valid()) {
-      // gw [out, in] = g^T x with g^T transposed into memory first (N x out moves against
-      // 2 N out in flops): as a strided view A packs element by element, 3x slower than the
-      // GEMM itself.
-      const Tensor gt = Tensor::empty({g.size(1), g.size(0)}, g.dtype());  // [out, N]
-      kernels::transpose_2d(g.data_ptr(), g.size(0), g.size(1), g.size(1), gt.data_ptr(), g.size(0),
-                            g.element_size());
+      // gw [out, in] = g^T x. The bf16 packer reads g^T in place. Elsewhere g^T goes into
+      // memory first (N x out moves against 2 N out in flops): AMX tiles read A's rows in
+      // place, and the other packers would take a strided A element by element, 3x slower than
+      // the GEMM itself.
       gw = Tensor::empty(weight.shape(), weight.dtype());
-      gemm_2d(gt, x2d, gw);
+      if (kernels::gemm_packs_transposed_a(g.dtype(), x2d.dtype())) {
+        gemm_2d(g.transpose(0, 1), x2d, gw);
+      } else {
+        const Tensor gt = Tensor::empty({g.size(1), g.size(0)}, g.dtype());  // [out, N]
+        kernels::transpose_2d(g.data_ptr(), g.size(0), g.size(1), g.size(1), gt.data_ptr(),
+                              g.size(0), g.element_size());
+        gemm_2d(gt, x2d, gw);
+      }
     }
     if (next_edges.size() > 2 && next_edges[2].valid()) gb = sum(g, {0}).to(bias_dtype);
     return {gx, gw, gb};

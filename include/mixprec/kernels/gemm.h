@@ -64,6 +64,12 @@ struct GemmEpilogue {
 void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
           const GemmEpilogue& epilogue = {});
 
+// Whether gemm packs an A given transposed (row stride 1: the transpose of a row-major matrix)
+// as fast as a row-major A at the active kernel level: bf16 x bf16 on the vdpbf16ps level. A
+// caller that can afford it transposes A into memory first elsewhere: AMX tiles read A's rows in
+// place, and the other packers take a transposed A element by element.
+bool gemm_packs_transposed_a(DType a, DType b);
+
 // `batch` independent GEMMs; operand i starts at data + i * batch_stride elements.
 struct BatchStrides {
   int64_t a = 0, b = 0, c = 0, residual = 0;

@@ -363,6 +363,10 @@ bool involves_f64(const MatrixView& a, DType b, const MutableMatrixView& c) {
 
 }  // namespace
 
+bool gemm_packs_transposed_a(DType a, DType b) {
+  return a == DType::BF16 && b == DType::BF16 && active_isa() == IsaLevel::Avx512Bf16;
+}
+
 void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
           const GemmEpilogue& epilogue) {
   if (involves_f64(a, b.dtype, c)) {  // gradient checks: exact f64, no fast path needed

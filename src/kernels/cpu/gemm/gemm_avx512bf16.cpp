@@ -47,6 +47,15 @@ void tile_bf16(int64_t k, const void* a_panel, const void* b_panel, int nr_eff,
   finish_tile<simd::Avx512, MR, kNv>(acc, nr_eff, ep);
 }
 
+// Word j of the first / second half of two interleaved rows: (row0[j], row1[j]) for j = 0..15 /
+// 16..31 (vpermt2w indices: row1's lanes are 32 on).
+alignas(64) constexpr uint16_t kFirst[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                             37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                             11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+alignas(64) constexpr uint16_t kSecond[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                              53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                              27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+
 // B panels for vdpbf16ps: [k_padded / 2][kNr] 32-bit words, each word the bf16 pair
 // (B[2p, j], B[2p + 1, j]); past the last row or column, zeros.
 void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, void* out) {
@@ -56,13 +65,6 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
     uint32_t* panel = static_cast<uint32_t*>(out) + (n - n0) / kNr * pairs * kNr;
     const int width = static_cast<int>(n1 - n < kNr ? n1 - n : kNr);
     if (b.col_stride == 1) {  // rows contiguous: interleave the 16-bit lanes of two rows
-      // Word j of the first/second half: (row0[j], row1[j]) for j = 0..15 / 16..31.
-      alignas(64) static constexpr uint16_t kFirst[32] = {
-          0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-          8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-      alignas(64) static constexpr uint16_t kSecond[32] = {
-          16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-          24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
       const __m512i first = _mm512_load_si512(kFirst), second = _mm512_load_si512(kSecond);
       const __mmask32 m = first_halves(width);
       for (int64_t p = 0; p < pairs; ++p) {
@@ -103,8 +105,36 @@ void pack_b_bf16(const MatrixView& b, int64_t n0, int64_t n1, int64_t k_padded, 
 
 // A rows into [k_padded / 2][kMr] 32-bit words, each the bf16 pair (A[i, 2p], A[i, 2p + 1]):
 // a transpose of 32-bit words (gemm_pack_avx512.h); an odd K's last pair is (A[i, K-1], 0).
+// A stored transposed (A[i, k] at k * col_stride + i, as dY^T of a linear layer's dW): a pair of
+// A's columns is a pair of the stored rows, so a panel's words are the 16-bit lanes of two rows
+// interleaved, as B's row-contiguous panels are: two loads, one permute and one store per pair.
+void pack_a_bf16_transposed(const MatrixView& a, int64_t m0, int rows, int64_t k_padded,
+                            void* out) {
+  const int64_t k = a.cols, pairs = k_padded / 2, ld = a.col_stride;
+  const __m512i first = _mm512_load_si512(kFirst);
+  constexpr __mmask16 kPanelWords = (1u << kMr) - 1u;
+  for (int r0 = 0; r0 < rows; r0 += kMr) {
+    uint32_t* panel = static_cast<uint32_t*>(out) + r0 / kMr * pairs * kMr;
+    const __mmask32 m = first_halves(rows - r0 < kMr ? rows - r0 : kMr);  // zeros past the rows
+    const uint16_t* base = static_cast<const uint16_t*>(a.data) + m0 + r0;
+    for (int64_t p = 0; p < pairs; ++p) {
+      const uint16_t* row0 = base + 2 * p * ld;
+      // Eight pairs ahead, as for B's rows.
+      _mm_prefetch(reinterpret_cast<const char*>(row0 + 16 * ld), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(row0 + 17 * ld), _MM_HINT_T0);
+      const __m512i r0v = _mm512_maskz_loadu_epi16(m, row0);
+      const __m512i r1v = 2 * p + 1 < k ? _mm512_maskz_loadu_epi16(m, row0 + ld)
+                                        : _mm512_setzero_si512();  // an odd k's partner
+      _mm512_mask_storeu_epi32(panel + p * kMr, kPanelWords,
+                               _mm512_permutex2var_epi16(r0v, first, r1v));
+    }
+  }
+}
+
 void pack_a_bf16(const MatrixView& a, int64_t m0, int rows, int64_t k_padded, void* out) {
-  if (a.col_stride != 1) return pack_a_generic(a, m0, rows, k_padded, kMr, DType::BF16, out);
+  if (a.col_stride != 1)
+    return a.row_stride == 1 ? pack_a_bf16_transposed(a, m0, rows, k_padded, out)
+                             : pack_a_generic(a, m0, rows, k_padded, kMr, DType::BF16, out);
   const int64_t k = a.cols, pairs = k_padded / 2;
   for (int r0 = 0; r0 < rows; r0 += kMr) {
     uint32_t* panel = static_cast<uint32_t*>(out) + r0 / kMr * pairs * kMr;
