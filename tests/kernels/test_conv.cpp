@@ -479,6 +479,32 @@ TEST_P(ConvBf16Test, UpsampledInputAndChannelSliceOutputChangeNoBit) {
   }
 }
 
+// Outputs of one pixel per image, [N, C, 1, 1], are dense as channels_last whatever their
+// strides say: made contiguous (stride(3) = 1), the pixels are still C elements apart. A
+// stride read from the size-1 dim wrote every image over the first's channels.
+TEST_P(ConvBf16Test, OnePixelOutputsOfSeveralImages) {
+  Generator gen(23);
+  for (const DType t : {DType::BF16, DType::F32}) {
+    const Tensor x = Tensor::uniform({3, 32, 3, 3}, -1, 1, gen, t);
+    const Tensor w = Tensor::uniform({40, 32, 3, 3}, -1, 1, gen, t);
+    const Tensor nchw = Tensor::empty({3, 40, 1, 1}, t);  // strides [40, 1, 1, 1]
+    const Tensor nhwc = Tensor::empty({3, 40, 1, 1}, t, MemoryFormat::ChannelsLast);
+    ASSERT_TRUE(nchw.is_contiguous(MemoryFormat::ChannelsLast));
+    conv2d(x, w, nullptr, nchw);
+    conv2d(x, w, nullptr, nhwc);
+    for (int64_t i = 0; i < 3; ++i) {
+      const Tensor alone = Tensor::empty({1, 40, 1, 1}, t);
+      conv2d(x.narrow(0, i, 1).contiguous(), w, nullptr, alone);
+      const Tensor a = alone.to(DType::F32).contiguous();
+      for (const Tensor& both : {nchw, nhwc}) {
+        const Tensor b = both.narrow(0, i, 1).to(DType::F32).contiguous();
+        EXPECT_EQ(0, std::memcmp(a.data_ptr(), b.data_ptr(), 40 * sizeof(float)))
+            << dtype_name(t) << " image " << i;
+      }
+    }
+  }
+}
+
 // The bf16 store rounds once, RNE, keeping subnormals (the conversion rule): a subnormal f32
 // bias over zero products must come out as the conversion kernel rounds it, under every mode.
 TEST_P(ConvBf16Test, OutputKeepsSubnormals) {

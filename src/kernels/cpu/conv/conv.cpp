@@ -626,9 +626,10 @@ constexpr std::array<GroupCandidate, 5> kGroupAlgorithms{{
 static_assert(ends_with_reference(kGroupAlgorithms));
 
 // Everything but depthwise and f64: per group, the first of kGroupAlgorithms that takes it.
+// ys's pixels are ldc elements apart.
 void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, const Tensor* bias,
-                   const Tensor& ys, const Tensor* residual, const Conv2dOptions& opt,
-                   const Geometry& g) {
+                   const Tensor& ys, int64_t ldc, const Tensor* residual,
+                   const Conv2dOptions& opt, const Geometry& g) {
   const Tensor bias_c = bias != nullptr ? bias->contiguous() : Tensor();
   const Bf16ConvCompute mode = dispatch_config().bf16_conv;
   Tensor widened;
@@ -640,7 +641,7 @@ void conv2d_packed(const Tensor& xs, const std::vector<PackedMatrix>& packed, co
                          .activation = opt.activation,
                          .o = g.o,
                          .col0 = grp * g.og,
-                         .ldc = ys.stride(3)};
+                         .ldc = ldc};
     const GroupProblem q{xs, b, opt, g, grp, go, mode, widened};
     pick(kGroupAlgorithms, q, b.level()).kernel(q);
   }
@@ -679,8 +680,13 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
     return conv2d_f64(x, weight, bias, out, opt, g);
   }
   const Tensor xs = channels_last(x);
-  const bool out_direct = out.is_contiguous(MemoryFormat::ChannelsLast) ||
-                          (packed_path && pixel_stride_of_channel_slice(out) > 0);
+  // The output's pixel stride: a channels_last tensor's is its channel count, whatever the
+  // strides of its size-1 dims say ([N, C, 1, 1] made contiguous has stride(3) 1); a channel
+  // slice's is the channel count of the tensor it is cut from.
+  const bool whole = out.is_contiguous(MemoryFormat::ChannelsLast);
+  const int64_t slice_stride = packed_path && !whole ? pixel_stride_of_channel_slice(out) : 0;
+  const bool out_direct = whole || slice_stride > 0;
+  const int64_t ldc = slice_stride > 0 ? slice_stride : g.o;
   const Tensor ys =
       out_direct ? out : Tensor::empty(out.shape(), out.dtype(), MemoryFormat::ChannelsLast);
   Tensor residual;
@@ -693,11 +699,11 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
   } else if (pointwise_small_takes(g, opt)) {
     pointwise_small(xs, weight, bias, ys, g);
   } else if (prepacked != nullptr) {
-    conv2d_packed(xs, *prepacked, bias, ys, residual.defined() ? &residual : nullptr, opt, g);
+    conv2d_packed(xs, *prepacked, bias, ys, ldc, residual.defined() ? &residual : nullptr, opt, g);
   } else {
     conv2d_packed(xs,
                   conv_detail::pack_groups(weight, pack_dtype_for(xs.dtype(), w_dtype, g.cg), g),
-                  bias, ys, residual.defined() ? &residual : nullptr, opt, g);
+                  bias, ys, ldc, residual.defined() ? &residual : nullptr, opt, g);
   }
   if (!out_direct) out.copy_(ys);
 }
