@@ -104,6 +104,15 @@ bool is_channels_last_layout(const Shape& shape, const Strides& strides) {
   return dense_in_order(shape, strides, {1, 3, 2, 0});  // C fastest, then W, H, N
 }
 
+int64_t channel_slice_pixel_stride(const Shape& shape, const Strides& strides) {
+  MIXPREC_ASSERT(shape.size() == strides.size());
+  if (shape.size() != 4) return 0;
+  const int64_t p = strides[3];
+  const bool slice = strides[1] == 1 && p >= shape[1] && strides[2] == p * shape[3] &&
+                     strides[0] == p * shape[2] * shape[3];
+  return slice ? p : 0;
+}
+
 bool is_non_overlapping_and_dense(const Shape& shape, const Strides& strides) {
   MIXPREC_ASSERT(shape.size() == strides.size());
   if (has_zero_size(shape)) return true;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "graph_impl.h"
+#include "mixprec/core/shape.h"
 
 namespace mixprec::graph {
 namespace {
@@ -42,14 +43,6 @@ bool same_view(const View& a, const View& b) {
          a.offset == b.offset && a.dtype == b.dtype;
 }
 
-// A channel slice of a channels_last [N, C, H, W] tensor: strides [P*H*W, 1, P*W, P], P >= C.
-bool channel_slice(const View& v) {
-  if (v.shape.size() != 4) return false;
-  const int64_t p = v.strides[3];
-  return v.strides[1] == 1 && p >= v.shape[1] && v.strides[2] == p * v.shape[3] &&
-         v.strides[0] == p * v.shape[2] * v.shape[3];
-}
-
 // Whether one of `kernels` runs strictly between kernels `after` and `before`.
 bool any_between(const std::vector<int>& kernels, int after, int before) {
   return std::any_of(kernels.begin(), kernels.end(),
@@ -66,6 +59,11 @@ bool private_intermediate(const Buffer& b) {
 void Graph::Impl::fuse_into_convolutions() {
   std::vector<bool> removed(nodes.size(), false);
   const auto view = [&](int v) -> const View& { return views[static_cast<std::size_t>(v)]; };
+  // Whether `node` reads `buffer` through one of its inputs from input `first` on.
+  const auto reads = [&](const Node& node, int buffer, std::size_t first) {
+    return std::any_of(node.inputs.begin() + static_cast<std::ptrdiff_t>(first), node.inputs.end(),
+                       [&](int v) { return v >= 0 && view(v).buffer == buffer; });
+  };
 
   // A nearest upsample whose result only one convolution reads, as its input x: the convolution
   // reads the small tensor, each pixel 2^k times (Conv2dOptions::input_scale).
@@ -81,13 +79,9 @@ void Graph::Impl::fuse_into_convolutions() {
     const int c = uses[b].readers[0];
     Node& conv = nodes[static_cast<std::size_t>(c)];
     if (c < u || !conv.fusions.reading_upsampled || !same_view(view(conv.inputs[0]), big)) continue;
-    bool reads_elsewhere = false;
-    for (std::size_t i = 1; i < conv.inputs.size(); ++i)
-      reads_elsewhere =
-          reads_elsewhere || (conv.inputs[i] >= 0 && view(conv.inputs[i]).buffer == big.buffer);
     // The small tensor must still hold what the upsample read when the convolution reads it.
     const int small = up.inputs[0];
-    if (reads_elsewhere ||
+    if (reads(conv, big.buffer, 1) ||
         any_between(uses[static_cast<std::size_t>(view(small).buffer)].writers, u, c))
       continue;
     conv.kernel = conv.fusions.reading_upsampled(up.fusions.nearest_upsample);
@@ -109,8 +103,8 @@ void Graph::Impl::fuse_into_convolutions() {
     const auto bs = static_cast<std::size_t>(from.buffer), bd = static_cast<std::size_t>(to.buffer);
     if (bs == bd || !private_intermediate(buffers[bs]) ||
         buffers[bd].kind != BufferKind::Intermediate || from.dtype != to.dtype ||
-        from.shape != to.shape || !channel_slice(to) || uses[bs].writers.size() != 1 ||
-        uses[bs].readers.size() != 1)
+        from.shape != to.shape || channel_slice_pixel_stride(to.shape, to.strides) == 0 ||
+        uses[bs].writers.size() != 1 || uses[bs].readers.size() != 1)
       continue;
     const int p = uses[bs].writers[0];
     Node& producer = nodes[static_cast<std::size_t>(p)];
@@ -119,10 +113,7 @@ void Graph::Impl::fuse_into_convolutions() {
       continue;
     // Writing the slice earlier changes nothing if no kernel in between sees the
     // concatenation, and the producer does not read it.
-    bool reads_destination = false;
-    for (int v : producer.inputs)
-      reads_destination = reads_destination || (v >= 0 && view(v).buffer == to.buffer);
-    if (reads_destination || any_between(uses[bd].writers, p, k) ||
+    if (reads(producer, to.buffer, 0) || any_between(uses[bd].writers, p, k) ||
         any_between(uses[bd].readers, p, k))
       continue;
     producer.outputs[0] = copy.outputs[0];

@@ -151,7 +151,8 @@ Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeigh
   if (auto routed = residual_elsewhere(x, packed, bias, p, residual, out_shape)) return *routed;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.suggest_memory_format());
   // The kernel, reading x upsampled by `scale` (a graph's fused upsample) when scale > 1.
-  auto kernel = [packed, ko = kernel_options(p)](int64_t scale) {
+  const kernels::Conv2dOptions ko = kernel_options(p);
+  auto kernel = [packed, ko](int64_t scale) {
     kernels::Conv2dOptions o = ko;
     o.input_scale = scale;
     return [packed, o](const capture::KernelArgs& k) {
@@ -159,7 +160,7 @@ Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeigh
     };
   };
   capture::Fusions fusions;
-  if (kernels::conv2d_runs_packed(weight, kernel_options(p))) {
+  if (kernels::conv2d_runs_packed(weight, ko)) {
     fusions.reading_upsampled = [kernel](int64_t scale) { return capture::Kernel(kernel(scale)); };
     fusions.writes_channel_slice = true;
   }

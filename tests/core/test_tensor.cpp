@@ -284,5 +284,21 @@ TEST(Tensor, FromBlobChecksItsGeometry) {
   EXPECT_EQ(Tensor::from_blob(nullptr, {0, 3}, {3, 1}, DType::F32, nullptr).numel(), 0);
 }
 
+// A channel slice of a channels_last tensor (a convolution writes one in place of a copy into a
+// concatenation): its pixel stride is the parent's channel count. Anything else gives 0,
+// including a contiguous [N, C, 1, 1], which is channels_last-dense but has stride(3) 1.
+TEST(Shape, ChannelSlicePixelStride) {
+  const Tensor whole = Tensor::empty({2, 96, 4, 5}, DType::F32, MemoryFormat::ChannelsLast);
+  EXPECT_EQ(channel_slice_pixel_stride(whole.shape(), whole.strides()), 96);
+  const Tensor slice = whole.slice(1, 32, 96);
+  EXPECT_EQ(channel_slice_pixel_stride(slice.shape(), slice.strides()), 96);
+  const Tensor nchw = Tensor::empty({2, 96, 4, 5});
+  EXPECT_EQ(channel_slice_pixel_stride(nchw.shape(), nchw.strides()), 0);
+  const Tensor one_pixel = Tensor::empty({2, 8, 1, 1});
+  EXPECT_TRUE(one_pixel.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_EQ(channel_slice_pixel_stride(one_pixel.shape(), one_pixel.strides()), 0);
+  EXPECT_EQ(channel_slice_pixel_stride({2, 3}, {3, 1}), 0);
+}
+
 }  // namespace
 }  // namespace mixprec

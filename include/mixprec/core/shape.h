@@ -45,6 +45,9 @@ Strides strides_for(const Shape& shape, MemoryFormat format, std::string_view op
 // no elements is contiguous in every format, as in PyTorch.
 bool is_contiguous_layout(const Shape& shape, const Strides& strides);
 bool is_channels_last_layout(const Shape& shape, const Strides& strides);
+// The pixel stride P of a channel slice of a channels_last tensor: a 4-D shape [N, C, H, W] with
+// strides exactly [P*H*W, 1, P*W, P], P >= C (P = C: a whole one); 0 for any other layout.
+int64_t channel_slice_pixel_stride(const Shape& shape, const Strides& strides);
 
 // True when the elements tile a block of exactly numel slots with no gaps and no two indices
 // mapping to the same slot, in some dim order (e.g. any permutation of a contiguous tensor).

@@ -652,16 +652,6 @@ bool packed_path_takes(const Geometry& g, const Conv2dOptions& opt) {
   return !depthwise_takes(g) && !pointwise_small_takes(g, opt);
 }
 
-// The pixel stride P of t when t is [N, C, H, W] with strides [P*H*W, 1, P*W, P], P >= C: a
-// channel slice of a channels_last tensor (P > C) or a whole one (P = C); else 0.
-int64_t pixel_stride_of_channel_slice(const Tensor& t) {
-  if (t.dim() != 4) return 0;
-  const int64_t p = t.stride(3);
-  const bool dense = t.stride(1) == 1 && p >= t.size(1) && t.stride(2) == p * t.size(3) &&
-                     t.stride(0) == p * t.size(2) * t.size(3);
-  return dense ? p : 0;
-}
-
 // Shared by both conv2d entries: f64, depthwise, the few-channel 1x1, or the packed paths on
 // NHWC operands. weight is read only by the first three (a packed weight keeps it for those);
 // w_dtype is its dtype.
@@ -684,7 +674,8 @@ void conv2d_impl(const Tensor& x, const Tensor& weight, DType w_dtype,
   // strides of its size-1 dims say ([N, C, 1, 1] made contiguous has stride(3) 1); a channel
   // slice's is the channel count of the tensor it is cut from.
   const bool whole = out.is_contiguous(MemoryFormat::ChannelsLast);
-  const int64_t slice_stride = packed_path && !whole ? pixel_stride_of_channel_slice(out) : 0;
+  const int64_t slice_stride =
+      packed_path && !whole ? channel_slice_pixel_stride(out.shape(), out.strides()) : 0;
   const bool out_direct = whole || slice_stride > 0;
   const int64_t ldc = slice_stride > 0 ? slice_stride : g.o;
   const Tensor ys =
