@@ -242,6 +242,17 @@ void map_contiguous(const Run& r, Fn f) {
                                   : S::load_n(r.data[operand] + i * elem, T, m);
   };
   int64_t i = 0;
+  // Four vectors computed before any is stored: an activation is a chain of some 25 dependent
+  // vector operations (GELU, SiLU), and four independent chains in the loop body keep the
+  // pipes busier than the out-of-order window manages alone (GELU 11% faster on a Zen 5).
+  for (; i + 4 * W <= r.n; i += 4 * W) {
+    const F y0 = f(lanes(k, i, W)...), y1 = f(lanes(k, i + W, W)...),
+            y2 = f(lanes(k, i + 2 * W, W)...), y3 = f(lanes(k, i + 3 * W, W)...);
+    S::store_n(r.data[0] + i * elem, T, y0, W);
+    S::store_n(r.data[0] + (i + W) * elem, T, y1, W);
+    S::store_n(r.data[0] + (i + 2 * W) * elem, T, y2, W);
+    S::store_n(r.data[0] + (i + 3 * W) * elem, T, y3, W);
+  }
   for (; i + W <= r.n; i += W) S::store_n(r.data[0] + i * elem, T, f(lanes(k, i, W)...), W);
   if (i < r.n) {
     const int m = static_cast<int>(r.n - i);
