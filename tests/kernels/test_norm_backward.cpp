@@ -162,8 +162,10 @@ TEST_P(NormBackward, GroupNormMatchesF64EveryLayoutDtypeAndSize) {
 
 TEST_P(NormBackward, LayerAndRmsNormMatchF64) {
   Generator gen(9);
+  // 2500: a row longer than one leaf of the blocked sums (1024 lanes at 16 a vector), whose
+  // sums of g' and g' xhat are taken in one walk of the row.
   for (int64_t rows : {1, 3, 17, 40})
-    for (int64_t len : {1, 7, 33, 100})
+    for (int64_t len : {1, 7, 33, 100, 2500})
       for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64})
         for (bool rms : {false, true})
           for (bool affine : {true, false}) {

@@ -59,6 +59,17 @@ norm_backward_detail::BackwardOperands operands(const Tensor& xs, const Tensor& 
   return {xs.data_ptr(), xs.dtype(), gs.data_ptr(), gs.dtype(), dx.data(), dx.dtype()};
 }
 
+// Zeroed per-block parameter sums, kept per calling thread: a fresh buffer of this size (a
+// few hundred KiB for a transformer's LayerNorm) would be a new mapping, and page faults,
+// at every call.
+template <typename L>
+std::vector<L>& zeroed_parts(int slot, std::size_t n) {
+  thread_local std::vector<L> parts[2];
+  std::vector<L>& v = parts[slot];
+  v.assign(n, L(0));
+  return v;
+}
+
 // out = sum over `parts` blocks of [width] lanes, in block order, in f64; rounded once.
 template <typename L>
 void write_sums(const std::vector<L>& parts, int64_t blocks, int64_t width, const Tensor& out) {
@@ -101,8 +112,8 @@ void rows_backward(const Tensor& x, const Tensor& grad, int64_t len, const Tenso
                       rms};
   const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const bool want_w = out.dweight.defined(), want_b = out.dbias.defined();
-  std::vector<L> part_w(want_w ? static_cast<std::size_t>(blocks * len) : 0, L(0));
-  std::vector<L> part_b(want_b ? static_cast<std::size_t>(blocks * len) : 0, L(0));
+  std::vector<L>& part_w = zeroed_parts<L>(0, want_w ? static_cast<std::size_t>(blocks * len) : 0);
+  std::vector<L>& part_b = zeroed_parts<L>(1, want_b ? static_cast<std::size_t>(blocks * len) : 0);
   const NormBackwardKernels& k = kernels_for(f64);
   parallel_for(0, blocks,
                std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, kRowsPerBlock * len)),
@@ -141,8 +152,8 @@ void groups_backward(const Tensor& x, const Tensor& grad, int64_t groups, const 
                        groups,
                        activation};
   const bool want_w = out.dweight.defined(), want_b = out.dbias.defined();
-  std::vector<L> part_w(want_w ? static_cast<std::size_t>(n * c) : 0, L(0));
-  std::vector<L> part_b(want_b ? static_cast<std::size_t>(n * c) : 0, L(0));
+  std::vector<L>& part_w = zeroed_parts<L>(0, want_w ? static_cast<std::size_t>(n * c) : 0);
+  std::vector<L>& part_b = zeroed_parts<L>(1, want_b ? static_cast<std::size_t>(n * c) : 0);
   L* pw = want_w ? part_w.data() : nullptr;
   L* pb = want_b ? part_b.data() : nullptr;
   const NormBackwardKernels& k = kernels_for(f64);

@@ -3,6 +3,7 @@
 // level by norm_backward_<level>.cpp (formulas: kernels/norm_backward.h). Per-group sums are
 // pairwise (reduce_impl.h); per-channel sums of the channels_last path are f32 vector sums
 // over blocks of kBlockRows rows, added into f64. Internal linkage (see simd_avx512.h).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -69,18 +70,27 @@ void rows_typed(const RowsPlan& p, int64_t lo, int64_t hi, void* dw_part, void* 
       const F v = S::load_n(g + i * ge, grad_dtype, m);
       return p.weight != nullptr ? S::mul(v, lanes<S>(p.weight, i, m)) : v;
     };
-    if (dw_part != nullptr || db_part != nullptr)
+    // The parameters' per-column sums of this row: dweight's gy xhat, dbias's gy.
+    auto add_params = [&](int64_t i, int m, F gv, F xh) {
+      if (dw_part != nullptr) add_lanes<S>(dw_part, i, S::mul(gv, xh), m);
+      if (db_part != nullptr) add_lanes<S>(db_part, i, gv, m);
+    };
+    if (p.dx == nullptr) {
       for (int64_t i = 0; i < p.len; i += W) {
         const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;
-        const F gv = S::load_n(g + i * ge, grad_dtype, m);
-        if (dw_part != nullptr) add_lanes<S>(dw_part, i, S::mul(gv, xhat(i, m)), m);
-        if (db_part != nullptr) add_lanes<S>(db_part, i, gv, m);
+        add_params(i, m, S::load_n(g + i * ge, grad_dtype, m), xhat(i, m));
       }
-    if (p.dx == nullptr) continue;
-    const L sum_gy = p.rms ? L(0) : reduce_detail::row_sum<S>(p.len, gy);
-    const L sum_gyx = reduce_detail::row_sum<S>(
-        p.len, [&](int64_t i, int m) { return S::mul(gy(i, m), xhat(i, m)); });
-    const F a = S::set1(sum_gy * inv_len), b = S::set1(sum_gyx * inv_len);
+      continue;
+    }
+    // One walk of the row: the parameter sums and the row's sums of g' and g' xhat (g' = gy
+    // times the weight), each blocked as row_sum would block it alone.
+    const auto [sum_gy, sum_gyx] = reduce_detail::row_sums<S, 2>(p.len, [&](int64_t i, int m) {
+      const F gv = S::load_n(g + i * ge, grad_dtype, m), xh = xhat(i, m);
+      add_params(i, m, gv, xh);
+      const F gw = p.weight != nullptr ? S::mul(gv, lanes<S>(p.weight, i, m)) : gv;
+      return reduce_detail::Sums<S, 2>{{gw, S::mul(gw, xh)}};
+    });
+    const F a = S::set1(p.rms ? L(0) : sum_gy * inv_len), b = S::set1(sum_gyx * inv_len);
     char* dx = static_cast<char*>(p.dx) + row * p.len * de;
     for (int64_t i = 0; i < p.len; i += W) {
       const int m = p.len - i < W ? static_cast<int>(p.len - i) : W;

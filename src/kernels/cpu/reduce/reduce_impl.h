@@ -14,6 +14,8 @@
 // kLeafRows rows (column case); leaves are combined in a binary tree. The error is then
 // O(leaf + log2 n) roundings instead of O(n), without the cost of a compensated sum.
 // Internal linkage throughout (see simd_avx512.h for why).
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -34,6 +36,58 @@ constexpr int kStripVectors = 8;
 
 template <class S>
 constexpr lane_t<S> kInfinity = std::numeric_limits<lane_t<S>>::infinity();
+
+// N sums at once over one walk of [lo, hi), each blocked exactly as sum_vectors blocks it
+// alone (so its bits do not depend on N): f(i, m) gives the vectors of elements [i, i + m) of
+// each sum (Sums<S, N>) and is called once per vector in increasing order (it may have side
+// effects, such as a norm backward's per-column sums). A leaf is forced inline into its caller,
+// so f's captures stay in registers (a vector store in f may alias any memory the compiler
+// would otherwise reload them from).
+template <class S, std::size_t N>
+struct Sums {
+  typename S::F v[N];
+  friend Sums operator+(const Sums& a, const Sums& b) {
+    Sums c;
+    for (std::size_t k = 0; k < N; ++k) c.v[k] = S::add(a.v[k], b.v[k]);
+    return c;
+  }
+};
+
+template <class S, std::size_t N, class Fn>
+[[gnu::always_inline]] inline Sums<S, N> sum_leaf(int64_t lo, int64_t hi, const Fn& f) {
+  constexpr int W = S::kWidth;
+  Sums<S, N> acc[kAccumulators];
+  for (Sums<S, N>& a : acc)
+    for (typename S::F& v : a.v) v = S::zero();
+  int64_t i = lo;
+  for (; i + kAccumulators * W <= hi; i += kAccumulators * W)
+    for (int k = 0; k < kAccumulators; ++k) acc[k] = acc[k] + f(i + k * W, W);
+  for (; i + W <= hi; i += W) acc[0] = acc[0] + f(i, W);
+  if (i < hi) {
+    const int m = static_cast<int>(hi - i);
+    Sums<S, N> tail = f(i, m);
+    for (typename S::F& v : tail.v) v = S::fill_tail(v, m, 0.0f);
+    acc[1] = acc[1] + tail;
+  }
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+template <class S, std::size_t N, class Fn>
+Sums<S, N> sum_tree(int64_t lo, int64_t hi, const Fn& f) {
+  constexpr int W = S::kWidth;
+  if (hi - lo <= kLeafVectors * kAccumulators * W) return sum_leaf<S, N>(lo, hi, f);
+  // Split at a whole vector, so only the last vector can be partial.
+  const int64_t mid = lo + ((hi - lo) / 2 + W - 1) / W * W;
+  const Sums<S, N> left = sum_tree<S, N>(lo, mid, f);
+  return left + sum_tree<S, N>(mid, hi, f);
+}
+
+template <class S, std::size_t N, class Fn>
+[[gnu::always_inline]] inline Sums<S, N> sum_vectors_n(int64_t lo, int64_t hi, const Fn& f) {
+  constexpr int W = S::kWidth;
+  return hi - lo <= kLeafVectors * kAccumulators * W ? sum_leaf<S, N>(lo, hi, f)
+                                                    : sum_tree<S, N>(lo, hi, f);
+}
 
 template <class S, class Fn>
 typename S::F sum_vectors(int64_t lo, int64_t hi, const Fn& f) {
@@ -60,6 +114,15 @@ typename S::F sum_vectors(int64_t lo, int64_t hi, const Fn& f) {
 template <class S, class Fn>
 lane_t<S> row_sum(int64_t n, const Fn& f) {
   return S::reduce_add(sum_vectors<S>(0, n, f));
+}
+
+// row_sum of N rows of values at once (sum_vectors_n).
+template <class S, std::size_t N, class Fn>
+std::array<lane_t<S>, N> row_sums(int64_t n, const Fn& f) {
+  const Sums<S, N> sums = sum_vectors_n<S, N>(0, n, f);
+  std::array<lane_t<S>, N> out;
+  for (std::size_t k = 0; k < N; ++k) out[k] = S::reduce_add(sums.v[k]);
+  return out;
 }
 
 // NaN sticks: x86 max returns its second operand (acc) when either is NaN, and the select
