@@ -63,13 +63,14 @@ std::string_view category_of(const std::string& op) {
   return "elementwise";
 }
 
-// Where a profiled step's time goes: per category, forward and backward, then the slowest ops.
-void print_profile(const Row& r) {
-  struct Split {
-    double forward = 0, backward = 0;
-  };
+// A profiled step's time per category, forward and backward, slowest first; `timed` receives
+// the sum over every timed op (the rest of the step is the framework's own time).
+struct Split {
+  double forward = 0, backward = 0;
+};
+std::vector<std::pair<std::string, Split>> category_times(const Row& r, double& timed) {
   std::vector<std::pair<std::string, Split>> categories;
-  double timed = 0;
+  timed = 0;
   for (const OpTime& op : r.ops) {
     const std::string_view c = category_of(op.name);
     auto it = std::find_if(categories.begin(), categories.end(),
@@ -82,6 +83,13 @@ void print_profile(const Row& r) {
   std::sort(categories.begin(), categories.end(), [](const auto& a, const auto& b) {
     return a.second.forward + a.second.backward > b.second.forward + b.second.backward;
   });
+  return categories;
+}
+
+// Where a profiled step's time goes: per category, forward and backward, then the slowest ops.
+void print_profile(const Row& r) {
+  double timed = 0;
+  const std::vector<std::pair<std::string, Split>> categories = category_times(r, timed);
   std::printf("\nwhere a %s step goes (ms per step, mean of the timed steps; forward: outside "
               "backward, the optimizer's update included):\n",
               r.name.c_str());
@@ -149,6 +157,16 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
       static_cast<double>(peak_rss_bytes()) / (1 << 20), loss, mean_ms, ops.c_str());
   return 0;
+}
+
+// With --profile: `, "profile_ms": {category: ms per step, ..., "framework (untimed)": ms}`.
+std::string profile_json(const Row& r) {
+  if (r.ops.empty()) return "";
+  double timed = 0;
+  std::string out = ", \"profile_ms\": {";
+  for (const auto& [name, t] : category_times(r, timed))
+    out += io::json_quote(name) + ": " + std::to_string(t.forward + t.backward) + ", ";
+  return out + "\"framework (untimed)\": " + std::to_string(r.mean_ms - timed) + "}";
 }
 
 Row parse_row(const io::JsonValue& v, const std::string& prefix) {
@@ -250,11 +268,11 @@ int run_bench_train(Args args) {
     for (std::size_t i = 0; i < rows.size(); ++i)
       std::printf(
           "%s{\"name\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": "
-          "%.1f, \"peak_alloc_mib\": %s, \"peak_rss_mib\": %.1f, \"last_loss\": %.4f}",
+          "%.1f, \"peak_alloc_mib\": %s, \"peak_rss_mib\": %.1f, \"last_loss\": %.4f%s}",
           i ? ", " : "", rows[i].name.c_str(), rows[i].ms, rows[i].min_ms, rows[i].tokens_per_s,
           std::isfinite(rows[i].peak_alloc_mib) ? std::to_string(rows[i].peak_alloc_mib).c_str()
                                                 : "null",
-          rows[i].rss_mib, rows[i].loss);
+          rows[i].rss_mib, rows[i].loss, profile_json(rows[i]).c_str());
     std::printf("]}\n");
   } else {
     std::printf(

@@ -14,7 +14,11 @@ with its f32 run's (gpt_train.py --tolerance); mixprec's recipes are checked by 
 (GPTParity: the 16-bit recipes' validation loss within 2% of f32's; the golden GPT test).
 
   python3 tools/bench_gpt_peer.py [--build build] [--rounds 1] [--threads 2]
-      [--peer-python PY]... [--optional-peer-python PY]... [--isa auto|LEVEL,...] [--json]
+      [--peer-python PY]... [--optional-peer-python PY]... [--isa auto|LEVEL,...] [--profile]
+      [--json]
+  --profile also prints where each bf16 step goes per category on both sides (mixprec bench
+  train --profile; torch.profiler in gpt_train.py), ms per step averaged over the rounds, and
+  their ratio: the per-op account of the distance to the target.
   (make bench-peers runs it after tools/bench_unet_peer.py.) The compiled mode compiles in its
   first warm-up step (about a minute, its first_step_s in the JSON).
 """
@@ -31,6 +35,39 @@ from peer_harness import (add_common_arguments, isa_env, kernel_levels, peer_pyt
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def print_profiles(profiles, reference):
+    """The bf16 steps per category side by side: mixprec's reference row against each PyTorch
+    bf16 row, ms per step averaged over the rounds, and PyTorch / mixprec."""
+    def mean_profile(samples):
+        keys = dict.fromkeys(k for s in samples for k in s)
+        return {k: statistics.mean(s.get(k, 0.0) for s in samples) for k in keys}
+
+    if reference not in profiles:
+        return
+    mine = mean_profile(profiles[reference])
+    peers = {name: mean_profile(p) for name, p in profiles.items()
+             if name.startswith("pytorch") and "bf16" in name}
+    # PyTorch's untimed share has another name; its "step (profiled)" is not a category.
+    for p in peers.values():
+        p["framework (untimed)"] = p.pop("framework (outside ops)", 0.0)
+        p.pop("step (profiled)", None)
+    categories = sorted(dict.fromkeys(list(mine) + [k for p in peers.values() for k in p]),
+                        key=lambda k: -mine.get(k, 0.0))
+    head = ["category", f"{reference} ms"] + [c for name in peers for c in (f"{name} ms", "ratio")]
+    table = []
+    for k in categories + ["all"]:
+        ours = sum(mine.values()) if k == "all" else mine.get(k, 0.0)
+        row = [k, f"{ours:.1f}"]
+        for p in peers.values():
+            theirs = sum(p.values()) if k == "all" else p.get(k, 0.0)
+            row += [f"{theirs:.1f}", f"{theirs / ours:.2f}x" if ours > 0 else "-"]
+        table.append(row)
+    print("\nwhere the bf16 steps go (ms per step, mean over rounds; mixprec: bench train --profile, "
+          "its timed steps; PyTorch: torch.profiler self times over as many steps again; ratio = "
+          "PyTorch / mixprec)")
+    print_table(head, table)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -44,6 +81,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=2e-2, help="gpt_train.py's --tolerance")
     add_common_arguments(ap)
     ap.add_argument("--quick", action="store_true", help="1 + 3 steps per mode")
+    ap.add_argument("--profile", action="store_true",
+                    help="also compare the bf16 steps per category (GEMM, attention, ...)")
     ap.add_argument("--json", action="store_true", help="also print the combined JSON")
     args = ap.parse_args()
     if args.rounds < 1 or args.threads < 1 or args.steps < 1 or args.warmup < 0:
@@ -54,8 +93,10 @@ def main():
     peer = os.path.join(ROOT, "bench", "peers", "gpt_train.py")
     warmup, steps = (1, 3) if args.quick else (args.warmup, args.steps)
     schedule = ["--warmup", str(warmup), "--steps", str(steps)]
+    profile_flag = ["--profile"] if args.profile else []
 
     times, loads, info = {}, [], {}  # config -> [ms per round]; config -> the row's facts
+    profiles = {}  # config -> [{category: ms per step}, one per round]
     reference = None
     for r in range(args.rounds):
         loads.append(os.getloadavg()[0])
@@ -63,9 +104,11 @@ def main():
             env = dict(isa_env(level), MIXPREC_NUM_THREADS=str(args.threads))
             machine = run_json([cli, "info", "--json"], env=env, what="mixprec info")
             mx = run_json([cli, "bench", "train", "--no-peer", "--json", "--modes", args.mixprec_modes]
-                          + schedule, env=env, what="mixprec bench train")
+                          + schedule + profile_flag, env=env, what="mixprec bench train")
             for row in mx["rows"]:
                 name = f"{row['name']} ({machine['kernel_level']})"
+                if "profile_ms" in row:
+                    profiles.setdefault(name, []).append(row["profile_ms"])
                 reference = reference or f"mixprec bf16 ({machine['kernel_level']})"
                 times.setdefault(name, []).append(row["ms_per_step"])
                 info[name] = {"engine": f"mixprec kernels {machine['kernel_level']}"
@@ -73,10 +116,12 @@ def main():
                               "cpu": machine["cpu_model"], "correct": True, "last_loss": row["last_loss"]}
         for python in pythons:
             pt = run_json([python, peer, "--json", "--threads", str(args.threads), "--modes",
-                           args.modes, "--tolerance", str(args.tolerance)] + schedule,
+                           args.modes, "--tolerance", str(args.tolerance)] + schedule + profile_flag,
                           what=f"{python} gpt_train.py")
             for row in pt["results"]:
                 name = f"pytorch {short_version(pt['torch'])} {row['mode']}"
+                if "profile_ms" in row:
+                    profiles.setdefault(name, []).append(row["profile_ms"])
                 times.setdefault(name, []).append(row["ms_per_step"])
                 info[name] = {"engine": f"PyTorch {pt['torch']} ({python})", "cpu": pt["cpu"],
                               "correct": row["correct"], "first_loss": row["first_loss"],
@@ -127,6 +172,8 @@ def main():
             print(f"\nissue #16 target ({r['config']} >= 1.5x PyTorch bf16 autocast, eager and "
                   f"compiled): {ratio:.2f}x by median ({best:.2f}x by best) vs the fastest, "
                   f"{fastest['config']} ({'MET' if ratio >= 1.5 else 'NOT met'})")
+    if profiles:
+        print_profiles(profiles, reference)
     if args.json:
         print(json.dumps({"benchmark": "gpt_step_vs_peers", "threads": args.threads,
                           "rounds": args.rounds, "levels": levels, "load": [min(loads), max(loads)],

@@ -7,6 +7,7 @@ compiled by torch.compile (inductor; "bf16-compile", PyTorch 2.x).
 
     bench/peers/gpt_train.py [--threads 2] [--warmup 3] [--steps 10]
                              [--modes f32,bf16[,bf16-compile]] [--tolerance 2e-2] [--json]
+                             [--profile]
 
 Each mode runs in its own child process so its peak RSS is its own. A step is
 zero_grad + forward + loss + backward + AdamW step; the first --warmup steps are not timed
@@ -17,6 +18,10 @@ Every mode starts from the same weights and sees the same batches, so its losses
 against f32's (always run first, as the reference): the first step's loss (the forward) and the
 last one's (backward and updates) must be within --tolerance, relative, or the mode is marked
 not correct. Prints a table, then one JSON object (with --json, only the JSON).
+--profile also times the timed steps under torch.profiler and prints where a step goes per
+category, as `mixprec bench train --profile` does (GEMM, attention, elementwise, norms, copies and
+casts, optimizer, loss, embedding; each op's self time, so an op's own kernels count once, and
+the framework's time outside any op is the step less their sum).
 Runs with Debian's python3-torch 1.13 (/usr/bin/python3; no torch.compile there: that mode is
 left out) or the PyTorch 2.x virtual environment `make bench-peers` installs.
 """
@@ -37,7 +42,43 @@ MODES = {"f32": "f32", "bf16": "bf16 autocast", "bf16-compile": "bf16 autocast c
 
 
 
-def run_mode(mode, threads, warmup, steps, batch, seed):
+# Categories of `mixprec bench train --profile`, by op name (first match wins; the rest is
+# "other"). An op is filed under its nearest enclosing autograd node or optimizer call that has a
+# category, else under its own name: the bias sum inside AddmmBackward0 is linear-layer (GEMM)
+# work, the in-place arithmetic inside Optimizer.step the optimizer's, as mixprec counts them.
+CATEGORIES = [
+    ("optimizer", ("optimizer.",)),
+    ("attention", ("attention", "flash")),
+    ("GEMM", ("addmm", "aten::mm", "aten::bmm", "baddbmm", "aten::linear", "matmul", "mmbackward")),
+    ("norms", ("layer_norm", "layernorm")),
+    ("loss", ("cross_entropy", "log_softmax", "nll_loss", "softmax")),
+    ("embedding", ("embedding",)),
+    ("copies, casts", ("copy_", "_to_copy", "aten::to", "tocopy", "clone", "contiguous")),
+    ("elementwise", ("gelu", "add", "mul", "sub", "div", "tanh", "fill_", "zero_", "where")),
+]
+
+
+def category_of_name(name):
+    low = name.lower()
+    for category, keys in CATEGORIES:
+        if any(k in low for k in keys):
+            return category
+    return None
+
+
+def categorize(event):
+    """The category of a torch.profiler FunctionEvent (see CATEGORIES)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(("autograd::engine", "Optimizer.")) or "Backward" in parent.name:
+            found = category_of_name(parent.name)
+            if found is not None:
+                return found
+        parent = parent.cpu_parent
+    return category_of_name(event.name) or "other"
+
+
+def run_mode(mode, threads, warmup, steps, batch, seed, profile=False):
     """Trains in this process and returns one result dict."""
     import numpy as np
     import torch
@@ -70,14 +111,19 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
         loss_fn = torch.compile(model.loss)
     times, cpu_times, losses = [], [], []
     first_step_s = None
-    for i in range(warmup + steps):
+
+    def step():
         x, y = next_batch()
-        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode != "f32"):
             loss = loss_fn(x, y)
         loss.backward()
         opt.step()
+        return loss
+
+    for i in range(warmup + steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        loss = step()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         losses.append(loss.item())
         first_step_s = first_step_s or dt
@@ -85,7 +131,22 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
             times.append(dt)
             cpu_times.append(dc)
     ms = statistics.median(times) * 1e3
-    return {
+    breakdown = None
+    if profile:  # the same number of steps again, under the profiler
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            wall_ms = (time.perf_counter() - t0) * 1e3 / steps
+        breakdown = {}
+        for event in prof.events():
+            category = categorize(event)
+            breakdown[category] = breakdown.get(category, 0.0) + event.self_cpu_time_total / 1e3 / steps
+        breakdown["framework (outside ops)"] = wall_ms - sum(breakdown.values())
+        breakdown["step (profiled)"] = wall_ms
+        breakdown = {k: round(v, 2) for k, v in breakdown.items()}
+    result = {
         "mode": MODES[mode],
         "threads": threads,
         "batch": batch,
@@ -103,6 +164,9 @@ def run_mode(mode, threads, warmup, steps, batch, seed):
         "last_loss": round(losses[-1], 4),
         "torch": torch.__version__,
     }
+    if breakdown is not None:
+        result["profile_ms"] = breakdown
+    return result
 
 
 def main():
@@ -117,6 +181,8 @@ def main():
     parser.add_argument("--tolerance", type=float, default=2e-2,
                         help="relative loss difference from f32 within which a mode is correct")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where a step goes per category (torch.profiler)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # run one mode, print its JSON
     args = parser.parse_args()
     if args.threads < 1 or args.steps < 1 or args.warmup < 0 or args.batch < 1:
@@ -124,7 +190,7 @@ def main():
 
     if args.child:
         print(json.dumps(run_mode(args.child, args.threads, args.warmup, args.steps, args.batch,
-                                  args.seed)))
+                                  args.seed, args.profile)))
         return
     modes = args.modes.split(",")
     for mode in modes:
@@ -134,7 +200,8 @@ def main():
     for mode in ["f32"] + [m for m in modes if m != "f32"]:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--threads",
                str(args.threads), "--warmup", str(args.warmup), "--steps", str(args.steps),
-               "--batch", str(args.batch), "--seed", str(args.seed)]
+               "--batch", str(args.batch), "--seed", str(args.seed)] + (
+                   ["--profile"] if args.profile else [])
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     ref = results[0]
@@ -159,6 +226,11 @@ def main():
         for r in errors:
             print(f"{r['mode']}: {r['error']}")
         print(f"(correct: first and last loss within {args.tolerance:g} of f32's, relative)")
+        for r in results:
+            if "profile_ms" in r:
+                print(f"\nwhere a {r['mode']} step goes (ms per step, self time per op, torch.profiler):")
+                for category, ms in sorted(r["profile_ms"].items(), key=lambda kv: -kv[1]):
+                    print(f"  {category:<26} {ms:8.2f}")
     print(json.dumps({"benchmark": "gpt_train_pytorch", "cpu": cpu_model(), "torch": ref["torch"],
                       "tolerance": args.tolerance, "results": results, "left_out": errors}))
 
