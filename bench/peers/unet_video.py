@@ -297,6 +297,38 @@ def rel_error(a, ref):
             "finite": finite}
 
 
+# Where a forward goes, by ATen op (self times; first match wins): the categories of mixprec's
+# graph profile (`mixprec bench video --graph`), for the per-op account of issue #16.
+PROFILE_CATEGORIES = [
+    ("convolution", ("conv",)),
+    ("norms (GroupNorm)", ("group_norm", "layer_norm")),
+    ("attention", ("attention", "flash", "softmax", "bmm")),
+    ("linear", ("addmm", "aten::mm", "aten::linear")),
+    ("resample, concat, copies", ("upsample", "cat", "copy_", "_to_copy", "clone", "contiguous")),
+    ("elementwise", ("silu", "gelu", "sigmoid", "add", "mul", "sub", "div", "sin", "cos", "exp")),
+]
+
+
+def profile_forward(fn, reps):
+    """ms per forward per category (PROFILE_CATEGORIES; "other" for the rest, "outside ops" for
+    the forward's wall time less every op's self time) under torch.profiler, over `reps`."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        wall_ms = (time.perf_counter() - t0) * 1e3 / reps
+    out = {}
+    for event in prof.key_averages():
+        low = event.key.lower()
+        category = next((c for c, keys in PROFILE_CATEGORIES if any(k in low for k in keys)),
+                        "other")
+        out[category] = out.get(category, 0.0) + event.self_cpu_time_total / 1e3 / reps
+    out["outside ops"] = wall_ms - sum(out.values())
+    out["forward (profiled)"] = wall_ms
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def time_forward(fn, warmup, reps):
     for _ in range(warmup):
         fn()
@@ -364,6 +396,9 @@ def main():
     ap.add_argument("--no-openvino", action="store_true", help="leave out OpenVINO")
     ap.add_argument("--no-time", action="store_true", help="only check the outputs")
     ap.add_argument("--json", action="store_true", help="print only the JSON results")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print where PyTorch's bf16 channels_last forward goes per category "
+                         "(torch.profiler, self times)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     log = sys.stderr if args.json else sys.stdout
@@ -461,6 +496,10 @@ def main():
             for (name, dtype, fn), r in zip(configs, results):
                 if "error" not in r:
                     r.update(time_forward(fn, args.warmup, args.reps))
+        profiled = None
+        if args.profile:  # PyTorch's fastest eager bf16 forward (issue #16's comparison)
+            name, _, fn = next(c for c in configs if c[0] == "pytorch bf16 channels_last")
+            profiled = {"config": name, "ms": profile_forward(fn, args.reps)}
 
     print(f"UNetVideo '{cfg['name']}' in PyTorch {torch.__version__}"
           f"{', OpenVINO ' + openvino_version if openvino_version else ''}: {n_tensors} tensors "
@@ -493,13 +532,19 @@ def main():
         print(f"left out: {note}", file=log)
     print("(errors vs PyTorch f32: max_rel = max|a-b|/max|b|, mean_rel = mean|a-b|/mean|b|; "
           "mixprec rows are untimed here)", file=log)
+    if profiled is not None:
+        print(f"\nwhere a {profiled['config']} forward goes (ms, self time per op, "
+              "torch.profiler):", file=log)
+        for category, ms in sorted(profiled["ms"].items(), key=lambda kv: -kv[1]):
+            print(f"  {category:<26} {ms:8.2f}", file=log)
     if args.json:
         print(json.dumps({"benchmark": "unet_forward_pytorch", "torch": torch.__version__,
                           "openvino": openvino_version, "left_out": notes,
                           "cpu": cpu_model(), "threads": torch.get_num_threads(),
                           "preset": cfg["name"], "warmup": args.warmup, "tolerance": args.tolerance,
                           "parameters": n_params, "ref_max_abs": float(ref.abs().max()),
-                          "mixprec_vs_pytorch_f32": mixprec, "results": results}, indent=1))
+                          "mixprec_vs_pytorch_f32": mixprec, "results": results,
+                          "profile": profiled}, indent=1))
 
 
     for f32 in (r for r in mixprec if r["config"].startswith("mixprec f32")):
