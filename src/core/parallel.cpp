@@ -16,10 +16,13 @@
 #include "mixprec/core/parallel.h"
 
 #include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -258,15 +261,40 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
     if (job.failed.load()) std::rethrow_exception(job.error);
     return;
   }
-  // Alone when another caller holds the pool, or while workers are being descheduled.
-  const bool solo =
-      Clock::now().time_since_epoch().count() < solo_until.load(std::memory_order_relaxed);
+  // Alone when another caller holds the pool, or while workers are being descheduled. A solo
+  // period that ends while another process still wants a core goes on: back with the workers,
+  // the next held-up chunk (a time slice) would fall on a frame again.
+  const Clock::rep now = Clock::now().time_since_epoch().count();
+  const Clock::rep until = solo_until.load(std::memory_order_relaxed);
+  bool solo = now < until;
+  if (!solo && until != 0) {
+    solo = detail::others_runnable();
+    solo_until.store(solo ? (Clock::now() + kSoloFor).time_since_epoch().count() : 0,
+                     std::memory_order_relaxed);
+  }
   if (solo || !pool().run(job, threads)) job.work();
   if (job.failed.load()) std::rethrow_exception(job.error);
 }
 
 void set_worker_delay(std::chrono::microseconds delay) {
   worker_delay_us.store(delay.count(), std::memory_order_relaxed);
+}
+
+bool others_runnable() {
+  static const bool meaningful = [] {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof(set), &set) == 0 &&
+           CPU_COUNT(&set) == sysconf(_SC_NPROCESSORS_ONLN);
+  }();
+  if (!meaningful) return false;
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return false;
+  double load1 = 0, load5 = 0, load15 = 0;
+  int runnable = 0, total = 0;  // "runnable/total", the caller among the runnable
+  const bool read =
+      std::fscanf(f, "%lf %lf %lf %d/%d", &load1, &load5, &load15, &runnable, &total) == 5;
+  std::fclose(f);
+  return read && runnable > 1;
 }
 
 }  // namespace detail

@@ -29,6 +29,13 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
 // Test aid: each worker sleeps this long after it wakes for a job, before it looks at it, as
 // if the OS had preempted it there. Zero (the default) turns it off.
 void set_worker_delay(std::chrono::microseconds delay);
+
+// Whether another task (another process, or a thread not in this pool) wants a CPU right now:
+// the system's runnable tasks besides the caller (/proc/loadavg). Always false where this
+// process may not run on every online CPU (pinned in a container on a larger host): the count
+// is then the host's. A caller that ran alone after a worker held it up stays alone while this
+// holds, checking again every solo period.
+bool others_runnable();
 }  // namespace detail
 
 // While alive, every parallel_for the constructing thread calls runs all its chunks on one pool
