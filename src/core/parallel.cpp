@@ -19,6 +19,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -81,12 +82,28 @@ constexpr auto kDescheduledGap = std::chrono::microseconds(200);  // far above a
 constexpr auto kContendedFor = std::chrono::milliseconds(200);
 
 // A caller that waited this much longer than a chunk of its own takes for a worker's chunk
-// runs its next calls alone (no workers) until kSoloFor has passed. 4 ms is a scheduler time
-// slice, what a descheduled worker costs; at 1 ms the wake-up and imbalance jitter of a quiet
-// machine tripped it, and a quiet stream's p99 went up by half (bench video, session 9).
+// runs its next calls alone (no workers) for a while. 4 ms is a scheduler time slice, what a
+// descheduled worker costs; at 1 ms the wake-up and imbalance jitter of a quiet machine tripped
+// it, and a quiet stream's p99 went up by half (bench video, session 9). A shorter hold-up
+// (kBriefHold) counts too when another task is runnable at that moment
+// (detail::others_runnable): a competitor, not jitter, made the worker late, and the scheduler
+// often resumes it within 4 ms.
+// The solo period starts short, so a false alarm costs a frame or two, and doubles each time
+// it ends while another task still wants a core (up to kSoloLongest); it resets once none does.
+// Back with the workers too soon under a lasting competitor, the next preempted chunk holds up
+// a frame again: that was the p99 of a stream beside a busy process (session 23).
 std::atomic<Clock::rep> solo_until{0};
+std::atomic<Clock::rep> solo_period{0};
 constexpr auto kHeldUp = std::chrono::milliseconds(4);
-constexpr auto kSoloFor = std::chrono::milliseconds(100);
+constexpr auto kBriefHold = std::chrono::microseconds(500);
+constexpr Clock::duration kSoloFirst = std::chrono::milliseconds(10);
+constexpr Clock::duration kSoloLongest = std::chrono::milliseconds(1280);
+constexpr Clock::duration kLookEvery = std::chrono::milliseconds(10);
+
+void go_solo(Clock::time_point now, Clock::duration period) {
+  solo_period.store(period.count(), std::memory_order_relaxed);
+  solo_until.store((now + period).time_since_epoch().count(), std::memory_order_relaxed);
+}
 
 // Spins until ready() or the budget runs out; true when ready() held.
 template <typename Ready>
@@ -168,10 +185,28 @@ class Pool {
     // Held up by a chunk far longer than the caller's own take: a worker was descheduled
     // while it held one. Run alone for a while, as one thread would, then try again.
     const Clock::time_point end = Clock::now();
-    if (mine > 0 && end - worked > (worked - start) / mine + kHeldUp)
-      solo_until.store((end + kSoloFor).time_since_epoch().count(), std::memory_order_relaxed);
+    const auto waited = end - worked, own = mine > 0 ? (worked - start) / mine : waited;
+    const bool held_up =
+        mine > 0 && (waited > own + kHeldUp ||
+                     (waited > own + kBriefHold && detail::others_runnable(awake_workers())));
+    // Every kLookEvery, a look for a competitor even without a hold-up: while the workers run
+    // beside one, the caller itself is preempted as often as they are. Two looks in a row must
+    // see one: a quiet machine shows a passing task at 1-3% of looks.
+    if (end > next_look_) {
+      next_look_ = end + kLookEvery;
+      seen_in_a_row_ = detail::others_runnable(awake_workers()) ? seen_in_a_row_ + 1 : 0;
+    }
+    if (held_up || seen_in_a_row_ >= 2) {
+      seen_in_a_row_ = 0;
+      go_solo(end, kSoloFirst);
+    }
     retire();
     return true;
+  }
+
+  // Workers not asleep (spinning, running or waiting to run): runnable tasks of our own.
+  int awake_workers() const {
+    return workers_ - sleepers_.load(std::memory_order_relaxed);
   }
 
   // Runs the job on worker `sole` alone, waiting for the pool if another caller holds it.
@@ -223,6 +258,8 @@ class Pool {
   }
 
   std::mutex busy_;
+  Clock::time_point next_look_{};  // these two under busy_
+  int seen_in_a_row_ = 0;
   int workers_ = 0;  // started so far, detached: the pool lives as long as the process
   std::atomic<Job*> current_{nullptr};
   std::atomic<uint32_t> epoch_{0};
@@ -261,16 +298,18 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
     if (job.failed.load()) std::rethrow_exception(job.error);
     return;
   }
-  // Alone when another caller holds the pool, or while workers are being descheduled. A solo
-  // period that ends while another process still wants a core goes on: back with the workers,
-  // the next held-up chunk (a time slice) would fall on a frame again.
-  const Clock::rep now = Clock::now().time_since_epoch().count();
+  // Alone when another caller holds the pool, or while workers are being descheduled (see
+  // solo_until): a solo period that ends while another task wants a core goes on, twice as long.
+  const Clock::time_point now = Clock::now();
   const Clock::rep until = solo_until.load(std::memory_order_relaxed);
-  bool solo = now < until;
+  bool solo = now.time_since_epoch().count() < until;
   if (!solo && until != 0) {
-    solo = detail::others_runnable();
-    solo_until.store(solo ? (Clock::now() + kSoloFor).time_since_epoch().count() : 0,
-                     std::memory_order_relaxed);
+    solo = detail::others_runnable(0);  // the workers have slept through the solo period
+    if (solo)
+      go_solo(now, std::min(2 * Clock::duration(solo_period.load(std::memory_order_relaxed)),
+                            kSoloLongest));
+    else
+      solo_until.store(0, std::memory_order_relaxed);
   }
   if (solo || !pool().run(job, threads)) job.work();
   if (job.failed.load()) std::rethrow_exception(job.error);
@@ -280,7 +319,7 @@ void set_worker_delay(std::chrono::microseconds delay) {
   worker_delay_us.store(delay.count(), std::memory_order_relaxed);
 }
 
-bool others_runnable() {
+bool others_runnable(int own_runnable) {
   static const bool meaningful = [] {
     cpu_set_t set;
     return sched_getaffinity(0, sizeof(set), &set) == 0 &&
@@ -294,7 +333,7 @@ bool others_runnable() {
   const bool read =
       std::fscanf(f, "%lf %lf %lf %d/%d", &load1, &load5, &load15, &runnable, &total) == 5;
   std::fclose(f);
-  return read && runnable > 1;
+  return read && runnable - 1 - own_runnable > 0;
 }
 
 }  // namespace detail

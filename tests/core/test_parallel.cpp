@@ -156,7 +156,7 @@ TEST(ParallelFor, AfterWaitingForAHeldChunkTheCallerRunsAlone) {
 }
 
 // While another thread keeps a core busy, a caller that went alone after a held-up chunk stays
-// alone past its solo period (100 ms): back with the workers, it would wait for the next
+// alone past its solo period (10 ms at first): back with the workers, it would wait for the next
 // preempted chunk (bench video --load 1: p99 13.9 ms against 10.2 ms at one thread, before).
 TEST(ParallelFor, ASoloPeriodGoesOnWhileAnotherThreadWantsACore) {
   const ThreadsScope scope(2);

@@ -30,12 +30,12 @@ void run_chunks(int64_t chunks, int threads, void (*run)(void*, int64_t), void* 
 // if the OS had preempted it there. Zero (the default) turns it off.
 void set_worker_delay(std::chrono::microseconds delay);
 
-// Whether another task (another process, or a thread not in this pool) wants a CPU right now:
-// the system's runnable tasks besides the caller (/proc/loadavg). Always false where this
-// process may not run on every online CPU (pinned in a container on a larger host): the count
-// is then the host's. A caller that ran alone after a worker held it up stays alone while this
-// holds, checking again every solo period.
-bool others_runnable();
+// Whether another task wants a CPU right now: the system's runnable tasks (/proc/loadavg) less
+// the caller and `own_runnable` other threads of ours. Always false where this process may not
+// run on every online CPU (pinned in a container on a larger host): the count is then the
+// host's. The pool runs a caller alone for a while after a worker held it up, or after a brief
+// hold-up while this holds, and keeps it alone while this holds at the end of that while.
+bool others_runnable(int own_runnable = 0);
 }  // namespace detail
 
 // While alive, every parallel_for the constructing thread calls runs all its chunks on one pool
