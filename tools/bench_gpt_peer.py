@@ -47,10 +47,10 @@ def print_profiles(profiles, reference):
     mine = mean_profile(profiles[reference])
     peers = {name: mean_profile(p) for name, p in profiles.items()
              if name.startswith("pytorch") and "bf16" in name}
-    # PyTorch's untimed share has another name; its "step (profiled)" is not a category.
+    # PyTorch's untimed share has another name; its "wall (profiled)" is not a category.
     for p in peers.values():
-        p["framework (untimed)"] = p.pop("framework (outside ops)", 0.0)
-        p.pop("step (profiled)", None)
+        p["framework (untimed)"] = p.pop("outside ops", 0.0)
+        p.pop("wall (profiled)", None)
     categories = sorted(dict.fromkeys(list(mine) + [k for p in peers.values() for k in p]),
                         key=lambda k: -mine.get(k, 0.0))
     head = ["category", f"{reference} ms"] + [c for name in peers for c in (f"{name} ms", "ratio")]

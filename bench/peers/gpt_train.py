@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from peer_util import cpu_model
+from peer_util import cpu_model, ms_by_category
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "data", "shakespeare.txt")
@@ -131,21 +131,8 @@ def run_mode(mode, threads, warmup, steps, batch, seed, profile=False):
             times.append(dt)
             cpu_times.append(dc)
     ms = statistics.median(times) * 1e3
-    breakdown = None
-    if profile:  # the same number of steps again, under the profiler
-        from torch.profiler import ProfilerActivity, profile as torch_profile
-        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                step()
-            wall_ms = (time.perf_counter() - t0) * 1e3 / steps
-        breakdown = {}
-        for event in prof.events():
-            category = categorize(event)
-            breakdown[category] = breakdown.get(category, 0.0) + event.self_cpu_time_total / 1e3 / steps
-        breakdown["framework (outside ops)"] = wall_ms - sum(breakdown.values())
-        breakdown["step (profiled)"] = wall_ms
-        breakdown = {k: round(v, 2) for k, v in breakdown.items()}
+    # The same number of steps again, under the profiler.
+    breakdown = ms_by_category(step, steps, categorize) if profile else None
     result = {
         "mode": MODES[mode],
         "threads": threads,

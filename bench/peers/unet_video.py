@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from peer_util import cpu_model
+from peer_util import cpu_model, ms_by_category
 from torch import nn
 
 # ---- safetensors, read with numpy ----
@@ -309,24 +309,10 @@ PROFILE_CATEGORIES = [
 ]
 
 
-def profile_forward(fn, reps):
-    """ms per forward per category (PROFILE_CATEGORIES; "other" for the rest, "outside ops" for
-    the forward's wall time less every op's self time) under torch.profiler, over `reps`."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        wall_ms = (time.perf_counter() - t0) * 1e3 / reps
-    out = {}
-    for event in prof.key_averages():
-        low = event.key.lower()
-        category = next((c for c, keys in PROFILE_CATEGORIES if any(k in low for k in keys)),
-                        "other")
-        out[category] = out.get(category, 0.0) + event.self_cpu_time_total / 1e3 / reps
-    out["outside ops"] = wall_ms - sum(out.values())
-    out["forward (profiled)"] = wall_ms
-    return {k: round(v, 3) for k, v in out.items()}
+def profile_category(event):
+    """An op event's category (PROFILE_CATEGORIES, else "other")."""
+    low = event.name.lower()
+    return next((c for c, keys in PROFILE_CATEGORIES if any(k in low for k in keys)), "other")
 
 
 def time_forward(fn, warmup, reps):
@@ -499,7 +485,7 @@ def main():
         profiled = None
         if args.profile:  # PyTorch's fastest eager bf16 forward (issue #16's comparison)
             name, _, fn = next(c for c in configs if c[0] == "pytorch bf16 channels_last")
-            profiled = {"config": name, "ms": profile_forward(fn, args.reps)}
+            profiled = {"config": name, "ms": ms_by_category(fn, args.reps, profile_category)}
 
     print(f"UNetVideo '{cfg['name']}' in PyTorch {torch.__version__}"
           f"{', OpenVINO ' + openvino_version if openvino_version else ''}: {n_tensors} tensors "
