@@ -33,8 +33,9 @@ void set_worker_delay(std::chrono::microseconds delay);
 // Whether another task wants a CPU right now: the system's runnable tasks (/proc/loadavg) less
 // the caller and `own_runnable` other threads of ours. Always false where this process may not
 // run on every online CPU (pinned in a container on a larger host): the count is then the
-// host's. The pool runs a caller alone for a while after a worker held it up, or after a brief
-// hold-up while this holds, and keeps it alone while this holds at the end of that while.
+// host's. The pool runs a caller alone for a while after a worker held it up, after a brief
+// hold-up while this holds, or when two looks 10 ms apart both find it true; it keeps the caller
+// alone, for twice as long each time, while this holds at the end of that while.
 bool others_runnable(int own_runnable = 0);
 }  // namespace detail
 
