@@ -21,7 +21,10 @@ namespace {
 void* os_alloc(std::size_t bytes) {
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
   if (bytes < kHugePage) return std::aligned_alloc(CachingAllocator::kAlignment, bytes);
-  void* block = std::aligned_alloc(kHugePage, bytes);
+  // posix_memalign, as aligned_alloc wants the size a multiple of the alignment (a class size
+  // is a multiple of 64 bytes, not of 2 MiB).
+  void* block = nullptr;
+  if (posix_memalign(&block, kHugePage, bytes) != 0) return nullptr;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (block != nullptr) madvise(block, bytes, MADV_HUGEPAGE);  // advice only: ignore failure
 #endif
