@@ -7,31 +7,7 @@
 
 #include "mixprec/core/error.h"
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 namespace mixprec {
-namespace {
-
-// A block from the OS. Blocks of 2 MiB and more start on a 2 MiB boundary and ask for
-// transparent huge pages (where the kernel grants them only on request, as Debian's default
-// "madvise" does): a GEMM's packing and a norm's passes over an activation of several MiB
-// would otherwise walk a new 4 KiB page, and miss the TLB, every 64 cache lines.
-void* os_alloc(std::size_t bytes) {
-  constexpr std::size_t kHugePage = std::size_t{2} << 20;
-  if (bytes < kHugePage) return std::aligned_alloc(CachingAllocator::kAlignment, bytes);
-  // posix_memalign, as aligned_alloc wants the size a multiple of the alignment (a class size
-  // is a multiple of 64 bytes, not of 2 MiB).
-  void* block = nullptr;
-  if (posix_memalign(&block, kHugePage, bytes) != 0) return nullptr;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (block != nullptr) madvise(block, bytes, MADV_HUGEPAGE);  // advice only: ignore failure
-#endif
-  return block;
-}
-
-}  // namespace
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard lock(mutex_);
@@ -67,10 +43,10 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     it->second.pop_back();
     ++stats_.cache_hits;
   } else {
-    block = os_alloc(cls);
+    block = std::aligned_alloc(kAlignment, cls);
     if (block == nullptr) {  // give the cache back and try once more
       free_cached_locked();
-      block = os_alloc(cls);
+      block = std::aligned_alloc(kAlignment, cls);
     }
     MIXPREC_CHECK(block != nullptr, "[allocate] out of memory: could not get ", cls, " bytes (",
                   stats_.allocated_bytes, " bytes already allocated)");

@@ -41,18 +41,6 @@ TEST(Allocator, BlocksAre64ByteAlignedAndZeroIsNull) {
   EXPECT_EQ(a.stats().num_allocs, 7u);
 }
 
-// Large blocks start on a 2 MiB boundary, so the transparent huge pages they ask for can back
-// them from their first byte.
-TEST(Allocator, BlocksOfTwoMibAndMoreStartOnAHugePageBoundary) {
-  CachingAllocator a;
-  std::vector<void*> blocks;
-  for (std::size_t bytes : {std::size_t{2} << 20, (std::size_t{5} << 20) + 3, std::size_t{40} << 20})
-    blocks.push_back(a.allocate(bytes));
-  for (void* p : blocks) EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % (std::size_t{2} << 20), 0u);
-  static_cast<char*>(blocks[2])[(std::size_t{40} << 20) - 1] = 1;  // the whole block is usable
-  for (void* p : blocks) a.deallocate(p);
-}
-
 TEST(Allocator, StatisticsForAKnownSequence) {
   CachingAllocator a;
   void* p1 = a.allocate(100);   // class 128
