@@ -18,7 +18,7 @@ Every mode starts from the same weights and sees the same batches, so its losses
 against f32's (always run first, as the reference): the first step's loss (the forward) and the
 last one's (backward and updates) must be within --tolerance, relative, or the mode is marked
 not correct. Prints a table, then one JSON object (with --json, only the JSON).
---profile also times the timed steps under torch.profiler and prints where a step goes per
+--profile also runs as many steps again under torch.profiler and prints where a step goes per
 category, as `mixprec bench train --profile` does (GEMM, attention, elementwise, norms, copies and
 casts, optimizer, loss, embedding; each op's self time, so an op's own kernels count once, and
 the framework's time outside any op is the step less their sum).

@@ -89,6 +89,9 @@ template <class S, std::size_t N, class Fn>
                                                     : sum_tree<S, N>(lo, hi, f);
 }
 
+// One sum: sum_vectors_n's blocking for N = 1, kept as its own function because routing it
+// through sum_vectors_n (forced inline) made the LayerNorm forward's moments slower (0.085 ->
+// 0.118 ms at [2048, 384], session 23).
 template <class S, class Fn>
 typename S::F sum_vectors(int64_t lo, int64_t hi, const Fn& f) {
   using F = typename S::F;
