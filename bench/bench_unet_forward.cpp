@@ -147,6 +147,21 @@ RelError rel_error(const Tensor& a, const Tensor& ref) {
 // UNetVideo starts its residual branches (conv2) and conv_out near zero, so at initialisation
 // those layers barely touch the output. A trained network has no such layers: give them the
 // fan-in init, and every GroupNorm a random scale and shift.
+// The instruction a bf16 x bf16 product runs on at the active kernel level, and its peak: AMX
+// tiles at the amx level; below it vdpbf16ps, or the f32 FMA where the core runs vdpbf16ps at
+// half rate and the kernels widen (vdpbf16ps_at_half_rate); the f32 FMA below avx512bf16.
+struct Bf16PathPeak {
+  std::string unit;
+  double gflops;
+};
+Bf16PathPeak bf16_path_peak(int threads, double peak_f32, double peak_bf16) {
+  const IsaLevel level = active_isa();
+  if (level >= IsaLevel::Amx)
+    return {"AMX tdpbf16ps", kernels::measure_peak_gflops(kernels::PeakKind::AmxBf16, threads)};
+  if (level >= IsaLevel::Avx512Bf16 && !vdpbf16ps_at_half_rate()) return {"vdpbf16ps", peak_bf16};
+  return {"f32 FMA", peak_f32};
+}
+
 void densify(models::UNetVideo& model, Generator& gen) {
   auto ends_with = [](const std::string& s, std::string_view suffix) {
     return s.size() >= suffix.size() &&
@@ -231,6 +246,8 @@ int main(int argc, char** argv) {
     const double peak_bf16 = isa_supported(IsaLevel::Avx512Bf16)
                                  ? kernels::measure_peak_gflops(kernels::PeakKind::Bf16Dot, threads)
                                  : peak_f32;
+    // The ceiling of the bf16 rows at the active level: the instruction their products run on.
+    const Bf16PathPeak path = bf16_path_peak(threads, peak_f32, peak_bf16);
     struct Config {
       const char* name;
       const char* dtype;
@@ -261,16 +278,20 @@ int main(int argc, char** argv) {
     if (!a.o.json)
       std::printf(
           "UNetVideo '%s' (%lld parameters, seed %llu%s), 1 x 3 x %d x %d, %.2f GFLOP/forward\n"
-          "CPU %s; %d threads; peak f32 %.1f, bf16 %.1f GFLOP/s; warm-up %d, reps %d\n"
+          "CPU %s; %d threads; peak f32 %.1f, bf16 %.1f, the bf16 rows' (%s) %.1f GFLOP/s; "
+          "warm-up %d, reps %d\n"
           "wrote %s and %s\n\n",
           a.preset.c_str(), static_cast<long long>(model.parameter_count()),
           static_cast<unsigned long long>(a.seed), a.dense ? ", dense init" : "", a.size, a.size,
-          gflop, cpu_features().model.c_str(), threads, peak_f32, peak_bf16, a.warmup, a.reps,
+          gflop, cpu_features().model.c_str(), threads, peak_f32, peak_bf16, path.unit.c_str(),
+          path.gflops, a.warmup, a.reps,
           weights_path.c_str(), io_path.c_str());
     print_table(rows, a.o);
     if (a.o.json) {
       char extra[256];
-      std::snprintf(extra, sizeof extra, "{\"f32\": %.1f, \"bf16\": %.1f}", peak_f32, peak_bf16);
+      std::snprintf(extra, sizeof extra,
+                    "{\"f32\": %.1f, \"bf16\": %.1f, \"bf16_path\": %.1f, \"bf16_path_unit\": %s}",
+                    peak_f32, peak_bf16, path.gflops, io::json_quote(path.unit).c_str());
       print_json("unet_forward", rows,
                  {{"preset", io::json_quote(a.preset)},
                   {"seed", std::to_string(a.seed)},

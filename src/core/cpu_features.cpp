@@ -132,6 +132,11 @@ bool isa_supported(IsaLevel level) {
   return false;
 }
 
+bool vdpbf16ps_at_half_rate() {
+  const CpuFeatures& f = cpu_features();
+  return f.amx_tile && f.amx_bf16;
+}
+
 IsaLevel best_isa() {
   IsaLevel best = IsaLevel::Scalar;
   for (IsaLevel level : kAllIsaLevels)

@@ -369,5 +369,38 @@ TEST(Gemm, PrepackedAtAnotherLevelIsRejected) {
                Error);
 }
 
+// bf16 x bf16 below AMX: vdpbf16ps, except on a core where it issues at half rate (Intel's AMX
+// cores), where the f32 FMA micro-kernel is twice as fast. The two round differently where it
+// shows: vdpbf16ps reads a bf16 subnormal as zero, widening keeps it. A caller that chose bf16
+// pairs (allocate_packed_b) gets them, and they multiply as vdpbf16ps does. Decided from
+// cpuid: the same every run.
+TEST(Gemm, Bf16BelowAmxWidensWhereVdpbf16psIsHalfRate) {
+  if (!isa_supported(IsaLevel::Avx512Bf16))
+    GTEST_SKIP() << "vdpbf16ps needs the avx512bf16 level; this CPU (" << cpu_features().model
+                 << ") lacks it";
+  ScopedIsa level(IsaLevel::Avx512Bf16);
+  const float tiny = std::ldexp(1.0f, -130);  // a bf16 subnormal
+  const float af[2] = {tiny, 0.0f}, bf[2] = {1.0f, 0.0f};
+  uint16_t a[2], b[2];
+  convert(af, DType::F32, a, DType::BF16, 2);
+  convert(bf, DType::F32, b, DType::BF16, 2);
+  const MatrixView av = MatrixView::row_major(a, DType::BF16, 1, 2, 2);
+  const MatrixView bv = MatrixView::row_major(b, DType::BF16, 2, 1, 1);
+  float c = -1.0f;
+  gemm(av, bv, MutableMatrixView::row_major(&c, DType::F32, 1, 1, 1));
+  const bool widen = vdpbf16ps_at_half_rate();
+  EXPECT_EQ(c, widen ? tiny : 0.0f);
+  EXPECT_EQ(pack_b(bv, DType::BF16).compute_dtype(), widen ? DType::F32 : DType::BF16);
+  EXPECT_EQ(gemm_packs_transposed_a(DType::BF16, DType::BF16), !widen);
+
+  PackedMatrix pairs = allocate_packed_b(2, 1, DType::BF16, DType::BF16);
+  ASSERT_EQ(pairs.compute_dtype(), DType::BF16);
+  std::memset(pairs.mutable_panels(), 0, static_cast<std::size_t>(pairs.k_padded() * pairs.nr()) * 2);
+  static_cast<uint16_t*>(pairs.mutable_panels())[0] = b[0];  // element (0, 0)
+  c = -1.0f;
+  gemm_prepacked(av, pairs, MutableMatrixView::row_major(&c, DType::F32, 1, 1, 1));
+  EXPECT_EQ(c, 0.0f);
+}
+
 }  // namespace
 }  // namespace mixprec::kernels

@@ -38,6 +38,14 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();  // detected on first use
 
 bool isa_supported(IsaLevel level);  // the CPU and the OS both allow it
+
+// Whether this core issues vdpbf16ps at half the rate of the f32 FMA, so that below the amx level
+// a bf16 product is about twice as fast widened to f32. True on Intel's AMX cores (Sapphire
+// Rapids and later: 113 against 215 GFLOP/s per core, docs/PERFORMANCE.md), where the kernels
+// fall to vdpbf16ps only when AMX is forced off or the OS has not enabled it; the other cores
+// measured (AMD Zen 4 and 5) run it at the FMA's rate, twice the f32 flops. Read from cpuid,
+// never timed, so a choice made on it is the same every run.
+bool vdpbf16ps_at_half_rate();
 IsaLevel best_isa();                 // highest supported level
 
 // The level kernels dispatch on: DispatchConfig::level (core/dispatch.h), which is MIXPREC_ISA

@@ -65,7 +65,8 @@ void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
           const GemmEpilogue& epilogue = {});
 
 // Whether gemm packs an A given transposed (row stride 1: the transpose of a row-major matrix)
-// as fast as a row-major A at the active kernel level: bf16 x bf16 on the vdpbf16ps level. A
+// as fast as a row-major A at the active kernel level: bf16 x bf16 on the vdpbf16ps micro-kernel
+// (the avx512bf16 level, where vdpbf16ps is not at half rate: vdpbf16ps_at_half_rate). A
 // caller that can afford it transposes A into memory first elsewhere: AMX tiles read A's rows in
 // place, and the other packers take a transposed A element by element.
 bool gemm_packs_transposed_a(DType a, DType b);
@@ -134,8 +135,10 @@ void repack_b(PackedMatrix& packed, const MatrixView& b, DType a_dtype);
 // of dtype a_dtype (contents not kept): a kernel whose B grows call by call reserves the largest
 // once.
 void reserve_packed_b(PackedMatrix& packed, int64_t k, int64_t n, DType b_dtype, DType a_dtype);
-// Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, as pack_b would
-// make them, for a caller that fills them itself (see PackedMatrix::mutable_panels).
+// Uninitialised panels for B [k, n] of dtype b_dtype and A of dtype a_dtype, for a caller that
+// fills them itself (see PackedMatrix::mutable_panels). As pack_b would make them, except that
+// a caller asking for bf16 x bf16 (having chosen vdpbf16ps, as a convolution in its `dot` mode)
+// always gets bf16 pairs at the avx512bf16 level and above, even where pack_b widens.
 PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtype);
 void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMatrixView& c,
                     const GemmEpilogue& epilogue = {}, const PackedRange& range = {});

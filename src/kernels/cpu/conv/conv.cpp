@@ -464,10 +464,9 @@ struct PackRequest {
 // Whether a bf16 convolution keeps bf16 pairs (AMX tiles or vdpbf16ps) rather than widening.
 // Auto's rule for shapes AMX does not take is a property of the core, decided from cpuid,
 // never by timing (a timing probe on a busy machine flipped the choice from run to run, and
-// with it the rounding and the memory peak): the cores measured so far run vdpbf16ps at the
-// FMA's rate (AMD Zen 4: 2x the f32 flops per instruction) except Intel's AMX cores (Sapphire
-// Rapids and later), where it issues at half rate and widening to f32 is as fast
-// (docs/PERFORMANCE.md).
+// with it the rounding and the memory peak): where vdpbf16ps issues at half rate
+// (vdpbf16ps_at_half_rate, Intel's AMX cores), widening to f32 is as fast; the GEMM follows
+// the same rule.
 bool bf16_pairs_take(const PackRequest& r) {
   if (r.x != DType::BF16 || r.w != DType::BF16 || r.cg % 2 != 0) return false;
   switch (r.mode) {
@@ -479,8 +478,7 @@ bool bf16_pairs_take(const PackRequest& r) {
       break;
   }
   const bool amx_takes = r.level >= IsaLevel::Amx && r.cg % 32 == 0;
-  const CpuFeatures& f = cpu_features();
-  return amx_takes || !(f.amx_tile && f.amx_bf16);
+  return amx_takes || !vdpbf16ps_at_half_rate();
 }
 
 using PackCandidate = Candidate<PackRequest, DType (*)(const PackRequest&)>;

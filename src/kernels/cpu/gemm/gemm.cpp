@@ -60,17 +60,26 @@ constexpr std::size_t kAChunkBytes = 4 << 20;   // packed A rows per pass over B
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-struct InputDtypes {
+struct UkernelRequest {
   DType a, b;
+  IsaLevel level;
+  bool caller_chose = false;  // b is the compute dtype a caller chose for its panels
 };
-bool both_bf16(const InputDtypes& t) { return t.a == DType::BF16 && t.b == DType::BF16; }
+// bf16 pairs for two bf16 inputs: on AMX, whose tiles read these panels, and on vdpbf16ps
+// except where it issues at half rate (Intel's AMX cores with AMX off), where the f32 FMA
+// micro-kernel, converting while packing, is twice as fast (conv.cpp's rule too). A caller that
+// chose bf16 pairs itself (a convolution told to use vdpbf16ps) gets them.
+bool bf16_pairs_take(const UkernelRequest& r) {
+  return r.a == DType::BF16 && r.b == DType::BF16 &&
+         (r.caller_chose || r.level >= IsaLevel::Amx || !vdpbf16ps_at_half_rate());
+}
 
 // The micro-kernel for the input dtypes. It fixes the compute dtype (bf16 pairs or f32, inputs
 // converted while packing) and the panel width, so packed B and the block algorithms follow it.
 // AMX is not here: it reads the avx512bf16 panels (kBlockAlgorithms).
-using UkernelCandidate = Candidate<InputDtypes, const Ukernel& (*)()>;
+using UkernelCandidate = Candidate<UkernelRequest, const Ukernel& (*)()>;
 constexpr std::array<UkernelCandidate, 4> kUkernels{{
-    {"vdpbf16ps", IsaLevel::Avx512Bf16, both_bf16, gemm_detail::ukernel_avx512bf16},
+    {"vdpbf16ps", IsaLevel::Avx512Bf16, bf16_pairs_take, gemm_detail::ukernel_avx512bf16},
     {"avx512 fma", IsaLevel::Avx512, nullptr, gemm_detail::ukernel_avx512},
     {"avx2 fma", IsaLevel::Avx2, nullptr, gemm_detail::ukernel_avx2},
     {"scalar", IsaLevel::Scalar, nullptr, gemm_detail::ukernel_scalar},
@@ -78,7 +87,13 @@ constexpr std::array<UkernelCandidate, 4> kUkernels{{
 static_assert(ends_with_reference(kUkernels));
 
 const Ukernel& choose_ukernel(IsaLevel level, DType a, DType b) {
-  return pick(kUkernels, InputDtypes{a, b}, level).kernel();
+  return pick(kUkernels, UkernelRequest{a, b, level}, level).kernel();
+}
+
+// The micro-kernel for panels whose compute dtype is already chosen (packed, or to be filled by
+// the caller), `compute` at `level`.
+const Ukernel& ukernel_for_panels(IsaLevel level, DType a, DType compute) {
+  return pick(kUkernels, UkernelRequest{a, compute, level, true}, level).kernel();
 }
 
 // Geometry of the packed operands for one micro-kernel and K.
@@ -364,7 +379,8 @@ bool involves_f64(const MatrixView& a, DType b, const MutableMatrixView& c) {
 }  // namespace
 
 bool gemm_packs_transposed_a(DType a, DType b) {
-  return a == DType::BF16 && b == DType::BF16 && active_isa() == IsaLevel::Avx512Bf16;
+  const IsaLevel level = active_isa();
+  return level == IsaLevel::Avx512Bf16 && choose_ukernel(level, a, b).compute == DType::BF16;
 }
 
 void gemm(const MatrixView& a, const MatrixView& b, const MutableMatrixView& c,
@@ -475,7 +491,7 @@ PackedMatrix allocate_packed_b(int64_t k, int64_t n, DType b_dtype, DType a_dtyp
                 dtype_name(b_dtype), " [", k, ", ", n, "] for A ", dtype_name(a_dtype));
   PackedMatrix packed;
   packed.level_ = active_isa();
-  const Ukernel& uk = choose_ukernel(packed.level_, a_dtype, b_dtype);
+  const Ukernel& uk = ukernel_for_panels(packed.level_, a_dtype, b_dtype);
   const PackShape ps = pack_shape(uk, k);
   const int64_t panels = (n + uk.nr - 1) / uk.nr;
   packed.storage_ = Allocation(static_cast<std::size_t>(panels) * ps.panel_bytes());
@@ -496,7 +512,7 @@ void gemm_prepacked(const MatrixView& a, const PackedMatrix& b, const MutableMat
                 "; pack it again");
   // The micro-kernel of B's compute dtype: bf16 panels need a bf16 A; f32 panels take any A
   // (converted while packing), whatever A dtype they were packed for.
-  const Ukernel& uk = choose_ukernel(b.level_, a.dtype, b.compute_);
+  const Ukernel& uk = ukernel_for_panels(b.level_, a.dtype, b.compute_);
   MIXPREC_CHECK(uk.compute == b.compute_, "[gemm_prepacked] B was packed for ",
                 dtype_name(b.compute_), " compute, but A of dtype ", dtype_name(a.dtype), " needs ",
                 dtype_name(uk.compute), "; pack B for this A dtype");
