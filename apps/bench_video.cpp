@@ -383,8 +383,11 @@ std::string load_average() {
 }
 
 // One stream (the first preset, precision and steps) at 1 thread and at all threads, quiet and
-// beside `load` busy processes, each configuration in its own child as in the matrix.
-int run_latency(const RunOne& o, int64_t load, bool json) {
+// beside `load` busy processes, each configuration in its own child as in the matrix. `rounds`
+// rounds per load, the thread counts in alternating order (1, all; all, 1; ...), so a drift of
+// the machine or the competitor's settling hits both alike; the table gives the median over the
+// rounds, and the 2-thread / 1-thread ratios are taken within each round (side by side).
+int run_latency(const RunOne& o, int64_t load, int64_t rounds, bool json) {
   const std::string self = std::filesystem::canonical("/proc/self/exe").string();
   const int all = num_threads();
   std::vector<int> thread_counts{1};
@@ -394,42 +397,94 @@ int run_latency(const RunOne& o, int64_t load, bool json) {
   struct Row {
     int64_t load;
     int threads;
-    Result r;
+    std::vector<Result> rounds;  // one per round
   };
   std::vector<Row> rows;
   const std::string before = load_average();
   for (int64_t l : loads) {
     const BusyLoad busy(l, "bench video");
-    for (int t : thread_counts) {
-      std::ostringstream cmd;
-      cmd << "MIXPREC_NUM_THREADS=" << t << " '" << self << "' bench video --run-one --presets "
-          << o.preset << " --precisions " << o.precision << " --steps " << o.steps
-          << " --frames " << o.frames << " --warmup " << o.warmup << " --quality-frame 1 --seed "
-          << o.seed << " --checkpoint '" << o.checkpoint << "'";
-      std::fprintf(stderr, "bench video: %s %s, %lld steps, %d thread(s), %lld busy ...\n",
-                   o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps), t,
-                   static_cast<long long>(l));
-      rows.push_back({l, t, parse_result(run_and_capture(cmd.str(), "bench video"))});
+    const std::size_t first = rows.size();
+    for (int t : thread_counts) rows.push_back({l, t, {}});
+    for (int64_t r = 0; r < rounds; ++r)
+      for (std::size_t i = 0; i < thread_counts.size(); ++i) {
+        Row& row = rows[first + (r % 2 == 0 ? i : thread_counts.size() - 1 - i)];
+        std::ostringstream cmd;
+        cmd << "MIXPREC_NUM_THREADS=" << row.threads << " '" << self
+            << "' bench video --run-one --presets " << o.preset << " --precisions " << o.precision
+            << " --steps " << o.steps << " --frames " << o.frames << " --warmup " << o.warmup
+            << " --quality-frame 1 --seed " << o.seed << " --checkpoint '" << o.checkpoint << "'";
+        std::fprintf(stderr, "bench video: %s %s, %lld steps, %d thread(s), %lld busy, round %lld/%lld ...\n",
+                     o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps),
+                     row.threads, static_cast<long long>(l), static_cast<long long>(r + 1),
+                     static_cast<long long>(rounds));
+        row.rounds.push_back(parse_result(run_and_capture(cmd.str(), "bench video")));
+      }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  auto of_rounds = [&](const Row& row, double Result::*field) {
+    std::vector<double> v;
+    for (const Result& r : row.rounds) v.push_back(r.*field);
+    return median(v);
+  };
+  // Per load, the median over rounds of (all threads / 1 thread), p50 and p99.
+  struct Ratio {
+    int64_t load;
+    double p50, p99;
+  };
+  std::vector<Ratio> ratios;
+  for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
+    const Row &one = rows[i], &many = rows[i + 1];
+    if (one.load != many.load || one.threads != 1) continue;
+    std::vector<double> p50, p99;
+    for (std::size_t r = 0; r < one.rounds.size(); ++r) {
+      p50.push_back(many.rounds[r].p50 / one.rounds[r].p50);
+      p99.push_back(many.rounds[r].p99 / one.rounds[r].p99);
     }
+    ratios.push_back({one.load, median(p50), median(p99)});
   }
   if (json) {
-    std::printf("{\"load_average_before\": \"%s\", \"rows\": [", before.c_str());
-    for (std::size_t i = 0; i < rows.size(); ++i)
+    std::printf("{\"load_average_before\": \"%s\", \"rounds\": %lld, \"rows\": [", before.c_str(),
+                static_cast<long long>(rounds));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const double p50 = of_rounds(rows[i], &Result::p50), p99 = of_rounds(rows[i], &Result::p99);
       std::printf("%s{\"busy\": %lld, \"threads\": %d, \"ms_p50\": %.4f, \"ms_p99\": %.4f, "
                   "\"fps\": %.3f}",
-                  i ? ", " : "", static_cast<long long>(rows[i].load), rows[i].threads,
-                  rows[i].r.p50, rows[i].r.p99, 1000.0 / rows[i].r.p50);
+                  i ? ", " : "", static_cast<long long>(rows[i].load), rows[i].threads, p50, p99,
+                  1000.0 / p50);
+    }
+    std::printf("], \"ratios\": [");
+    for (std::size_t i = 0; i < ratios.size(); ++i)
+      std::printf("%s{\"busy\": %lld, \"p50\": %.4f, \"p99\": %.4f}", i ? ", " : "",
+                  static_cast<long long>(ratios[i].load), ratios[i].p50, ratios[i].p99);
     std::printf("]}\n");
     return 0;
   }
-  std::printf("%s %s, %lld steps, %lld timed frames per row; load average before: %s\n\n",
+  std::printf("%s %s, %lld steps, %lld timed frames per row and round, %lld rounds (thread "
+              "counts in alternating order); load average before: %s\n\n",
               o.preset.c_str(), o.precision.c_str(), static_cast<long long>(o.steps),
-              static_cast<long long>(o.frames), before.c_str());
-  std::printf("| busy processes | threads | ms/frame p50 | p99 | p99/p50 | FPS |\n"
-              "|---|---|---|---|---|---|\n");
-  for (const Row& row : rows)
-    std::printf("| %lld | %d | %.2f | %.2f | %.2f | %.1f |\n", static_cast<long long>(row.load),
-                row.threads, row.r.p50, row.r.p99, row.r.p99 / row.r.p50, 1000.0 / row.r.p50);
+              static_cast<long long>(o.frames), static_cast<long long>(rounds), before.c_str());
+  std::printf("| busy processes | threads | ms/frame p50 | p99 | p99/p50 | FPS | p50 of each round |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (const Row& row : rows) {
+    const double p50 = of_rounds(row, &Result::p50), p99 = of_rounds(row, &Result::p99);
+    std::string each;
+    for (const Result& r : row.rounds) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", each.empty() ? "" : " ", r.p50);
+      each += buf;
+    }
+    std::printf("| %lld | %d | %.2f | %.2f | %.2f | %.1f | %s |\n", static_cast<long long>(row.load),
+                row.threads, p50, p99, p99 / p50, 1000.0 / p50, each.c_str());
+  }
+  if (!ratios.empty()) std::printf("\n");
+  for (const Ratio& r : ratios)
+    std::printf("%lld busy: %d threads / 1 thread, median of the rounds' ratios: p50 %.3f, p99 %.3f "
+                "(<= 1: as fast as one thread or faster)\n",
+                static_cast<long long>(r.load), all, r.p50, r.p99);
   return 0;
 }
 
@@ -440,7 +495,7 @@ int run_bench_video(Args args) {
   std::string presets = "lightweight", precisions = kMatrixPrecisions;
   std::string steps_list = "1,4", checkpoint = default_video_model_path(), save, compare;
   std::string report = "bench_video.md", chart = "bench_video.svg";
-  int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1;
+  int64_t frames = 0, warmup = 3, quality_frame = 20, seed = 0, load = -1, rounds = 3;
   bool json = false, quick = false, graph_compare = false;
   std::string graph_dump;
   bool run_one_mode = false;
@@ -465,6 +520,8 @@ int run_bench_video(Args args) {
   p.option("--load", &load,
            "latency mode: one stream (first preset, precision [auto], steps) at 1 and all threads, quiet and beside this many busy processes it\n"
            "starts (0: quiet only)");
+  p.option("--rounds", &rounds,
+           "with --load: rounds per load, the thread counts in alternating order", {.min = 1});
   p.flag("--quick", &quick, "lightweight only, fp32 and bf16, 4 steps, 8 frames");
   p.flag("--graph", &graph_compare,
          "eager vs graph replay: one stream (first preset, precision [auto], steps) each, frames "
@@ -503,7 +560,7 @@ int run_bench_video(Args args) {
                      .frames = frames,
                      .warmup = warmup,
                      .seed = seed};
-    return graph_compare ? run_graph_compare(one, json, graph_dump) : run_latency(one, load, json);
+    return graph_compare ? run_graph_compare(one, json, graph_dump) : run_latency(one, load, rounds, json);
   }
   if (quick) {
     presets = "lightweight";
