@@ -58,6 +58,7 @@ void softmax_strip(const SoftmaxPlan& p, const char* x, char* out, const Strip<S
   const auto x_elem = static_cast<int64_t>(dtype_size(p.x_dtype));
   const auto out_elem = static_cast<int64_t>(dtype_size(p.out_dtype));
   auto load = [&](int64_t r, int j) {
+    if (j == 0) s.prefetch(x + (r + reduce_detail::kPrefetchRows) * p.inner * x_elem, x_elem);
     return s.load(x + r * p.inner * x_elem, p.x_dtype, x_elem, j);
   };
   F max[V], sum[V], scale[V];
