@@ -392,19 +392,27 @@ void run_direct(const DirectKernel& dk, const Tensor& xs, const PackedMatrix& b,
         if (iy < 0 || iy >= g.h) continue;
         const int64_t row_base = n * sx_n + (iy >> g.scale_shift) * sx_h + grp * g.cg;
         for (int64_t kx = 0; kx < g.kw; ++kx) {
+          // Pixel i reads input column x0 + i * stride_w: pixels [first, last) lie inside the
+          // image, evenly spaced in memory unless upsampled. (Pixel by pixel, with a bounds test
+          // each, this was an eighth of a 32-channel convolution's time.)
+          const int64_t sw = opt.stride_w, x0 = ox0 * sw - opt.pad_w + kx * opt.dilation_w;
+          const int64_t first = std::min<int64_t>(width, x0 >= 0 ? 0 : (sw - 1 - x0) / sw);
+          const int64_t last =
+              std::clamp<int64_t>(x0 >= g.w ? 0 : (g.w - 1 - x0) / sw + 1, first, width);
+          if (first == last) continue;  // the tap misses the image
           const void** rows = s.a_rows.data() + taps * kDirectMaxMr;
-          bool inside = false;
-          for (int i = 0; i < width; ++i) {
-            const int64_t ix = (ox0 + i) * opt.stride_w - opt.pad_w + kx * opt.dilation_w;
-            if (ix < 0 || ix >= g.w) {
-              rows[i] = s.zeros.data();
-            } else {
-              rows[i] = xp + static_cast<std::size_t>(row_base + (ix >> g.scale_shift) * sx_w) * es;
-              inside = true;
-            }
+          for (int64_t i = 0; i < first; ++i) rows[i] = s.zeros.data();
+          for (int64_t i = last; i < width; ++i) rows[i] = s.zeros.data();
+          if (g.scale_shift == 0) {
+            const char* p = xp + static_cast<std::size_t>(row_base + (x0 + first * sw) * sx_w) * es;
+            const std::size_t step = static_cast<std::size_t>(sw * sx_w) * es;
+            for (int64_t i = first; i < last; ++i, p += step) rows[i] = p;
+          } else {
+            for (int64_t i = first; i < last; ++i)
+              rows[i] = xp + static_cast<std::size_t>(
+                                 row_base + ((x0 + i * sw) >> g.scale_shift) * sx_w) * es;
           }
-          if (inside)
-            s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
+          s.tap_index[static_cast<std::size_t>(taps++)] = static_cast<int>(ky * g.kw + kx);
         }
       }
       return taps;
