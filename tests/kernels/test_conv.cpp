@@ -128,6 +128,13 @@ TEST_P(ConvTest, StrideDilationPaddingAndOddSizes) {
   rect.opt.pad_h = 2;
   rect.opt.stride_w = 2;
   check(rect, seed++);
+  // Two pixels wide, pad 2, dilation 2: the outer taps of each row miss the whole tile (the
+  // direct driver skips them) and the middle one hits it; even channels for the bf16 tiles.
+  Case miss{1, 8, 5, 2, 16, 3, 3};
+  miss.opt.pad_h = miss.opt.pad_w = 2;
+  miss.opt.dilation_h = miss.opt.dilation_w = 2;
+  miss.x_dtype = miss.w_dtype = DType::BF16;
+  check(miss, seed++);
 }
 
 TEST_P(ConvTest, PointwiseIsOneGemmWithFusedEpilogue) {
