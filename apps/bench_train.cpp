@@ -111,7 +111,7 @@ void print_profile(const Row& r) {
 }
 
 int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t batch,
-            bool checkpoint_activations, bool profile_ops) {
+            bool checkpoint_activations, bool graph, bool profile_ops) {
   const models::TextDataset data =
       models::TextDataset::from_file(source_path("data/shakespeare.txt"));
   Generator gen(1337);
@@ -122,7 +122,8 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
                               .lr = 3e-4,
                               .warmup = 1,
                               .total_steps = warmup + steps,
-                              .checkpoint_activations = checkpoint_activations});
+                              .checkpoint_activations = checkpoint_activations,
+                              .graph = graph});
   CachingAllocator::global().reset_peak();
   std::vector<double> ms;
   double loss = 0;
@@ -137,6 +138,9 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
     const double t =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (i >= warmup) ms.push_back(t);
+    // A graph's capture (the first step) holds every intermediate of its recorded run at once:
+    // the peak counts the steps that follow, as a deployment runs them.
+    if (graph && i + 1 == warmup) CachingAllocator::global().reset_peak();
   }
   const double p50 = median(ms);
   std::string ops;  // per step: "name": [ms, backward ms, calls in all]
@@ -151,7 +155,8 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
       "{\"mode\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": %.1f, "
       "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f, "
       "\"mean_ms\": %.3f, \"ops\": {%s}}\n",
-      (precision + (checkpoint_activations ? " +ckpt" : "")).c_str(), p50,
+      (precision + (checkpoint_activations ? " +ckpt" : "") + (graph ? " +graph" : "")).c_str(),
+      p50,
       *std::min_element(ms.begin(), ms.end()),
       static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
@@ -194,7 +199,7 @@ int run_bench_train(Args args) {
   std::string modes = "fp32,bf16,bf16-params,fp16", one, python = "/usr/bin/python3";
   int64_t warmup = 2, steps = 8, batch = 8;
   bool json = false, no_peer = false, quick = false, checkpoint_activations = false,
-       profile_ops = false;
+       graph = false, profile_ops = false;
   ArgParser p("bench train",
               "GPT small() training step (6 layers, d_model 384, 6 heads, context 256, AdamW):\n"
               "ms/step, tokens/s and peak memory per precision, with PyTorch in the same run.");
@@ -206,6 +211,9 @@ int run_bench_train(Args args) {
   p.flag("--no-peer", &no_peer, "skip PyTorch");
   p.flag("--checkpoint-activations", &checkpoint_activations,
          "mixprec with activation checkpointing per block (train gpt's flag)");
+  p.flag("--graph", &graph,
+         "also time each mode with its forward and backward replayed from a captured graph "
+         "(train gpt's flag), in the same run");
   p.flag("--profile", &profile_ops,
          "also print where each mixprec step's time goes: per category (GEMM, attention, norms, "
          "elementwise, copies, optimizer, ...) and forward / backward, the slowest ops, and the "
@@ -214,7 +222,8 @@ int run_bench_train(Args args) {
   p.flag("--json", &json, "print the results as JSON on stdout");
   p.option("--run-one", &one, "(internal) time one mode and print JSON");
   if (!p.parse(args)) return 0;
-  if (!one.empty()) return run_one(one, warmup, steps, batch, checkpoint_activations, profile_ops);
+  if (!one.empty())
+    return run_one(one, warmup, steps, batch, checkpoint_activations, graph, profile_ops);
   if (quick) {
     modes = "fp32,bf16";
     warmup = 1;
@@ -225,14 +234,19 @@ int run_bench_train(Args args) {
   std::vector<Row> rows;
   for (const std::string& mode : split_list(modes)) {
     parse_usage("bench train", [&] { return amp::PrecisionConfig::parse(mode); });  // validate
-    std::fprintf(stderr, "bench train: mixprec %s ...\n", mode.c_str());
-    const std::string out = run_and_capture(
-        "'" + self + "' bench train --run-one " + mode + " --warmup " + std::to_string(warmup) +
-            " --steps " + std::to_string(steps) + " --batch " + std::to_string(batch) +
-            (checkpoint_activations ? " --checkpoint-activations" : "") +
-            (profile_ops ? " --profile" : ""),
-        "bench train");
-    rows.push_back(parse_row(io::parse_json(out), "mixprec "));
+    for (const bool replay : {false, true}) {
+      if (replay && !graph) continue;
+      std::fprintf(stderr, "bench train: mixprec %s%s ...\n", mode.c_str(),
+                   replay ? " (graph replay)" : "");
+      const std::string out = run_and_capture(
+          "'" + self + "' bench train --run-one " + mode + " --warmup " +
+              std::to_string(std::max<int64_t>(warmup, replay ? 1 : 0)) + " --steps " +
+              std::to_string(steps) + " --batch " + std::to_string(batch) +
+              (checkpoint_activations ? " --checkpoint-activations" : "") +
+              (replay ? " --graph" : "") + (profile_ops ? " --profile" : ""),
+          "bench train");
+      rows.push_back(parse_row(io::parse_json(out), "mixprec "));
+    }
   }
   std::string peer_note;
   if (!no_peer) {

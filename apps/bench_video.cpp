@@ -190,7 +190,7 @@ int run_graph_compare(const RunOne& o, bool json, const std::string& dump) {
   const graph::Graph& g = *replay->sampler_graph();
   const graph::MemoryPlan& m = g.memory();
   if (!dump.empty()) {
-    write_file(dump + ".txt", g.to_string());
+    write_file(dump + ".txt", g.to_string(g.kernel_times(20)));
     write_file(dump + ".dot", g.to_dot());
   }
   const double ratio = median(eager_ms) / median(replay_ms);

@@ -50,6 +50,10 @@ int train_gpt(Args args, const Communicator& world) {
   p.flag("--checkpoint-activations", &train.checkpoint_activations,
          "keep only each transformer block's input and recompute the rest in backward (less "
          "memory, about a third more compute; the same losses)");
+  p.flag("--graph", &train.graph,
+         "replay each micro-batch's forward and backward from a graph captured at the first "
+         "step: activations and gradients planned in one arena, no allocation per step (the "
+         "same losses; alone only, not under mpirun)");
   add_mixed_precision_options(p, train.rounding, train.fallback_after, train.loss_scale,
                               log_losses);
   p.option("--context", &context, "sequence length");
@@ -135,8 +139,8 @@ int train_gpt(Args args, const Communicator& world) {
                                 {"grad-accum", std::to_string(train.grad_accum)},
                                 {"rounding", train.rounding},
                                 {"fallback-after", std::to_string(train.fallback_after)}};
-  // --checkpoint-activations is not among them: the recomputed activations are the same bits
-  // (tested), so it may change between a run and its resume. --loss-scale neither: a resumed
+  // --checkpoint-activations and --graph are not among them: the recomputed activations and the
+  // replayed steps are the same bits (tested), so they may change between a run and its resume. --loss-scale neither: a resumed
   // run continues with the checkpoint's scale.
   // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
   const std::string checkpoint = world.is_root()
@@ -165,7 +169,9 @@ int train_gpt(Args args, const Communicator& world) {
                train.grad_accum > 1
                    ? (" x " + std::to_string(train.grad_accum) + " micro-batches per step").c_str()
                    : "",
-               train.checkpoint_activations ? ", activation checkpointing" : "",
+               train.checkpoint_activations
+                   ? (train.graph ? ", activation checkpointing, graph replay" : ", activation checkpointing")
+                   : (train.graph ? ", graph replay" : ""),
                train.rounding == "stochastic" ? ", stochastic rounding" : "",
                world.distributed()
                    ? (", data parallel on " + std::to_string(world.size()) + " ranks of " +

@@ -1,4 +1,5 @@
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 
 #include <atomic>
 
@@ -30,7 +31,9 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
                                                          g.element_size();
     meta_->grad = sole_owner ? std::move(g) : g.clone(MemoryFormat::Preserve);
   } else {
-    kernels::binary(kernels::BinaryOp::Add, meta_->grad, g, meta_->grad);
+    capture::launch("add", {&meta_->grad, &g}, {&meta_->grad}, [](const capture::KernelArgs& k) {
+      kernels::binary(kernels::BinaryOp::Add, k.in(0), k.in(1), k.out(0));
+    });
   }
   if (meta_->post_accumulate_hook) meta_->post_accumulate_hook();
   return {};
@@ -88,7 +91,9 @@ void accumulate(Tensor& sum, const Tensor& g) {
   // Out of place: `sum` may be a gradient another node also received. In sum's layout, so
   // channels_last gradients add as flat vectors instead of lane-by-lane gathers.
   Tensor out = Tensor::empty_like(sum, MemoryFormat::Preserve);
-  kernels::binary(kernels::BinaryOp::Add, sum, g, out);
+  capture::launch("add", {&sum, &g}, {&out}, [](const capture::KernelArgs& k) {
+    kernels::binary(kernels::BinaryOp::Add, k.in(0), k.in(1), k.out(0));
+  });
   sum = out;
 }
 

@@ -4,6 +4,7 @@
 
 #include "mixprec/autograd/engine.h"
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
 #include "mixprec/kernels/reduce.h"
 #include "mixprec/mode/grad_mode.h"
@@ -41,7 +42,10 @@ class ViewBackward final : public Node {
     if (!broadcast_dims.empty()) {
       Tensor summed = Tensor::empty(
           kernels::reduced_shape(source.shape(), broadcast_dims, true, "backward"), source.dtype());
-      kernels::sum(source, broadcast_dims, true, summed);
+      capture::launch("sum", {&source}, {&summed},
+                      [broadcast_dims](const capture::KernelArgs& k) {
+                        kernels::sum(k.in(0), broadcast_dims, true, k.out(0));
+                      });
       source = summed;
       for (int64_t d : broadcast_dims) target = target.slice(d, 0, 1);
     }

@@ -32,7 +32,7 @@ std::string view_text(const Graph::Impl& g, int v) {
 
 }  // namespace
 
-std::string Graph::to_string() const {
+std::string Graph::to_string(const std::vector<double>& kernel_ms) const {
   const Impl& g = *impl_;
   std::ostringstream out;
   out << "graph: " << g.nodes.size() << " kernels (" << g.eliminated
@@ -54,6 +54,11 @@ std::string Graph::to_string() const {
     for (std::size_t c = 0; c < g.chains.size(); ++c)
       if (g.chains[c].first <= static_cast<int>(i) && static_cast<int>(i) < g.chains[c].end)
         out << "  [chain " << c << "]";
+    if (i < kernel_ms.size()) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "  %.4f ms", kernel_ms[i]);
+      out << ms;
+    }
     out << "\n";
   }
   out << "outputs:";

@@ -6,12 +6,15 @@
 #include <cstring>
 #include <unordered_map>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "graph_impl.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
 #include "mixprec/mode/autocast.h"
+#include "mixprec/autograd/engine.h"
+#include "mixprec/autograd/node.h"
 #include "mixprec/mode/grad_mode.h"
 
 namespace mixprec::graph {
@@ -314,7 +317,8 @@ Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
               const CaptureOptions& options) {
   MIXPREC_CHECK(capture::active() == nullptr,
                 "[graph::capture] another capture is active on this thread");
-  InferenceMode inference;
+  std::optional<InferenceMode> inference;
+  if (!options.autograd) inference.emplace();
   auto impl = std::make_unique<Graph::Impl>();
   impl->config = dispatch_config();
   // Dense private copies of the arguments: every recorded view of an input is then relative to
@@ -417,20 +421,31 @@ std::size_t Graph::fused_upsamples() const { return impl_->fused_upsamples; }
 std::size_t Graph::elided_copies() const { return impl_->elided_copies; }
 const MemoryPlan& Graph::memory() const { return impl_->memory; }
 
-std::vector<Graph::OpTime> Graph::profile(int rounds) const {
-  MIXPREC_CHECK(rounds >= 1, "[Graph::profile] rounds must be >= 1, got ", rounds);
-  std::map<std::string, OpTime> by_op;
+std::vector<double> Graph::kernel_times(int rounds) const {
+  MIXPREC_CHECK(rounds >= 1, "[Graph::kernel_times] rounds must be >= 1, got ", rounds);
+  std::vector<double> ms(impl_->nodes.size(), 0.0);
   for (int r = 0; r < rounds; ++r) {
-    for (const Node& node : impl_->nodes) {
+    for (std::size_t i = 0; i < impl_->nodes.size(); ++i) {
+      const Node& node = impl_->nodes[i];
       const auto t0 = std::chrono::steady_clock::now();
       node.kernel({node.input_ptrs, node.output_ptrs});
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      OpTime& t = by_op[node.op];
-      t.op = node.op;
-      t.ms += ms / rounds;
-      t.count += r == 0 ? 1 : 0;
+      ms[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                   .count() /
+               rounds;
     }
+  }
+  return ms;
+}
+
+std::vector<Graph::OpTime> Graph::profile(int rounds) const {
+  MIXPREC_CHECK(rounds >= 1, "[Graph::profile] rounds must be >= 1, got ", rounds);
+  const std::vector<double> ms = kernel_times(rounds);
+  std::map<std::string, OpTime> by_op;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    OpTime& t = by_op[impl_->nodes[i].op];
+    t.op = impl_->nodes[i].op;
+    t.ms += ms[i];
+    ++t.count;
   }
   std::vector<OpTime> out;
   for (auto& [name, t] : by_op) out.push_back(t);
@@ -442,6 +457,41 @@ std::vector<std::string> Graph::ops() const {
   std::vector<std::string> out;
   for (const Node& n : impl_->nodes) out.push_back(n.op);
   return out;
+}
+
+Function with_gradients(LossFunction loss_fn, std::vector<Tensor> params) {
+  return [loss_fn = std::move(loss_fn), params = std::move(params)](const std::vector<Tensor>& in) {
+    std::vector<Tensor> kept;
+    for (const Tensor& p : params) {
+      kept.push_back(p.grad());
+      p.zero_grad();
+    }
+    const std::vector<Tensor> results = loss_fn(in);
+    const Tensor loss = results.empty() ? Tensor() : results[0];
+    MIXPREC_CHECK(loss.defined() && loss.numel() == 1 && loss.requires_grad(),
+                  "[graph::with_gradients] the loss must be a scalar that depends on parameters "
+                  "requiring grad; got ",
+                  loss.defined() ? describe(loss) : "undefined");
+    autograd::backward({loss});
+    std::vector<Tensor> out{loss.detach()};
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      out.push_back(params[i].grad());
+      if (params[i].autograd_meta() != nullptr) params[i].autograd_meta()->grad = kept[i];
+    }
+    for (std::size_t i = 1; i < results.size(); ++i) out.push_back(results[i].detach());
+    return out;
+  };
+}
+
+void set_gradients(const std::vector<Tensor>& params, const std::vector<Tensor>& outputs) {
+  MIXPREC_CHECK(outputs.size() >= params.size() + 1, "[graph::set_gradients] ", params.size(),
+                " parameters need ", params.size() + 1, " outputs (the loss first), got ",
+                outputs.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    MIXPREC_CHECK(params[i].autograd_meta() != nullptr,
+                  "[graph::set_gradients] parameter ", i, " does not require grad");
+    params[i].autograd_meta()->grad = outputs[i + 1];
+  }
 }
 
 // ---- CompiledFunction ----

@@ -6,6 +6,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
+#include "mixprec/ops/arith.h"
 #include "mixprec/optim/lr_schedule.h"
 
 namespace mixprec::models {
@@ -40,7 +41,8 @@ GPTTrainOptions GPTTrainSettings::options() const {
           .loss_scale = loss_scale,
           .fallback_after = fallback_after,
           .world = nullptr,
-          .data_parallel = {}};
+          .data_parallel = {},
+          .graph = graph};
 }
 
 GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions options)
@@ -62,6 +64,9 @@ GPTTrainer::GPTTrainer(GPT& model, const TextDataset& data, GPTTrainOptions opti
                 "[GPTTrainer] batch, warmup, total_steps and grad_accum must be >= 1, "
                 "fallback_after >= 0");
   model_.set_activation_checkpointing(options.checkpoint_activations);
+  MIXPREC_CHECK(!options.graph || optimizer_.ranks() == 1,
+                "[GPTTrainer] graph replay trains alone: its gradients are not reduced over "
+                "ranks; drop the graph option under mpirun");
 }
 
 int64_t GPTTrainer::shard_index(int64_t micro_index) const {
@@ -98,12 +103,42 @@ double GPTTrainer::step(int64_t index) {
     // `index` at batch size n*batch: the stream draws a fixed number of words per sequence.
     const TokenBatch batch = data_.batch_at(Split::Train, options_.batch, model_.config().context,
                                             options_.seed, shard_index(index * n + k));
+    if (options_.graph) {
+      loss_sum += replay_micro_batch(batch, k, n);
+      continue;
+    }
     const Tensor loss = forward_loss(batch);
     loss_sum += loss.item<double>();
     optimizer_.backward(loss, k, n);
   }
   optimizer_.step();
+  // The fallback replaced the parameters and the precision: the graph holds the old ones.
+  if (optimizer_.fell_back_at_last_step()) step_graph_.reset();
   return mean_over_ranks(loss_sum / static_cast<double>(n));
+}
+
+double GPTTrainer::replay_micro_batch(const TokenBatch& batch, int64_t k, int64_t n) {
+  if (step_graph_ == nullptr) {
+    // What backward() does to the loss, as ops the capture records: weighted 1/n, times the
+    // loss scale (an input: the scaler changes it between steps).
+    const bool scaled = optimizer_.scaler().enabled();
+    auto loss_fn = [this, n, scaled](const std::vector<Tensor>& in) {
+      const Tensor loss = forward_loss({Tensor(), in[0], in[1]});
+      Tensor weighted = n > 1 ? mul(loss, 1.0 / static_cast<double>(n)) : loss;
+      if (scaled) weighted = mul(weighted.to(DType::F32), in[2]);
+      return std::vector<Tensor>{weighted, loss};
+    };
+    graph::CaptureOptions capture;
+    capture.autograd = true;
+    step_graph_ = std::make_unique<graph::CompiledFunction>(
+        graph::with_gradients(loss_fn, optimizer_.optimizer().params()), capture);
+  }
+  const Tensor scale = Tensor::scalar(optimizer_.scaler().get_scale(), DType::F32);
+  const std::vector<Tensor>& out = (*step_graph_)({batch.inputs, batch.targets, scale});
+  const std::size_t params = optimizer_.optimizer().params().size();
+  optimizer_.take_gradients({out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(params)},
+                            k, n);
+  return out.back().item<double>();
 }
 
 double GPTTrainer::evaluate(int64_t batches, uint64_t seed) {

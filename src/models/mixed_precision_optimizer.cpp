@@ -79,6 +79,36 @@ void MixedPrecisionOptimizer::backward(const Tensor& loss, int64_t k, int64_t n)
   if (k + 1 < n) widen_gradients_to_f32();
 }
 
+double MixedPrecisionOptimizer::loss_multiplier(int64_t n) const {
+  return (n > 1 ? 1.0 / static_cast<double>(n) : 1.0) *
+         (scaler_.enabled() ? scaler_.get_scale() : 1.0);
+}
+
+void MixedPrecisionOptimizer::take_gradients(const std::vector<Tensor>& grads, int64_t k,
+                                             int64_t n) {
+  MIXPREC_CHECK(n >= 1 && k >= 0 && k < n, "[MixedPrecisionOptimizer] micro-batch ", k, " of ", n);
+  MIXPREC_CHECK(ranks() == 1, "[MixedPrecisionOptimizer] take_gradients: gradients from a "
+                              "replayed graph are not reduced over ranks; train alone");
+  const std::vector<Tensor>& params = optimizer_->params();
+  MIXPREC_CHECK(grads.size() == params.size(), "[MixedPrecisionOptimizer] take_gradients: ",
+                params.size(), " parameters, ", grads.size(), " gradients");
+  NoGrad no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor& g = grads[i];
+    Tensor& grad = params[i].autograd_meta()->grad;
+    if (!g.defined()) continue;
+    if (n == 1) {
+      grad = g;
+    } else if (k == 0 || !grad.defined()) {
+      // Widened (a 16-bit sum would round at every addition), and owned: the graph's arena
+      // holds the next micro-batch's.
+      grad = g.dtype() == DType::F16 || g.dtype() == DType::BF16 ? g.to(DType::F32) : g.clone();
+    } else {
+      grad = add(grad, g.to(grad.dtype()));
+    }
+  }
+}
+
 void MixedPrecisionOptimizer::widen_gradients_to_f32() {
   // A 16-bit gradient summed over micro-batches in 16 bits would round at every addition (and
   // a scaled f16 one could overflow where the whole batch's would not); the engine adds the

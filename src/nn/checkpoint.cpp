@@ -4,6 +4,7 @@
 #include "mixprec/autograd/node.h"
 #include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
+#include "packed_weight_cache.h"
 
 namespace mixprec::nn {
 namespace {
@@ -57,6 +58,7 @@ Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, Gen
   Tensor out;
   {
     NoGrad no_grad;
+    detail::ScopedUnpackedWeights unpacked;  // the weights change before the next forward
     out = fn(inputs);
   }
   auto node = std::make_shared<CheckpointBackward>();

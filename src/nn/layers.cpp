@@ -33,7 +33,8 @@ Linear::~Linear() = default;
 Tensor Linear::forward(const Tensor& x) {
   const Tensor& w = weight();
   const Tensor b = bias();
-  if (!dispatch_config().pack_inference_weights || autograd::needs_grad({&x, &w, &b}) ||
+  if (!dispatch_config().pack_inference_weights || detail::unpacked_weights() ||
+      autograd::needs_grad({&x, &w, &b}) ||
       x.dtype() == DType::F64 || w.dtype() == DType::F64) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return linear(x, w, b);
@@ -96,7 +97,8 @@ Tensor Conv2d::forward(const Tensor& x, const Tensor& residual) {
   const Tensor& w = weight();
   const Tensor b = bias();
   const DispatchConfig config = dispatch_config();
-  if (!config.pack_inference_weights || autograd::needs_grad({&x, &w, &b, &residual})) {
+  if (!config.pack_inference_weights || detail::unpacked_weights() ||
+      autograd::needs_grad({&x, &w, &b, &residual})) {
     packed_->clear();  // training writes the weights: a packing would only hold stale memory
     return conv2d(x, w, b, params_, residual);
   }

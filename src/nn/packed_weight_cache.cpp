@@ -6,6 +6,15 @@
 
 namespace mixprec::nn::detail {
 
+namespace {
+thread_local bool tl_unpacked = false;
+}
+
+ScopedUnpackedWeights::ScopedUnpackedWeights() : previous_(tl_unpacked) { tl_unpacked = true; }
+ScopedUnpackedWeights::~ScopedUnpackedWeights() { tl_unpacked = previous_; }
+bool unpacked_weights() { return tl_unpacked; }
+
+
 bool PackKey::matches(const PackKey& other) const {
   const bool same_storage = !storage.owner_before(other.storage) &&
                             !other.storage.owner_before(storage) && !storage.expired();

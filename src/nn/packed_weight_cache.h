@@ -24,6 +24,22 @@
 
 namespace mixprec::nn::detail {
 
+// While alive, layers on this thread run on their weights as they are, without packing them
+// for inference: activation checkpointing's no-grad forward, whose weights an optimizer step
+// changes before the next one. (A graph capture freezes a packing into its kernels; a training
+// step's graph must read the weights.)
+class ScopedUnpackedWeights {
+ public:
+  ScopedUnpackedWeights();
+  ~ScopedUnpackedWeights();
+  ScopedUnpackedWeights(const ScopedUnpackedWeights&) = delete;
+  ScopedUnpackedWeights& operator=(const ScopedUnpackedWeights&) = delete;
+
+ private:
+  bool previous_;
+};
+bool unpacked_weights();  // whether a ScopedUnpackedWeights is alive on this thread
+
 struct PackKey {
   std::weak_ptr<Storage> storage;
   int64_t offset = 0;

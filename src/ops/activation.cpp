@@ -22,7 +22,10 @@ struct ActivationBackward final : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     // One vectorised pass in x's layout: dx = grad * f'(x), rounded once into x's dtype.
     Tensor dx = Tensor::empty_like(x, MemoryFormat::Preserve);
-    kernels::unary_backward(op, x, grads[0], dx);
+    capture::launch(kernels::unary_op_name(op), {&x, &grads[0]}, {&dx},
+                    [op = op](const capture::KernelArgs& k) {
+                      kernels::unary_backward(op, k.in(0), k.in(1), k.out(0));
+                    });
     return {dx};
   }
   void release_saved() override { x = Tensor(); }

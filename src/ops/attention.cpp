@@ -42,10 +42,19 @@ struct SdpaBackward : autograd::Node {
     auto last_dim_contiguous = [](const Tensor& t) {
       return t.stride(3) == 1 || t.size(3) == 1 ? t : t.contiguous();
     };
-    kernels::scaled_dot_product_attention_backward(last_dim_contiguous(q), last_dim_contiguous(k),
-                                                   last_dim_contiguous(v), last_dim_contiguous(out),
-                                                   last_dim_contiguous(grad), lse.contiguous(), dq,
-                                                   dk, dv, options(causal, scale, mask));
+    const Tensor qc = last_dim_contiguous(q), kc = last_dim_contiguous(k),
+                 vc = last_dim_contiguous(v), oc = last_dim_contiguous(out),
+                 gc = last_dim_contiguous(grad), lc = lse.contiguous();
+    capture::launch("attention_backward",
+                    {&qc, &kc, &vc, &oc, &gc, &lc, mask.defined() ? &mask : nullptr},
+                    {&dq, &dk, &dv},
+                    [causal = causal, scale = scale](const capture::KernelArgs& a) {
+                      static const Tensor none;
+                      const Tensor* m = a.optional(6);
+                      kernels::scaled_dot_product_attention_backward(
+                          a.in(0), a.in(1), a.in(2), a.in(3), a.in(4), a.in(5), a.out(0),
+                          a.out(1), a.out(2), options(causal, scale, m != nullptr ? *m : none));
+                    });
   }
   void release_saved() override { q = k = v = out = lse = mask = Tensor(); }
 };

@@ -1,6 +1,7 @@
 // Softmax, losses, embedding, dropout and cat: front-ends and backward.
 #include "mixprec/ops/functional.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "mixprec/autograd/node.h"
@@ -22,13 +23,16 @@ DType acc_dtype(const Tensor& t) { return t.dtype() == DType::F64 ? DType::F64 :
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
   Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), "backward"), dtype);
-  kernels::binary(op, a, b, out);
+  capture::launch("binary", {&a, &b}, {&out}, [op](const capture::KernelArgs& k) {
+    kernels::binary(op, k.in(0), k.in(1), k.out(0));
+  });
   return out;
 }
 
 Tensor sum_keep(const Tensor& x, int64_t dim) {
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), {dim}, true, "backward"), x.dtype());
-  kernels::sum(x, {dim}, true, out);
+  capture::launch("sum", {&x}, {&out},
+                  [dim](const capture::KernelArgs& k) { kernels::sum(k.in(0), {dim}, true, k.out(0)); });
   return out;
 }
 
@@ -45,7 +49,9 @@ struct SoftmaxBackward final : autograd::Node {
     Tensor dx;
     if (log) {
       Tensor p = Tensor::empty(ya.shape(), acc);
-      kernels::unary(kernels::UnaryOp::Exp, ya, p);
+      capture::launch("exp", {&ya}, {&p}, [](const capture::KernelArgs& k) {
+        kernels::unary(kernels::UnaryOp::Exp, k.in(0), k.out(0));
+      });
       dx = binary(BinaryOp::Sub, g, binary(BinaryOp::Mul, p, sum_keep(g, dim), acc), acc);
     } else {
       dx = binary(BinaryOp::Mul, ya,
@@ -85,7 +91,11 @@ struct CrossEntropyBackward final : autograd::Node {
   std::string_view name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     Tensor dx = Tensor::empty(logits.shape(), logits.dtype());
-    kernels::cross_entropy_backward(logits, targets, grads[0], dx, options);
+    capture::launch("cross_entropy_backward", {&logits, &targets, &grads[0]}, {&dx},
+                    [options = options](const capture::KernelArgs& k) {
+                      kernels::cross_entropy_backward(k.in(0), k.in(1), k.in(2), k.out(0),
+                                                      options);
+                    });
     return {dx, Tensor()};
   }
   void release_saved() override { logits = targets = Tensor(); }
@@ -101,9 +111,13 @@ struct MseBackward final : autograd::Node {
     const double scale = reduction == Reduction::Mean ? 2.0 / static_cast<double>(a.numel()) : 2.0;
     Tensor diff = binary(BinaryOp::Sub, a, b, acc);
     Tensor da = binary(BinaryOp::Mul, diff, grads[0].to(acc), acc);
-    kernels::axpby(scale, da, 0.0, da, da);
+    capture::launch("axpby", {&da}, {&da}, [scale](const capture::KernelArgs& k) {
+      kernels::axpby(scale, k.in(0), 0.0, k.in(0), k.out(0));
+    });
     Tensor db = Tensor::empty(da.shape(), acc);
-    kernels::unary(kernels::UnaryOp::Neg, da, db);
+    capture::launch("neg", {&da}, {&db}, [](const capture::KernelArgs& k) {
+      kernels::unary(kernels::UnaryOp::Neg, k.in(0), k.out(0));
+    });
     return {da.to(a.dtype()), db.to(b.dtype())};
   }
   void release_saved() override { a = b = Tensor(); }
@@ -120,16 +134,23 @@ struct EmbeddingBackward final : autograd::Node {
     const int64_t d = weight_shape[1];
     const Tensor idx = indices.to(DType::I64).contiguous();
     const Tensor g = grads[0].to(acc).contiguous();
-    Tensor dw = Tensor::zeros(weight_shape, acc);
-    visit_dtype(acc, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_floating_point_v<T>) {
-        for (int64_t i = 0; i < idx.numel(); ++i) {
-          T* row = dw.data<T>() + idx.data<int64_t>()[i] * d;
-          const T* src = g.data<T>() + i * d;
-          for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+    Tensor dw = Tensor::empty(weight_shape, acc);
+    capture::launch("embedding_backward", {&idx, &g}, {&dw}, [d](const capture::KernelArgs& k) {
+      const Tensor& dw = k.out(0);
+      visit_dtype(dw.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<T>) {
+          T* out = dw.data<T>();
+          std::fill(out, out + dw.numel(), T(0));
+          const int64_t* index = k.in(0).data<int64_t>();
+          const T* g = k.in(1).data<T>();
+          for (int64_t i = 0; i < k.in(0).numel(); ++i) {
+            T* row = out + index[i] * d;
+            const T* src = g + i * d;
+            for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+          }
         }
-      }
+      });
     });
     return {dw.to(weight_dtype), Tensor()};
   }

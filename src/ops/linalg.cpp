@@ -122,8 +122,11 @@ struct LinearBackward final : autograd::Node {
         gemm_2d(g.transpose(0, 1), x2d, gw);
       } else {
         const Tensor gt = Tensor::empty({g.size(1), g.size(0)}, g.dtype());  // [out, N]
-        kernels::transpose_2d(g.data_ptr(), g.size(0), g.size(1), g.size(1), gt.data_ptr(),
-                              g.size(0), g.element_size());
+        capture::launch("transpose", {&g}, {&gt}, [](const capture::KernelArgs& k) {
+          const Tensor& from = k.in(0);
+          kernels::transpose_2d(from.data_ptr(), from.size(0), from.size(1), from.size(1),
+                                k.out(0).data_ptr(), from.size(0), from.element_size());
+        });
         gemm_2d(gt, x2d, gw);
       }
     }

@@ -21,6 +21,13 @@ using kernels::Activation;
 
 enum class NormKind { Layer, Rms, Group };
 
+// The norm kernels' optional operands: a missing one is an undefined tensor.
+const Tensor& or_none(const Tensor* t) {
+  static const Tensor none;
+  return t != nullptr ? *t : none;
+}
+const Tensor* optional(const Tensor& t) { return t.defined() ? &t : nullptr; }
+
 // The forward's statistics (f32, f64 for f64 x) are kept for the backward, which runs the
 // vectorised kernels of kernels/norm_backward.h (dx in x's dtype and layout, one rounding).
 struct NormBackward final : autograd::Node {
@@ -42,11 +49,25 @@ struct NormBackward final : autograd::Node {
     if (weight.defined() && next_edges[1].valid()) out.dweight = Tensor::empty_like(weight);
     if (bias.defined() && next_edges.size() > 2 && next_edges[2].valid())
       out.dbias = Tensor::empty_like(bias);
-    if (kind == NormKind::Group)
-      kernels::group_norm_backward(x, grads[0], groups, weight, bias, activation, stats, out);
-    else
-      kernels::layer_norm_backward(x, grads[0], normalized_shape, weight, kind == NormKind::Rms,
-                                   stats, out);
+    // One kernel for the graph's record, every tensor an argument (the node's own members are
+    // released after the backward; the closure holds only options).
+    capture::launch(
+        name(),
+        {&x, &grads[0], optional(weight), optional(bias), optional(stats.mean),
+         optional(stats.rstd)},
+        {optional(out.dx), optional(out.dweight), optional(out.dbias)},
+        [kind = kind, groups = groups, activation = activation,
+         normalized_shape = normalized_shape](const capture::KernelArgs& k) {
+          const kernels::NormStats st{or_none(k.optional(4)), or_none(k.optional(5))};
+          kernels::NormGrads o{or_none(k.outputs[0]), or_none(k.outputs[1]),
+                               or_none(k.outputs[2])};
+          if (kind == NormKind::Group)
+            kernels::group_norm_backward(k.in(0), k.in(1), groups, or_none(k.optional(2)),
+                                         or_none(k.optional(3)), activation, st, o);
+          else
+            kernels::layer_norm_backward(k.in(0), k.in(1), normalized_shape,
+                                         or_none(k.optional(2)), kind == NormKind::Rms, st, o);
+        });
     return {out.dx, out.dweight, out.dbias};
   }
   void release_saved() override {
@@ -65,12 +86,6 @@ bool norm_needs_grad(const Tensor& x, const Tensor& w, const Tensor& b) {
   return autograd::needs_grad({&x, &w, &b});
 }
 
-// The norm kernels' optional operands: a missing one is an undefined tensor.
-const Tensor& or_none(const Tensor* t) {
-  static const Tensor none;
-  return t != nullptr ? *t : none;
-}
-const Tensor* optional(const Tensor& t) { return t.defined() ? &t : nullptr; }
 
 // A norm kernel's launch: inputs x, weight, bias; outputs out and, for a backward, the stats.
 template <class Run>

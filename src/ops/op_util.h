@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/kernels/reduce.h"
@@ -36,7 +37,9 @@ inline Tensor sum_to(const Tensor& g, const Shape& shape, DType dtype) {
         dims.push_back(d);
     if (!dims.empty()) {
       out = Tensor::empty(kernels::reduced_shape(g.shape(), dims, true, "sum_to"), g.dtype());
-      kernels::sum(g, dims, true, out);
+      capture::launch("sum", {&g}, {&out}, [dims](const capture::KernelArgs& k) {
+        kernels::sum(k.in(0), dims, true, k.out(0));
+      });
     }
     out = out.reshape(shape);
   }

@@ -187,7 +187,11 @@ struct WarpBackward final : autograd::Node {
     const DType acc = flow.dtype();
     Tensor dx = Tensor::zeros(x.shape(), acc);
     Tensor dflow = Tensor::empty(flow.shape(), acc);
-    kernels::warp2d_backward(grads[0].to(acc), x, flow, dx, dflow);
+    const Tensor g = grads[0].to(acc);
+    capture::launch("warp_backward", {&g, &x, &flow}, {&dx, &dflow},
+                    [](const capture::KernelArgs& k) {
+                      kernels::warp2d_backward(k.in(0), k.in(1), k.in(2), k.out(0), k.out(1));
+                    });
     Tensor dx_out = Tensor::empty_like(x, MemoryFormat::Preserve);
     dx_out.copy_(dx);
     return {dx_out, dflow.to(flow_dtype)};

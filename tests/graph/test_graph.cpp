@@ -10,6 +10,7 @@
 #include "mixprec/graph/graph.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/layers.h"
+#include "mixprec/optim/adam.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
 #include "mixprec/ops/conv.h"
@@ -547,6 +548,55 @@ TEST(Graph, AnotherDispatchLevelIsAClearError) {
   scalar.level = IsaLevel::Scalar;
   ScopedDispatch forced(scalar);
   EXPECT_NE(error_of([&] { g.run({Tensor::zeros({4})}); }).find("dispatch"), std::string::npos);
+}
+
+// A training step's forward and backward captured whole (CaptureOptions::autograd): the
+// gradients a replay gives are the eager backward's bit for bit, also after AdamW steps changed
+// the parameters in place between replays, and a replay allocates nothing.
+TEST(Graph, TrainingStepForwardAndBackwardReplayBitIdentically) {
+  for (const DType dtype : {DType::F32, DType::BF16}) {
+    Generator gen(11);
+    nn::Linear fc1{32, 64, true, gen}, fc2{64, 16, true, gen};
+    fc1.to(dtype);
+    fc2.to(dtype);
+    std::vector<Tensor> params = fc1.parameters();
+    for (const Tensor& p : fc2.parameters()) params.push_back(p);
+    const LossFunction loss_of = [&](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{
+          mse_loss(fc2.forward(gelu(fc1.forward(in[0]))).to(DType::F32), in[1])};
+    };
+    const Function step = with_gradients(loss_of, params);
+    Tensor x = Tensor::randn({8, 32}, gen, dtype), y = Tensor::randn({8, 16}, gen);
+    CaptureOptions options;
+    options.autograd = true;
+    Graph g = capture(step, {x, y}, options);
+    optim::AdamW adam(params, {.lr = 1e-2});
+    for (int round = 0; round < 3; ++round) {
+      x = Tensor::randn({8, 32}, gen, dtype), y = Tensor::randn({8, 16}, gen);
+      const std::vector<Tensor> eager = step({x, y});
+      const MemoryStats before = CachingAllocator::global().stats();
+      const std::vector<Tensor>& replayed = g.run({x, y});
+      if (round > 0) EXPECT_EQ(CachingAllocator::global().stats().num_allocs, before.num_allocs);
+      ASSERT_EQ(replayed.size(), params.size() + 1);
+      for (std::size_t i = 0; i < replayed.size(); ++i)
+        EXPECT_TRUE(bit_equal(eager[i], replayed[i]))
+            << dtype_name(dtype) << " round " << round << " output " << i;
+      set_gradients(params, replayed);
+      adam.step();  // the next replay must see the updated parameters
+      adam.zero_grad();
+    }
+  }
+}
+
+// Without the option a backward inside the function has nothing to run on: a clear error.
+TEST(Graph, BackwardWithoutAutogradIsAClearError) {
+  Generator gen(12);
+  nn::Linear fc{8, 4, true, gen};
+  const Function step = with_gradients(
+      [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{sum(fc.forward(in[0]))}; },
+      fc.parameters());
+  EXPECT_NE(error_of([&] { capture(step, {Tensor::randn({2, 8}, gen)}); }).find("scalar"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ class GradScaler {
   void update();
 
   double get_scale() const { return scale_; }
+  bool enabled() const { return options_.enabled; }
   int64_t growth_tracker() const { return growth_tracker_; }
   int64_t skipped_steps() const { return skipped_steps_; }  // since construction
   bool last_step_skipped() const { return last_skipped_; }

@@ -74,6 +74,10 @@ struct CaptureOptions {
   // concatenation directly (no copy, no separate output). The arithmetic is unchanged: the
   // results stay bit-identical.
   bool fuse_convolutions = true;
+  // Capture with autograd recording, as the caller's grad mode has it (the default runs the
+  // function under InferenceMode): a function that runs a backward, such as with_gradients'
+  // training step, is captured whole, the backward's kernels recorded like the forward's.
+  bool autograd = false;
 };
 
 // Memory of a graph, in bytes.
@@ -115,8 +119,9 @@ class Graph {
   std::size_t elided_copies() const;      // concatenation copies a convolution writes for
 
   // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
-  // or a constant), then the memory summary.
-  std::string to_string() const;
+  // or a constant), then the memory summary. With `kernel_ms` (one per kernel, as kernel_times
+  // gives), each line ends with its kernel's milliseconds.
+  std::string to_string(const std::vector<double>& kernel_ms = {}) const;
   // The same as a Graphviz digraph: kernels as boxes, buffers as ellipses.
   std::string to_dot() const;
   // Where a replay's time goes: runs the graph `rounds` times on what inputs() hold, timing
@@ -128,6 +133,8 @@ class Graph {
     int count = 0;
   };
   std::vector<OpTime> profile(int rounds = 10) const;
+  // The same per kernel, in replay order: milliseconds per replay.
+  std::vector<double> kernel_times(int rounds = 10) const;
 
   struct Impl;
 
@@ -140,6 +147,19 @@ class Graph {
 // Captures `fn` on `example_inputs` (see the top of this file). Runs with autograd off.
 Graph capture(const Function& fn, const std::vector<Tensor>& example_inputs,
               const CaptureOptions& options = {});
+
+// A training step's forward and backward as one function to capture (with autograd on).
+// `loss_fn` returns the loss to differentiate (a scalar) and, after it, any values to report
+// (detached: the unscaled loss, say). The function returns {loss, d loss / d params[0], ...,
+// d loss / d params[P-1], reported values...}, a gradient undefined for a parameter the loss
+// does not reach. The parameters' .grad() is set aside while it runs and put back after: the
+// gradients are outputs (set_gradients makes them .grad()). The parameters are constants of the
+// graph: updated in place between replays (an optimizer step), the next replay sees them.
+using LossFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+Function with_gradients(LossFunction loss_fn, std::vector<Tensor> params);
+// Makes outputs [1, 1 + params.size()) of a with_gradients graph the parameters' .grad() (views
+// of the graph's arena, valid until its next run; an undefined one clears that .grad()).
+void set_gradients(const std::vector<Tensor>& params, const std::vector<Tensor>& outputs);
 
 // A function captured once per input signature (each input's shape, dtype and layout, the
 // kernel dispatch and the autocast state), as MLX's compile and torch.compile do: a call with a new signature captures

@@ -29,10 +29,12 @@
 // rank's scaler skips a step any rank overflowed, and step() and evaluate() return the mean
 // over every rank's sequences. The weights must start equal (DataParallel::broadcast_parameters).
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
+#include "mixprec/graph/graph.h"
 #include "mixprec/models/gpt.h"
 #include "mixprec/models/mixed_precision_optimizer.h"
 #include "mixprec/models/text_dataset.h"
@@ -61,6 +63,11 @@ struct GPTTrainOptions {
   // The ranks training together (not owned; outlives the trainer); null or a world of one: alone.
   const Communicator* world = nullptr;
   nn::DataParallelOptions data_parallel{};
+  // Each micro-batch's forward and backward replayed from a captured graph (graph::
+  // with_gradients, captured at the first step and again after a fallback): no op front-end
+  // walked, every activation and gradient in one planned arena, nothing allocated. The
+  // gradients, the loss and so the training are the same bits as eager. Alone only (no ranks).
+  bool graph = false;
 };
 
 // The trainer's settings as a user writes them, with their defaults: `mixprec train gpt` parses
@@ -80,6 +87,7 @@ struct GPTTrainSettings {
   std::string rounding = "nearest";  // | "stochastic"
   double loss_scale = 65536.0;
   int64_t fallback_after = 10;
+  bool graph = false;  // GPTTrainOptions::graph
   GPTTrainOptions options() const;
 };
 
@@ -115,6 +123,8 @@ class GPTTrainer {
 
  private:
   Tensor forward_loss(const TokenBatch& batch);
+  // Micro-batch k of n by replaying step_graph_ (capturing it first); returns its loss.
+  double replay_micro_batch(const TokenBatch& batch, int64_t k, int64_t n);
   // Index of this rank's micro-batch `k` of step `index` in the stream of `options_.batch`-sized
   // batches.
   int64_t shard_index(int64_t micro_index) const;
@@ -125,6 +135,9 @@ class GPTTrainer {
   const TextDataset& data_;
   GPTTrainOptions options_;
   MixedPrecisionOptimizer optimizer_;  // AdamW, loss scaling, accumulation, fallback
+  // With options_.graph: a micro-batch's forward and backward, {tokens, targets, loss scale} ->
+  // {scaled loss, gradients..., loss} (graph::with_gradients).
+  std::unique_ptr<graph::CompiledFunction> step_graph_;
 };
 
 }  // namespace mixprec::models

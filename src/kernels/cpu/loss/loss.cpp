@@ -11,6 +11,7 @@
 #include "loss_kernels.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/parallel.h"
+#include "mixprec/kernels/convert.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -24,6 +25,12 @@ constexpr int64_t kMaxSumChunks = 256;                  // partial sums of one r
 const LossKernels& kernels_for(bool f64) {
   using namespace loss_detail;
   return family_kernels<LossKernels, loss_scalar, loss_avx2, loss_avx512, loss_f64>(f64);
+}
+
+// A reduced loss into out (f32 or f64, shape []): rounded once, no scalar tensor made (a graph
+// replay allocates nothing).
+void write_scalar(const Tensor& out, double value) {
+  convert(&value, DType::F64, out.data_ptr(), out.dtype(), 1);
 }
 
 // out: shape [] (Mean, Sum) or `none_shape` (None), dtype f32 or f64 as the inputs decide.
@@ -92,7 +99,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& ou
   }
   double total = 0.0;
   for (double l : losses) total += l;
-  out.fill_(options.reduction == Reduction::Sum ? total : total / static_cast<double>(counted));
+  write_scalar(out, options.reduction == Reduction::Sum ? total : total / static_cast<double>(counted));
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad,
@@ -162,7 +169,7 @@ void mse_loss(const Tensor& a, const Tensor& b, const Tensor& out, Reduction red
   });
   double total = 0.0;
   for (double p : partial) total += p;
-  out.fill_(reduction == Reduction::Sum ? total : total / static_cast<double>(n));
+  write_scalar(out, reduction == Reduction::Sum ? total : total / static_cast<double>(n));
 }
 
 }  // namespace mixprec::kernels
