@@ -42,6 +42,8 @@ struct Row {
   double ms = 0, min_ms = 0, tokens_per_s = 0, peak_alloc_mib = NAN, rss_mib = 0, loss = 0;
   double mean_ms = 0;        // with --profile: the mean step the ops are a share of
   std::vector<OpTime> ops;  // with --profile
+  // With --graph, the replayed graph's kernels and memory plan (MiB); kernels 0 otherwise.
+  double graph_kernels = 0, arena_mib = 0, live_peak_mib = 0, eager_peak_mib = 0;
 };
 
 // The categories of a profile: the first row whose key the op's or backward node's name
@@ -151,16 +153,31 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
            std::to_string(e.backward_seconds * per_step) + ", " +
            std::to_string((e.calls + e.backward_calls) / steps) + "]";
   const double mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(steps);
+  // The replayed graph's memory plan: its arena against the eager peak of the same function.
+  std::string plan;
+  if (const graph::Graph* g = trainer.step_graph()) {
+    const graph::MemoryPlan& m = g->memory();
+    const double mib = 1.0 / (1 << 20);
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ", \"graph\": {\"kernels\": %zu, \"arena_mib\": %.2f, \"inputs_mib\": %.3f, "
+                  "\"live_peak_mib\": %.2f, \"eager_peak_mib\": %.2f}",
+                  g->size(), static_cast<double>(m.arena_bytes) * mib,
+                  static_cast<double>(m.input_bytes) * mib,
+                  static_cast<double>(m.live_peak_bytes) * mib,
+                  static_cast<double>(m.eager_peak_bytes) * mib);
+    plan = text;
+  }
   std::printf(
       "{\"mode\": \"%s\", \"ms_per_step\": %.2f, \"min_ms\": %.2f, \"tokens_per_s\": %.1f, "
       "\"peak_alloc_mib\": %.2f, \"peak_rss_mib\": %.2f, \"last_loss\": %.4f, "
-      "\"mean_ms\": %.3f, \"ops\": {%s}}\n",
+      "\"mean_ms\": %.3f, \"ops\": {%s}%s}\n",
       (precision + (checkpoint_activations ? " +ckpt" : "") + (graph ? " +graph" : "")).c_str(),
       p50,
       *std::min_element(ms.begin(), ms.end()),
       static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
       static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
-      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss, mean_ms, ops.c_str());
+      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss, mean_ms, ops.c_str(), plan.c_str());
   return 0;
 }
 
@@ -185,6 +202,12 @@ Row parse_row(const io::JsonValue& v, const std::string& prefix) {
   r.rss_mib = result.number("peak_rss_mib");
   r.loss = result.number("last_loss");
   if (const io::JsonValue* mean = v.find("mean_ms")) r.mean_ms = mean->as_double();
+  if (const io::JsonValue* g = v.find("graph")) {
+    r.graph_kernels = json_member(*g, "kernels", "bench train").as_double();
+    r.arena_mib = json_member(*g, "arena_mib", "bench train").as_double();
+    r.live_peak_mib = json_member(*g, "live_peak_mib", "bench train").as_double();
+    r.eager_peak_mib = json_member(*g, "eager_peak_mib", "bench train").as_double();
+  }
   if (const io::JsonValue* ops = v.find("ops"))
     for (const io::JsonMember& m : ops->members())
       r.ops.push_back({m.key, m.value.items().at(0).as_double(),
@@ -300,6 +323,12 @@ int run_bench_train(Args args) {
                   f32 != nullptr ? f32->ms / r.ms : NAN,
                   torch_bf16 != nullptr ? torch_bf16->ms / r.ms : NAN);
     if (!peer_note.empty()) std::printf("%s\n", peer_note.c_str());
+    for (const Row& r : rows)
+      if (r.graph_kernels > 0)
+        std::printf("%s: %.0f kernels per micro-batch; arena %.1f MiB (most alive at once %.1f) "
+                    "vs the eager forward and backward's peak %.1f MiB = %.1f%%\n",
+                    r.name.c_str(), r.graph_kernels, r.arena_mib, r.live_peak_mib,
+                    r.eager_peak_mib, 100.0 * r.arena_mib / r.eager_peak_mib);
     for (const Row& r : rows)
       if (!r.ops.empty()) print_profile(r);
   }

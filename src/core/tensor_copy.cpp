@@ -250,11 +250,19 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
     source = src.clone(MemoryFormat::Contiguous);  // read everything before writing anything
   }
   source = source.expand(shape_);
-  capture::launch("copy", {&source}, {this}, [](const capture::KernelArgs& a) {
-    const Tensor &src = a.in(0), &dst = a.out(0);
-    strided_convert(dst.shape(), dst.data_ptr(), dst.dtype(), dst.strides(), src.data_ptr(),
-                    src.dtype(), src.strides());
-  });
+  // Elementwise for a graph's memory plan: a copy of a tensor that dies there (a gradient
+  // cloned into .grad, say) may take its place, which makes the replayed copy a no-op.
+  capture::launch(
+      "copy", {&source}, {this},
+      [](const capture::KernelArgs& a) {
+        const Tensor &src = a.in(0), &dst = a.out(0);
+        if (src.data_ptr() == dst.data_ptr() && src.dtype() == dst.dtype() &&
+            src.strides() == dst.strides())
+          return;  // onto itself
+        strided_convert(dst.shape(), dst.data_ptr(), dst.dtype(), dst.strides(), src.data_ptr(),
+                        src.dtype(), src.strides());
+      },
+      capture::Aliasing::Elementwise);
   return *this;
 }
 
