@@ -44,6 +44,7 @@ struct Row {
   std::vector<OpTime> ops;  // with --profile
   // With --graph, the replayed graph's kernels and memory plan (MiB); kernels 0 otherwise.
   double graph_kernels = 0, arena_mib = 0, live_peak_mib = 0, eager_peak_mib = 0;
+  double side_replay_ms = 0, side_eager_ms = 0;  // p50s with steps alternating in one process
 };
 
 // The categories of a profile: the first row whose key the op's or backward node's name
@@ -154,18 +155,38 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
            std::to_string((e.calls + e.backward_calls) / steps) + "]";
   const double mean_ms = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(steps);
   // The replayed graph's memory plan: its arena against the eager peak of the same function.
+  // Then the speed side by side: the same trainer runs its next steps eagerly and replayed in
+  // turn (which goes first alternating too), so the machine's noise falls on both.
   std::string plan;
+  const double peak_alloc_mib =
+      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20);
+  const double peak_rss_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
   if (const graph::Graph* g = trainer.step_graph()) {
+    std::vector<double> replay_ms, eager_ms;
+    auto timed = [&](bool replay, int64_t i) {
+      trainer.set_graph_replay(replay);
+      const auto t0 = std::chrono::steady_clock::now();
+      trainer.step(i);
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    for (int64_t i = 0; i < steps; ++i) {
+      const bool replay_first = i % 2 == 0;
+      (replay_first ? replay_ms : eager_ms).push_back(timed(replay_first, 2 * i));
+      (replay_first ? eager_ms : replay_ms).push_back(timed(!replay_first, 2 * i + 1));
+    }
     const graph::MemoryPlan& m = g->memory();
     const double mib = 1.0 / (1 << 20);
     char text[256];
     std::snprintf(text, sizeof text,
                   ", \"graph\": {\"kernels\": %zu, \"arena_mib\": %.2f, \"inputs_mib\": %.3f, "
-                  "\"live_peak_mib\": %.2f, \"eager_peak_mib\": %.2f}",
+                  "\"live_peak_mib\": %.2f, \"eager_peak_mib\": %.2f, \"replay_ms\": %.2f, "
+                  "\"eager_ms\": %.2f}",
                   g->size(), static_cast<double>(m.arena_bytes) * mib,
                   static_cast<double>(m.input_bytes) * mib,
                   static_cast<double>(m.live_peak_bytes) * mib,
-                  static_cast<double>(m.eager_peak_bytes) * mib);
+                  static_cast<double>(m.eager_peak_bytes) * mib, median(replay_ms),
+                  median(eager_ms));
     plan = text;
   }
   std::printf(
@@ -176,8 +197,7 @@ int run_one(const std::string& precision, int64_t warmup, int64_t steps, int64_t
       p50,
       *std::min_element(ms.begin(), ms.end()),
       static_cast<double>(batch * model.config().context) / (p50 / 1000.0),
-      static_cast<double>(CachingAllocator::global().stats().peak_allocated_bytes) / (1 << 20),
-      static_cast<double>(peak_rss_bytes()) / (1 << 20), loss, mean_ms, ops.c_str(), plan.c_str());
+      peak_alloc_mib, peak_rss_mib, loss, mean_ms, ops.c_str(), plan.c_str());
   return 0;
 }
 
@@ -207,6 +227,8 @@ Row parse_row(const io::JsonValue& v, const std::string& prefix) {
     r.arena_mib = json_member(*g, "arena_mib", "bench train").as_double();
     r.live_peak_mib = json_member(*g, "live_peak_mib", "bench train").as_double();
     r.eager_peak_mib = json_member(*g, "eager_peak_mib", "bench train").as_double();
+    r.side_replay_ms = json_member(*g, "replay_ms", "bench train").as_double();
+    r.side_eager_ms = json_member(*g, "eager_ms", "bench train").as_double();
   }
   if (const io::JsonValue* ops = v.find("ops"))
     for (const io::JsonMember& m : ops->members())
@@ -326,9 +348,11 @@ int run_bench_train(Args args) {
     for (const Row& r : rows)
       if (r.graph_kernels > 0)
         std::printf("%s: %.0f kernels per micro-batch; arena %.1f MiB (most alive at once %.1f) "
-                    "vs the eager forward and backward's peak %.1f MiB = %.1f%%\n",
+                    "vs the eager forward and backward's peak %.1f MiB = %.1f%%; side by side "
+                    "with an eager trainer, steps alternating: %.1f vs %.1f ms = %.3fx\n",
                     r.name.c_str(), r.graph_kernels, r.arena_mib, r.live_peak_mib,
-                    r.eager_peak_mib, 100.0 * r.arena_mib / r.eager_peak_mib);
+                    r.eager_peak_mib, 100.0 * r.arena_mib / r.eager_peak_mib, r.side_replay_ms,
+                    r.side_eager_ms, r.side_eager_ms / r.side_replay_ms);
     for (const Row& r : rows)
       if (!r.ops.empty()) print_profile(r);
   }

@@ -120,6 +120,9 @@ class GPTTrainer {
   // The gradient reduction of a data-parallel run (its times, the replica check); null alone.
   const nn::DataParallel* data_parallel() const { return optimizer_.data_parallel(); }
   MixedPrecisionOptimizer& mixed_precision() { return optimizer_; }
+  // Turns graph replay on or off from the next step (the same bits either way); a graph
+  // captured already is kept.
+  void set_graph_replay(bool on) { options_.graph = on; }
   // With options().graph, the graph the last micro-batch replayed (nullptr before the first).
   const graph::Graph* step_graph() const {
     return step_graph_ != nullptr ? step_graph_->last() : nullptr;
