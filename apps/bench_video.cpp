@@ -219,8 +219,10 @@ int run_graph_compare(const RunOne& o, bool json, const std::string& dump) {
               percentile(replay_ms, 99), 1000.0 / median(replay_ms));
   std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code, %zu "
               "folded into constants, %zu upsamples read through by convolutions, %zu "
-              "concatenation copies written by convolutions)\n",
-              ratio, g.size(), g.eliminated(), g.folded(), g.fused_upsamples(), g.elided_copies());
+              "concatenation copies written by convolutions, %zu activations and adds folded "
+              "into their producer)\n",
+              ratio, g.size(), g.eliminated(), g.folded(), g.fused_upsamples(), g.elided_copies(),
+              g.fused_epilogues());
   // A replay runs the kernels alone: what eager spends beyond it is the framework (op
   // front-ends, autocast, allocation, dispatch to the kernel).
   std::printf("framework overhead of eager (1 - replay / eager, p50): %.1f%%\n",

@@ -75,6 +75,7 @@ struct Graph::Impl {
   std::size_t eliminated = 0;
   std::size_t folded = 0;
   std::size_t fused_upsamples = 0, elided_copies = 0;
+  std::size_t fused_epilogues = 0;  // elementwise kernels folded into their producer
   MemoryPlan memory;
   std::vector<Chain> chains;  // in node order, disjoint
 
@@ -91,6 +92,9 @@ struct Graph::Impl {
   // A nearest upsample read only by a convolution becomes part of it; a convolution's output
   // copied into a concatenation is written into it (rewrite.cpp). Then sets the lifetimes.
   void fuse_into_convolutions();
+  // A SiLU after a GroupNorm, an add after a convolution, folded into it (rewrite.cpp). Then
+  // sets the lifetimes.
+  void fuse_epilogues();
   // Reorders the kernels (each still after every kernel whose results or memory it depends on)
   // to keep fewer bytes alive at once, when that lowers the peak (plan.cpp).
   void schedule();

@@ -49,6 +49,12 @@ bool any_between(const std::vector<int>& kernels, int after, int before) {
                      [&](int i) { return i > after && i < before; });
 }
 
+// Whether `node` reads `buffer` through one of its inputs from input `first` on.
+bool reads(const Graph::Impl& g, const Node& node, int buffer, std::size_t first) {
+  return std::any_of(node.inputs.begin() + static_cast<std::ptrdiff_t>(first), node.inputs.end(),
+                     [&](int v) { return v >= 0 && g.views[static_cast<std::size_t>(v)].buffer == buffer; });
+}
+
 // An intermediate that is not an output of the graph: its memory is the graph's to plan away.
 bool private_intermediate(const Buffer& b) {
   return b.kind == BufferKind::Intermediate && !b.output;
@@ -59,10 +65,8 @@ bool private_intermediate(const Buffer& b) {
 void Graph::Impl::fuse_into_convolutions() {
   std::vector<bool> removed(nodes.size(), false);
   const auto view = [&](int v) -> const View& { return views[static_cast<std::size_t>(v)]; };
-  // Whether `node` reads `buffer` through one of its inputs from input `first` on.
   const auto reads = [&](const Node& node, int buffer, std::size_t first) {
-    return std::any_of(node.inputs.begin() + static_cast<std::ptrdiff_t>(first), node.inputs.end(),
-                       [&](int v) { return v >= 0 && view(v).buffer == buffer; });
+    return graph::reads(*this, node, buffer, first);
   };
 
   // A nearest upsample whose result only one convolution reads, as its input x: the convolution
@@ -121,6 +125,93 @@ void Graph::Impl::fuse_into_convolutions() {
     ++elided_copies;
   }
 
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(nodes[i]));
+  nodes = std::move(kept);
+  set_lifetimes();
+}
+
+// An elementwise kernel that only finishes another's output (CaptureOptions::fuse_epilogues):
+// a SiLU after a GroupNorm becomes the GroupNorm's activation, an add after a convolution its
+// residual epilogue. The producer then writes where the elementwise kernel wrote, with one
+// rounding where there were two: the results move by up to a rounding of the output dtype.
+void Graph::Impl::fuse_epilogues() {
+  std::vector<bool> removed(nodes.size(), false);
+  const std::vector<Uses> uses = uses_of(*this);
+  const auto view = [&](int v) -> const View& { return views[static_cast<std::size_t>(v)]; };
+  // The same elements in the same order: one view, or two dense row-major views of a buffer's
+  // same span (a linear layer writes [M, N] what the next op reads as [B, T, N]).
+  const auto row_major = [](const View& v) { return v.strides == contiguous_strides(v.shape); };
+  const auto same_elements = [&](const View& a, const View& b) {
+    return a.dtype == b.dtype && shape_numel(a.shape) == shape_numel(b.shape) &&
+           ((a.shape == b.shape && a.strides == b.strides) || (row_major(a) && row_major(b)));
+  };
+  // `like`'s shape and strides on `at`'s buffer and offset: what the producer reads or writes
+  // in place of a view the elementwise kernel had.
+  const auto rehome = [&](int like, int at) {
+    View v = view(like);
+    v.buffer = view(at).buffer;
+    v.offset = view(at).offset;
+    views.push_back(v);
+    return static_cast<int>(views.size()) - 1;
+  };
+  for (int p = 0; p < static_cast<int>(nodes.size()); ++p) {
+    Node& producer = nodes[static_cast<std::size_t>(p)];
+    const bool takes_activation = static_cast<bool>(producer.fusions.applying_activation);
+    const int slot = producer.fusions.residual_input;
+    if (removed[static_cast<std::size_t>(p)] || (!takes_activation && slot < 0) ||
+        producer.outputs.empty() || producer.outputs[0] < 0)
+      continue;
+    const int made_view = producer.outputs[0];
+    const View& made = view(made_view);
+    const Uses& made_uses = uses[static_cast<std::size_t>(made.buffer)];
+    if (!private_intermediate(buffers[static_cast<std::size_t>(made.buffer)]) ||
+        made_uses.writers.size() != 1 || made_uses.readers.size() != 1)
+      continue;
+    const int q = made_uses.readers[0];
+    const Node& finisher = nodes[static_cast<std::size_t>(q)];
+    if (q <= p || removed[static_cast<std::size_t>(q)] || finisher.outputs.size() != 1 ||
+        finisher.outputs[0] < 0 || finisher.aliasing != capture::Aliasing::Elementwise)
+      continue;
+    const View& result = view(finisher.outputs[0]);
+    const Uses& result_uses = uses[static_cast<std::size_t>(result.buffer)];
+    // The producer writes the result earlier than the finisher did: nothing in between may
+    // see that buffer, and the producer must not read it.
+    if (!same_elements(result, made) || result.buffer == made.buffer ||
+        any_between(result_uses.readers, p, q) || any_between(result_uses.writers, p, q) ||
+        reads(*this, producer, result.buffer, 0))
+      continue;
+    const auto reads_made = [&](int v) {
+      return v >= 0 && view(v).buffer == made.buffer && view(v).offset == made.offset &&
+             same_elements(view(v), made);
+    };
+    capture::Kernel fused;
+    int residual = -1;
+    if (takes_activation && finisher.inputs.size() == 1 && reads_made(finisher.inputs[0])) {
+      fused = producer.fusions.applying_activation(finisher.op);
+    } else if (slot >= 0 && finisher.op == "add" && finisher.inputs.size() == 2 &&
+               static_cast<std::size_t>(slot) < producer.inputs.size() &&
+               producer.inputs[static_cast<std::size_t>(slot)] < 0 &&
+               reads_made(finisher.inputs[0]) != reads_made(finisher.inputs[1])) {
+      residual = finisher.inputs[reads_made(finisher.inputs[0]) ? 1 : 0];
+      const View& r = view(residual);
+      // The other operand, whole and laid out as the output, finished before the producer runs.
+      if (!same_elements(r, made) || r.buffer == made.buffer || r.buffer == result.buffer ||
+          any_between(uses[static_cast<std::size_t>(r.buffer)].writers, p, q))
+        continue;
+      fused = producer.kernel;  // the same kernel: the residual slot is now filled
+    }
+    if (!fused) continue;
+    producer.kernel = std::move(fused);
+    if (residual >= 0) producer.inputs[static_cast<std::size_t>(slot)] = rehome(made_view, residual);
+    producer.outputs[0] = rehome(made_view, finisher.outputs[0]);
+    producer.op += "+" + finisher.op;
+    producer.fusions.applying_activation = nullptr;
+    producer.fusions.residual_input = -1;
+    removed[static_cast<std::size_t>(q)] = true;
+    ++fused_epilogues;
+  }
   std::vector<Node> kept;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (!removed[i]) kept.push_back(std::move(nodes[i]));

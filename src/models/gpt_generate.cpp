@@ -93,12 +93,17 @@ Tensor generate(GPT& model, const Tensor& prompt, int64_t max_new_tokens, double
       const Tensor token = out.slice(1, t - 1, t).contiguous();  // [B, 1]
       position.data<int64_t>()[0] = t - 1;
       const std::vector<Tensor> inputs{token, position};
-      if (!step)
+      if (!step) {
+        // The tokens must be the cached and window decodings' own: no pass that rounds
+        // differently (the residual adds it would fold are a few microseconds of the step).
+        graph::CaptureOptions options;
+        options.fuse_epilogues = false;
         step = graph::capture(
             [&](const std::vector<Tensor>& in) {
               return std::vector<Tensor>{model.forward_at(in[0], in[1], cache)};
             },
-            inputs);
+            inputs, options);
+      }
       logits = step->run(inputs)[0];
       cache.length = t;
     } else if (decoding != Decoding::Window && t <= context) {

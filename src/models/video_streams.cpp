@@ -69,6 +69,22 @@ void BatchedVideoStream::set_options(const StreamOptions& options) {
   sampler_graph_.reset();
 }
 
+namespace {
+
+// How a stream captures its sampler: the weights stay as they are for the stream's life, so
+// what depends only on them and on the sampler's timesteps (embeddings, the time MLPs) is
+// computed once, at capture. No pass that rounds differently: a replayed stream's frames are
+// the eager stream's bit for bit (the model calls its fused kernels itself; the one add left,
+// attention's residual, is a few microseconds of a frame).
+graph::CaptureOptions sampler_capture() {
+  graph::CaptureOptions capture;
+  capture.fold_constants = true;
+  capture.fuse_epilogues = false;
+  return capture;
+}
+
+}  // namespace
+
 Tensor BatchedVideoStream::next() {
   InferenceMode inference;
   const int64_t n = streams(), c = model_.config().frame_channels;
@@ -116,11 +132,7 @@ Tensor BatchedVideoStream::next() {
     frames = next_anchor_map_frames(with_anchor(anchors_, batch_context), sigma);
   } else if (options_.graph) {
     if (sampler_graph_ == nullptr) {
-      // The weights stay as they are for the stream's life: what depends only on them and on
-      // the sampler's timesteps (embeddings, the time MLPs) is computed once, at capture.
-      graph::CaptureOptions capture;
-      capture.fold_constants = true;
-      sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, capture);
+      sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, sampler_capture());
     }
     frames = (*sampler_graph_)(inputs)[0];  // lives in the graph's arena until the next frame
     if (options_.still_threshold <= 0 && !options_.quantize) frames = frames.clone();
@@ -170,9 +182,7 @@ Tensor BatchedVideoStream::next_anchor_map_frames(const Tensor& context, const T
     return out[0];
   }
   if (sampler_graph_ == nullptr) {
-    graph::CaptureOptions capture;
-    capture.fold_constants = true;
-    sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, capture);
+    sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, sampler_capture());
   }
   const std::vector<Tensor> out = (*sampler_graph_)(inputs);
   // They live in the graph's arena until the next replay, which reads the map: copy them out.

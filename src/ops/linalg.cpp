@@ -216,11 +216,34 @@ Tensor linear(const Tensor& x_in, std::shared_ptr<const kernels::PackedMatrix> p
   Tensor out = Tensor::empty(out_shape, x.dtype());
   const Tensor out2d = out.view({x2d.size(0), weight.cols()});
   const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
-  capture::launch("linear_packed", {&x2d, bias_c.defined() ? &bias_c : nullptr}, {&out2d},
-                  [packed](const capture::KernelArgs& k) {
-                    kernels::gemm_prepacked(view_of(k.in(0)), *packed, mutable_view_of(k.out(0)),
-                                            bias_epilogue(k.optional(1)));
-                  });
+  // Input 2, a residual [M, N] (absent here), and the activation a graph may fold in
+  // (CaptureOptions::fuse_epilogues): the epilogue adds and applies them before rounding.
+  auto kernel = [packed](kernels::Activation activation) {
+    return capture::Kernel([packed, activation](const capture::KernelArgs& k) {
+      kernels::GemmEpilogue ep = bias_epilogue(k.optional(1));
+      ep.activation = activation;
+      if (const Tensor* r = k.optional(2)) {
+        ep.residual = r->data_ptr();
+        ep.residual_dtype = r->dtype();
+        ep.residual_ld = r->size(1);
+      }
+      kernels::gemm_prepacked(view_of(k.in(0)), *packed, mutable_view_of(k.out(0)), ep);
+    });
+  };
+  capture::Fusions fusions;
+  fusions.residual_input = 2;
+  fusions.applying_activation = [kernel](std::string_view op) {
+    using kernels::Activation;
+    const Activation a = op == "relu"        ? Activation::ReLU
+                         : op == "gelu_tanh" ? Activation::GeluTanh
+                         : op == "gelu_erf"  ? Activation::GeluErf
+                         : op == "silu"      ? Activation::SiLU
+                                             : Activation::None;
+    return a == Activation::None ? capture::Kernel() : kernel(a);
+  };
+  capture::launch("linear_packed", {&x2d, bias_c.defined() ? &bias_c : nullptr, nullptr},
+                  {&out2d}, kernel(kernels::Activation::None), capture::Aliasing::None,
+                  std::move(fusions));
   return out;
 }
 

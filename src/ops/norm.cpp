@@ -89,22 +89,25 @@ bool norm_needs_grad(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 // A norm kernel's launch: inputs x, weight, bias; outputs out and, for a backward, the stats.
 template <class Run>
+capture::Kernel norm_kernel(Run run) {
+  return [run](const capture::KernelArgs& k) {
+    const Tensor &x = k.in(0), &w = or_none(k.optional(1)), &b = or_none(k.optional(2));
+    if (k.outputs[1] == nullptr && k.outputs[2] == nullptr) {
+      static const kernels::NormStats none;  // inference: no stats, no copies
+      run(x, w, b, k.out(0), none);
+    } else {  // rms_norm keeps no mean
+      run(x, w, b, k.out(0), kernels::NormStats{or_none(k.outputs[1]), or_none(k.outputs[2])});
+    }
+  };
+}
+
+template <class Run>
 void launch_norm(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
-                 const Tensor& out, const kernels::NormStats& stats, Run run) {
+                 const Tensor& out, const kernels::NormStats& stats, Run run,
+                 capture::Fusions fusions = {}) {
   capture::launch(op, {&x, optional(weight), optional(bias)},
-                  {&out, optional(stats.mean), optional(stats.rstd)},
-                  [run](const capture::KernelArgs& k) {
-                    const Tensor &x = k.in(0), &w = or_none(k.optional(1)),
-                                 &b = or_none(k.optional(2));
-                    if (k.outputs[1] == nullptr && k.outputs[2] == nullptr) {
-                      static const kernels::NormStats none;  // inference: no stats, no copies
-                      run(x, w, b, k.out(0), none);
-                    } else {  // rms_norm keeps no mean
-                      run(x, w, b, k.out(0),
-                          kernels::NormStats{or_none(k.outputs[1]), or_none(k.outputs[2])});
-                    }
-                  },
-                  capture::Aliasing::FirstInput);
+                  {&out, optional(stats.mean), optional(stats.rstd)}, norm_kernel(run),
+                  capture::Aliasing::FirstInput, std::move(fusions));
 }
 
 Tensor record_norm(Tensor out, std::shared_ptr<NormBackward> node, const Tensor& x, const Tensor& w,
@@ -178,12 +181,20 @@ Tensor group_norm(const Tensor& x_in, int64_t groups, const Tensor& weight_in,
     node->stats = make_stats(x, {x.size(0), groups}, true);
   {
     NoGrad no_grad;
+    auto run = [groups, eps](Activation act) {
+      return [groups, eps, act](const Tensor& x, const Tensor& w, const Tensor& b,
+                                const Tensor& o, const kernels::NormStats& s) {
+        kernels::group_norm(x, groups, w, b, eps, o, act, s);
+      };
+    };
+    // A graph may fold a SiLU that follows into the kernel (CaptureOptions::fuse_epilogues).
+    capture::Fusions fusions;
+    if (activation == Activation::None)
+      fusions.applying_activation = [run](std::string_view op) {
+        return op == "silu" ? norm_kernel(run(Activation::SiLU)) : capture::Kernel();
+      };
     launch_norm(activation == Activation::SiLU ? "group_norm_silu" : "group_norm", x, weight,
-                bias, out, node->stats,
-                [groups, eps, activation](const Tensor& x, const Tensor& w, const Tensor& b,
-                                          const Tensor& o, const kernels::NormStats& s) {
-                  kernels::group_norm(x, groups, w, b, eps, o, activation, s);
-                });
+                bias, out, node->stats, run(activation), std::move(fusions));
   }
   node->kind = NormKind::Group;
   node->groups = groups;

@@ -2,6 +2,8 @@
 // shares space, dead code dropped, and every kind of work a replay cannot repeat refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <thread>
 
@@ -46,7 +48,9 @@ TEST(Graph, ReplayIsBitIdenticalToEagerInEveryDtype) {
     mlp.fc2.to(dtype);
     Generator gen(3);
     const Tensor x = Tensor::randn({8, 64}, gen, dtype);
-    Graph g = capture(std::ref(mlp), {x});
+    CaptureOptions planning_only;  // no pass that changes a rounding
+    planning_only.fuse_epilogues = false;
+    Graph g = capture(std::ref(mlp), {x}, planning_only);
     for (int round = 0; round < 3; ++round) {
       const Tensor x2 = Tensor::randn({8, 64}, gen, dtype);
       std::vector<Tensor> eager;
@@ -548,6 +552,65 @@ TEST(Graph, AnotherDispatchLevelIsAClearError) {
   scalar.level = IsaLevel::Scalar;
   ScopedDispatch forced(scalar);
   EXPECT_NE(error_of([&] { g.run({Tensor::zeros({4})}); }).find("dispatch"), std::string::npos);
+}
+
+// A residual block written with plain ops (GroupNorm, then SiLU; a convolution, then add) and
+// the same block written with the fused ops a hand-tuned model calls. With fuse_epilogues the
+// plain block's replay runs the fused kernels: it is the fused block's eager output bit for bit
+// (and, rounding once where eager rounds twice, close to its own eager output). Without it, it
+// is its own eager output bit for bit.
+TEST(Graph, EpiloguesFoldIntoTheKernelsAHandFusedModelCalls) {
+  Generator gen(21);
+  nn::Conv2d conv1{32, 32, 3, {.padding = 1}, true, gen}, conv2{32, 32, 3, {.padding = 1}, true, gen};
+  nn::GroupNorm norm1{8, 32}, norm2{8, 32};
+  for (nn::Module* m : std::initializer_list<nn::Module*>{&conv1, &conv2, &norm1, &norm2}) {
+    m->to(DType::BF16);
+    m->to(MemoryFormat::ChannelsLast);
+  }
+  auto plain = [&](const std::vector<Tensor>& in) {
+    const Tensor h = conv1.forward(silu(norm1.forward(in[0])));
+    return std::vector<Tensor>{add(conv2.forward(silu(norm2.forward(h))), in[0])};
+  };
+  auto fused = [&](const std::vector<Tensor>& in) {
+    const Tensor h = conv1.forward(group_norm(in[0], 8, norm1.parameters()[0],
+                                              norm1.parameters()[1], 1e-5,
+                                              kernels::Activation::SiLU));
+    const Tensor a = group_norm(h, 8, norm2.parameters()[0], norm2.parameters()[1], 1e-5,
+                                kernels::Activation::SiLU);
+    return std::vector<Tensor>{conv2.forward(a, in[0])};
+  };
+  const Tensor x = Tensor::randn({1, 32, 16, 16}, gen, DType::BF16)
+                       .contiguous(MemoryFormat::ChannelsLast);
+  Graph folded = capture(plain, {x});
+  EXPECT_EQ(folded.fused_epilogues(), 3u);
+  const std::vector<std::string> ops = folded.ops();
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "group_norm+silu"), ops.end());
+  EXPECT_NE(std::find(ops.begin(), ops.end(), "conv2d_packed+add"), ops.end());
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "silu"), ops.end());
+  CaptureOptions unfused_options;
+  unfused_options.fuse_epilogues = false;
+  Graph unfused = capture(plain, {x}, unfused_options);
+  EXPECT_EQ(unfused.fused_epilogues(), 0u);
+  EXPECT_EQ(unfused.size(), folded.size() + 3);
+  for (int round = 0; round < 3; ++round) {
+    const Tensor x2 = Tensor::randn({1, 32, 16, 16}, gen, DType::BF16)
+                          .contiguous(MemoryFormat::ChannelsLast);
+    std::vector<Tensor> eager_plain, eager_fused;
+    {
+      InferenceMode inference;
+      eager_plain = plain({x2});
+      eager_fused = fused({x2});
+    }
+    EXPECT_TRUE(bit_equal(folded.run({x2})[0], eager_fused[0])) << "round " << round;
+    EXPECT_TRUE(bit_equal(unfused.run({x2})[0], eager_plain[0])) << "round " << round;
+    EXPECT_FALSE(bit_equal(eager_plain[0], eager_fused[0]));  // two roundings, not one
+    const Tensor a = eager_plain[0].to(DType::F64).contiguous(),
+                 b = eager_fused[0].to(DType::F64).contiguous();
+    double worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      worst = std::max(worst, std::abs(a.data<double>()[i] - b.data<double>()[i]));
+    EXPECT_LT(worst, 0.1);
+  }
 }
 
 // A training step's forward and backward captured whole (CaptureOptions::autograd): the

@@ -171,11 +171,13 @@ TEST(KVCache, ReplayedStepIsTheEagerStepWithoutAllocating) {
   model.forward_cached(tokens.slice(1, 0, 4).contiguous(), eager);
   model.forward_cached(tokens.slice(1, 0, 4).contiguous(), replayed);
   Tensor position = Tensor::full({1}, 4, DType::I64);
+  graph::CaptureOptions planning_only;  // as generate() captures: no rounding changed
+  planning_only.fuse_epilogues = false;
   graph::Graph step = graph::capture(
       [&](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{model.forward_at(in[0], in[1], replayed)};
       },
-      {tokens.slice(1, 4, 5).contiguous(), position});
+      {tokens.slice(1, 4, 5).contiguous(), position}, planning_only);
   for (int64_t t = 4; t < 32; ++t) {
     const Tensor token = tokens.slice(1, t, t + 1).contiguous();
     position.data<int64_t>()[0] = t;

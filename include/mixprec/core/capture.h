@@ -61,6 +61,13 @@ struct Fusions {
   // Output 0 may be a channel slice of a channels_last tensor (strides [P*H*W, 1, P*W, P]),
   // written in place: a concatenation's part, without the copy.
   bool writes_channel_slice = false;
+  // The same kernel applying the activation `op` names (a unary kernel's op: "silu", ...) to
+  // its output before rounding it: the activation's own kernel then goes. Returns a null
+  // Kernel for an activation it does not take. Null: it takes none.
+  std::function<Kernel(std::string_view op)> applying_activation;
+  // The input slot a residual may fill (absent in this call): the kernel then adds that tensor
+  // (the output's shape, dtype and layout) to its result before rounding it. -1: none.
+  int residual_input = -1;
 };
 
 class Recorder {
