@@ -11,6 +11,7 @@
 // fusion (the activations and adds folded into their producers); and the hand-fused model
 // eagerly. The fused replay must equal the hand-fused eager output bit for bit (it runs the same
 // kernels); the program says whether it does.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>

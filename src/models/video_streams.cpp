@@ -90,11 +90,18 @@ Tensor BatchedVideoStream::next() {
   const int64_t n = streams(), c = model_.config().frame_channels;
   // Each stream draws exactly what VideoStream::next draws for frame index_ of its seed, in the
   // same order (its noise, then its context noise), so the two agree sample for sample.
+  // An anchor-map model predicts its map from the context alone: its sample noise is skipped,
+  // not drawn (the generator is counter-based: the context noise after it stays the same).
+  const bool anchor_map = displacement_.defined();
   std::vector<Tensor> noise, context;
   for (int64_t i = 0; i < n; ++i) {
     Generator gen;
     gen.set_state({options_.seed + static_cast<uint64_t>(i), static_cast<uint64_t>(index_) << 32});
-    noise.push_back(Tensor::randn({1, c, context_.size(2), context_.size(3)}, gen));
+    const Shape noise_shape{1, c, context_.size(2), context_.size(3)};
+    if (anchor_map)
+      gen.reserve_blocks(static_cast<uint64_t>(shape_numel(noise_shape) + 1) / 2);  // as randn
+    else
+      noise.push_back(Tensor::randn(noise_shape, gen));
     if (options_.context_noise > 0) {
       const Tensor own = context_.narrow(0, i, 1);
       context.push_back(
@@ -116,6 +123,8 @@ Tensor BatchedVideoStream::next() {
   auto newest_of = [&](const Tensor& contexts) {
     return contexts.narrow(1, contexts.size(1) - c, c);
   };
+  if (anchor_map)
+    return finish_frame(next_anchor_map_frames(with_anchor(anchors_, batch_context), sigma));
   const Tensor& base = options_.prediction == Prediction::Direct ? context_ : batch_context;
   const std::vector<Tensor> inputs{with_anchor(anchors_, batch_context), sigma, cat(noise, 0),
                                    options_.residual ? newest_of(base) : Tensor()};
@@ -128,9 +137,7 @@ Tensor BatchedVideoStream::next() {
     return std::vector<Tensor>{frames};
   };
   Tensor frames;
-  if (displacement_.defined()) {
-    frames = next_anchor_map_frames(with_anchor(anchors_, batch_context), sigma);
-  } else if (options_.graph) {
+  if (options_.graph) {
     if (sampler_graph_ == nullptr) {
       sampler_graph_ = std::make_unique<graph::CompiledFunction>(sample, sampler_capture());
     }
@@ -139,8 +146,14 @@ Tensor BatchedVideoStream::next() {
   } else {
     frames = sample(inputs)[0];
   }
+  return finish_frame(frames);
+}
+
+Tensor BatchedVideoStream::finish_frame(Tensor frames) {
+  const int64_t c = model_.config().frame_channels;
   if (options_.still_threshold > 0)
-    frames = keep_still_pixels(frames, newest_of(context_), options_.still_threshold);
+    frames = keep_still_pixels(frames, context_.narrow(1, context_.size(1) - c, c),
+                               options_.still_threshold);
   if (options_.quantize) frames = quantize_8bit(frames);
   if (last_shown_.defined()) last_shown_ = frames.contiguous(MemoryFormat::ChannelsLast).clone();
   const Tensor newest = frames.to(model_dtype_).contiguous(MemoryFormat::ChannelsLast);

@@ -90,6 +90,9 @@ class BatchedVideoStream {
  private:
   // An anchor-map model's frames from the network's `context` input: advances displacement_.
   Tensor next_anchor_map_frames(const Tensor& context, const Tensor& sigma);
+  // What every frame ends with: still pixels kept, 8-bit quantization, the frame appended to
+  // the context; returns the frame.
+  Tensor finish_frame(Tensor frames);
 
   UNetVideo& model_;
   NoiseSchedule schedule_;
