@@ -2,6 +2,7 @@
 // f32 (f64 for f64) over NCHW copies, then rounded once into x's dtype and layout.
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/capture.h"
@@ -33,25 +34,33 @@ struct ResampleBackward final : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     const DType acc = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
     const Tensor g = grads[0].to(acc).contiguous();
-    Tensor dx = Tensor::zeros(x.shape(), acc);
-    visit_dtype(acc, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_floating_point_v<T>) run<T>(g, dx);
-    });
+    const Tensor idx = indices.defined() ? indices.contiguous() : Tensor();
+    Tensor dx = Tensor::empty(x.shape(), acc);
+    // One kernel for a graph's record: the node's members are released after the backward.
+    capture::launch("resample_backward", {&g, idx.defined() ? &idx : nullptr}, {&dx},
+                    [kind = kind, kernel = kernel](const capture::KernelArgs& k) {
+                      const Tensor& d = k.out(0);
+                      std::memset(d.data_ptr(), 0, d.nbytes());
+                      visit_dtype(d.dtype(), [&](auto tag) {
+                        using T = typename decltype(tag)::type;
+                        if constexpr (std::is_floating_point_v<T>)
+                          run<T>(kind, kernel, k.in(0), k.optional(1), d);
+                      });
+                    });
     Tensor out = Tensor::empty_like(x, MemoryFormat::Preserve);
     out.copy_(dx);
     return {out};
   }
 
+  // dx [N, C, H, W] (zeroed, contiguous) += the adjoint of the resampling of g [N, C, OH, OW].
   template <typename T>
-  void run(const Tensor& g, Tensor& dx) {
-    const int64_t nc = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), oh = g.size(2),
+  static void run(Resample kind, int64_t kernel, const Tensor& g, const Tensor* indices,
+                  const Tensor& dx) {
+    const int64_t nc = dx.size(0) * dx.size(1), h = dx.size(2), w = dx.size(3), oh = g.size(2),
                   ow = g.size(3);
     const T* gp = g.data<T>();
     T* dp = dx.data<T>();
-    const int64_t* ip = indices.defined() ? indices.contiguous().data<int64_t>() : nullptr;
-    const Tensor idx = indices.defined() ? indices.contiguous() : Tensor();
-    if (idx.defined()) ip = idx.data<int64_t>();
+    const int64_t* ip = indices != nullptr ? indices->data<int64_t>() : nullptr;
     const double sy = double(h) / double(oh), sx = double(w) / double(ow);
     parallel_for(0, nc, 1, [&](int64_t lo, int64_t hi) {  // planes are independent
       for (int64_t plane = lo; plane < hi; ++plane) {
