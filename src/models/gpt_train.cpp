@@ -112,13 +112,20 @@ double GPTTrainer::step(int64_t index) {
     optimizer_.backward(loss, k, n);
   }
   optimizer_.step();
-  // The fallback replaced the parameters and the precision: the graph holds the old ones.
-  if (optimizer_.fell_back_at_last_step()) step_graph_.reset();
   return mean_over_ranks(loss_sum / static_cast<double>(n));
 }
 
 double GPTTrainer::replay_micro_batch(const TokenBatch& batch, int64_t k, int64_t n) {
+  // A graph holds the parameters it was captured with: a fallback to bf16 (or anything else
+  // that replaced them, such as Module::to) makes it capture again.
+  const std::vector<Tensor>& params = optimizer_.optimizer().params();
+  bool same_parameters = step_graph_ != nullptr && graph_params_.size() == params.size();
+  for (std::size_t i = 0; same_parameters && i < params.size(); ++i)
+    same_parameters = params[i].storage().get() == graph_params_[i];
+  if (!same_parameters) step_graph_.reset();
   if (step_graph_ == nullptr) {
+    graph_params_.clear();
+    for (const Tensor& p : params) graph_params_.push_back(p.storage().get());
     // What backward() does to the loss, as ops the capture records: weighted 1/n, times the
     // loss scale (an input: the scaler changes it between steps).
     const bool scaled = optimizer_.scaler().enabled();
@@ -135,9 +142,8 @@ double GPTTrainer::replay_micro_batch(const TokenBatch& batch, int64_t k, int64_
   }
   const Tensor scale = Tensor::scalar(optimizer_.scaler().get_scale(), DType::F32);
   const std::vector<Tensor>& out = (*step_graph_)({batch.inputs, batch.targets, scale});
-  const std::size_t params = optimizer_.optimizer().params().size();
-  optimizer_.take_gradients({out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(params)},
-                            k, n);
+  optimizer_.take_gradients(
+      {out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(params.size())}, k, n);
   return out.back().item<double>();
 }
 

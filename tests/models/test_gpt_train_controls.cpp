@@ -263,6 +263,29 @@ TEST(GPTTrainControls, GraphReplayTrainsTheSameBits) {
   }
 }
 
+// A fallback to bf16 replaces the parameters: the graph holding the old ones captures again,
+// and training goes on with the same bits as eager.
+TEST(GPTTrainControls, GraphReplayCapturesAgainAfterAFallback) {
+  const GPTConfig config{.vocab = 256, .context = 32, .layers = 1, .d_model = 32, .heads = 2};
+  std::vector<Outcome> runs;
+  for (const bool graph : {false, true}) {
+    GPTTrainOptions o = options("fp16-params", 2, 4);
+    o.graph = graph;
+    Generator gen(5);
+    GPT model(config, gen);
+    GPTTrainer trainer(model, corpus(), o);
+    Outcome r;
+    for (int64_t s = 0; s < 2; ++s) r.last_loss = trainer.step(s);
+    trainer.fall_back("a test");
+    EXPECT_EQ(trainer.precision().name(), "bf16-params");
+    for (int64_t s = 2; s < 4; ++s) r.last_loss = trainer.step(s);
+    r.params = snapshot(model);
+    runs.push_back(std::move(r));
+  }
+  EXPECT_EQ(runs[0].last_loss, runs[1].last_loss);
+  EXPECT_EQ(max_param_diff(runs[0].params, runs[1].params), 0.0);
+}
+
 // Dropout draws random numbers, which a replay would repeat: the capture refuses it by name.
 TEST(GPTTrainControls, GraphReplayRefusesDropout) {
   const GPTConfig config{

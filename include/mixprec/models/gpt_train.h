@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision_config.h"
@@ -145,6 +146,7 @@ class GPTTrainer {
   // With options_.graph: a micro-batch's forward and backward, {tokens, targets, loss scale} ->
   // {scaled loss, gradients..., loss} (graph::with_gradients).
   std::unique_ptr<graph::CompiledFunction> step_graph_;
+  std::vector<const Storage*> graph_params_;  // the parameters step_graph_ was captured with
 };
 
 }  // namespace mixprec::models
