@@ -70,6 +70,7 @@ from . import nn  # noqa: E402  (mixprec.nn, after the names it uses)
 from . import video  # noqa: E402  (mixprec.video)
 from . import gpt  # noqa: E402  (mixprec.gpt)
 from . import stream  # noqa: E402  (mixprec.stream)
+from . import graph  # noqa: E402  (mixprec.graph)
 
 f64 = float64 = DType.f64
 f32 = float32 = DType.f32

@@ -44,5 +44,6 @@ void bind_nn(nb::module_& m);
 void bind_video(nb::module_& m);
 void bind_gpt(nb::module_& m);
 void bind_stream(nb::module_& m);
+void bind_graph(nb::module_& m);
 
 }  // namespace mixprec::python

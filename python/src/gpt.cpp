@@ -159,7 +159,8 @@ void bind_gpt(nb::module_& m) {
       .def_rw("checkpoint_activations", &Settings::checkpoint_activations)
       .def_rw("rounding", &Settings::rounding)
       .def_rw("loss_scale", &Settings::loss_scale)
-      .def_rw("fallback_after", &Settings::fallback_after);
+      .def_rw("fallback_after", &Settings::fallback_after)
+      .def_rw("graph", &Settings::graph);
 
   nb::class_<Trainer>(m, "_GPTTrainer")
       .def(

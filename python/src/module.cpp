@@ -89,6 +89,7 @@ NB_MODULE(_mixprec, m) {
   py::bind_video(m);
   py::bind_gpt(m);
   py::bind_stream(m);
+  py::bind_graph(m);
   m.def(
       "as_dtype", [](nanobind::handle value) { return py::dtype_arg(value); },
       nanobind::arg("dtype"), "A DType from a DType or a name ('bf16', 'float32', ...).");
