@@ -60,6 +60,15 @@ bool private_intermediate(const Buffer& b) {
   return b.kind == BufferKind::Intermediate && !b.output;
 }
 
+// Removes the kernels marked in `removed` and sets every buffer's lifetime again.
+void drop_nodes(Graph::Impl& g, const std::vector<bool>& removed) {
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  g.set_lifetimes();
+}
+
 }  // namespace
 
 void Graph::Impl::fuse_into_convolutions() {
@@ -125,11 +134,7 @@ void Graph::Impl::fuse_into_convolutions() {
     ++elided_copies;
   }
 
-  std::vector<Node> kept;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(nodes[i]));
-  nodes = std::move(kept);
-  set_lifetimes();
+  drop_nodes(*this, removed);
 }
 
 // An elementwise kernel that only finishes another's output (CaptureOptions::fuse_epilogues):
@@ -212,11 +217,7 @@ void Graph::Impl::fuse_epilogues() {
     removed[static_cast<std::size_t>(q)] = true;
     ++fused_epilogues;
   }
-  std::vector<Node> kept;
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (!removed[i]) kept.push_back(std::move(nodes[i]));
-  nodes = std::move(kept);
-  set_lifetimes();
+  drop_nodes(*this, removed);
 }
 
 }  // namespace mixprec::graph

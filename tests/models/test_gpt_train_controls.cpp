@@ -215,6 +215,25 @@ namespace {
 // A planner measures the trainer's true weights: from a bf16-params checkpoint, load_gpt_f32
 // gives the f32 master weights (which the bf16 parameters only round), from an f32 one the
 // parameters.
+// Four steps, eagerly or replayed (GPTTrainOptions::graph), `between` called after the second
+// and `after` after the fourth; the last loss and the weights.
+template <class Between, class After>
+Outcome train_eager_or_replayed(const GPTConfig& config, GPTTrainOptions o, bool graph,
+                                const Between& between, const After& after) {
+  o.graph = graph;
+  Generator gen(5);
+  GPT model(config, gen);
+  GPTTrainer trainer(model, corpus(), o);
+  Outcome r;
+  for (int64_t s = 0; s < 4; ++s) {
+    if (s == 2) between(trainer);
+    r.last_loss = trainer.step(s);
+  }
+  after(trainer);
+  r.params = snapshot(model);
+  return r;
+}
+
 // --graph: each micro-batch's forward and backward replayed from a captured graph trains the
 // same bits as eager (losses and weights), with 16-bit parameters, accumulation over
 // micro-batches, activation checkpointing and f16 loss scaling (the scale is an input of the
@@ -235,22 +254,16 @@ TEST(GPTTrainControls, GraphReplayTrainsTheSameBits) {
       GPTTrainOptions o = options(c.precision, 4, 4);
       o.grad_accum = c.accum;
       o.checkpoint_activations = c.checkpoint;
-      o.graph = graph;
-      Generator gen(5);
-      GPT model(config, gen);
-      GPTTrainer trainer(model, corpus(), o);
-      Outcome r;
-      for (int64_t s = 0; s < 2; ++s) r.last_loss = trainer.step(s);
-      const MemoryStats before = CachingAllocator::global().stats();
-      for (int64_t s = 2; s < 4; ++s) r.last_loss = trainer.step(s);
-      const MemoryStats after = CachingAllocator::global().stats();
+      MemoryStats before, after;
+      Outcome r = train_eager_or_replayed(
+          config, o, graph, [&](GPTTrainer&) { before = CachingAllocator::global().stats(); },
+          [&](GPTTrainer&) { after = CachingAllocator::global().stats(); });
       // Eager allocates every activation and gradient anew; a replay only the optimizer's and
       // the accumulation's few tensors, which the graph does not hold.
       std::printf("%s accum %lld%s %s: %zu allocations in 2 steps\n", c.precision,
                   static_cast<long long>(c.accum), c.checkpoint ? " ckpt" : "",
                   graph ? "graph" : "eager", after.num_allocs - before.num_allocs);
       allocations.push_back(after.num_allocs - before.num_allocs);
-      r.params = snapshot(model);
       runs.push_back(std::move(r));
     }
     EXPECT_EQ(runs[0].last_loss, runs[1].last_loss) << c.precision;
@@ -268,20 +281,13 @@ TEST(GPTTrainControls, GraphReplayTrainsTheSameBits) {
 TEST(GPTTrainControls, GraphReplayCapturesAgainAfterAFallback) {
   const GPTConfig config{.vocab = 256, .context = 32, .layers = 1, .d_model = 32, .heads = 2};
   std::vector<Outcome> runs;
-  for (const bool graph : {false, true}) {
-    GPTTrainOptions o = options("fp16-params", 2, 4);
-    o.graph = graph;
-    Generator gen(5);
-    GPT model(config, gen);
-    GPTTrainer trainer(model, corpus(), o);
-    Outcome r;
-    for (int64_t s = 0; s < 2; ++s) r.last_loss = trainer.step(s);
-    trainer.fall_back("a test");
-    EXPECT_EQ(trainer.precision().name(), "bf16-params");
-    for (int64_t s = 2; s < 4; ++s) r.last_loss = trainer.step(s);
-    r.params = snapshot(model);
-    runs.push_back(std::move(r));
-  }
+  for (const bool graph : {false, true})
+    runs.push_back(train_eager_or_replayed(config, options("fp16-params", 2, 4), graph,
+                                           [](GPTTrainer& trainer) {
+                                             trainer.fall_back("a test");
+                                             EXPECT_EQ(trainer.precision().name(), "bf16-params");
+                                           },
+                                           [](GPTTrainer&) {}));
   EXPECT_EQ(runs[0].last_loss, runs[1].last_loss);
   EXPECT_EQ(max_param_diff(runs[0].params, runs[1].params), 0.0);
 }
