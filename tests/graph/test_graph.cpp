@@ -539,6 +539,14 @@ TEST(Graph, DumpsNameEveryKernelAndWhereItsMemoryLives) {
   EXPECT_NE(text.find("@arena+"), std::string::npos) << text;
   EXPECT_NE(text.find("@input 0"), std::string::npos) << text;
   EXPECT_NE(text.find("eager peak"), std::string::npos) << text;
+  // With each kernel's time (bench video --graph-dump): one per kernel line.
+  const std::vector<double> ms = g.kernel_times(2);
+  ASSERT_EQ(ms.size(), g.size());
+  const std::string timed = g.to_string(ms);
+  std::size_t lines = 0;
+  for (std::size_t at = timed.find(" ms\n"); at != std::string::npos; at = timed.find(" ms\n", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, g.size()) << timed;
   const std::string dot = g.to_dot();
   EXPECT_EQ(dot.rfind("digraph", 0), 0u);
   EXPECT_NE(dot.find("softmax"), std::string::npos);
