@@ -21,9 +21,10 @@ A training step's forward and backward, replayed with the optimizer in between:
 """
 from __future__ import annotations
 
-from ._mixprec import Graph, _graph_capture, _graph_set_gradients, _graph_with_gradients
+from ._mixprec import (Graph, _CompiledFunction, _graph_capture, _graph_set_gradients,
+                        _graph_with_gradients)
 
-__all__ = ["Graph", "capture", "with_gradients", "set_gradients"]
+__all__ = ["Graph", "capture", "compile", "with_gradients", "set_gradients"]
 
 
 def capture(fn, inputs, *, autograd: bool = False, fold_constants: bool = False,
@@ -37,6 +38,54 @@ def capture(fn, inputs, *, autograd: bool = False, fold_constants: bool = False,
     rounding instead of two). validate: compare the replay with the recorded run.
     """
     return _graph_capture(fn, list(inputs), autograd, fold_constants, fuse_epilogues, validate)
+
+
+class compile:  # noqa: N801  (a decorator, named as torch.compile and mlx's compile are)
+    """A function captured once per input signature and replayed after (as mx.compile).
+
+        @mp.graph.compile
+        def step(x, y):
+            return mp.add(net(x), y)
+        out = step(x, y)        # the first call with these shapes, dtypes and layouts captures
+
+    Positional Tensor arguments; returns what the function returns (a Tensor or a list of
+    them), as views of the graph's arena valid until the next call with the same signature.
+    The options are capture()'s.
+    """
+
+    def __init__(self, fn=None, *, autograd: bool = False, fold_constants: bool = False,
+                 fuse_epilogues: bool = True, validate: bool = True):
+        self._options = (autograd, fold_constants, fuse_epilogues, validate)
+        self._fn = None
+        if fn is not None:
+            self._wrap(fn)
+
+    def _wrap(self, fn):
+        self._fn = fn
+        # Whether fn returned one Tensor. A box, not self: the C++ object holds as_list, and a
+        # reference back to self would be a cycle Python's collector cannot see through it.
+        single = self._single = [False]
+        def as_list(inputs):
+            result = fn(*inputs)
+            single[0] = not isinstance(result, (list, tuple))
+            return [result] if single[0] else list(result)
+        self._compiled = _CompiledFunction(as_list, *self._options)
+        return self
+
+    def __call__(self, *args):
+        if self._fn is None:  # @compile(...) with options: called on the function
+            return self._wrap(args[0])
+        out = self._compiled(list(args))
+        return out[0] if self._single[0] else out
+
+    @property
+    def captures(self) -> int:
+        """How many signatures were captured."""
+        return self._compiled.captures
+
+    def graph(self) -> Graph | None:
+        """The graph the last call replayed."""
+        return self._compiled.last()
 
 
 def with_gradients(loss_fn, params):

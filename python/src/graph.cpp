@@ -33,6 +33,16 @@ graph::Function function_of(nb::callable fn) {
   return [fn](const std::vector<Tensor>& inputs) { return tensors_of(fn(inputs)); };
 }
 
+graph::CaptureOptions options_of(bool autograd, bool fold_constants, bool fuse_epilogues,
+                                 bool validate) {
+  graph::CaptureOptions options;
+  options.autograd = autograd;
+  options.fold_constants = fold_constants;
+  options.fuse_epilogues = fuse_epilogues;
+  options.validate = validate;
+  return options;
+}
+
 std::map<std::string, double> memory_of(const graph::Graph& g) {
   const graph::MemoryPlan& m = g.memory();
   return {{"arena_bytes", static_cast<double>(m.arena_bytes)},
@@ -70,16 +80,30 @@ void bind_graph(nb::module_& m) {
             return out;
           },
           nb::arg("rounds") = 10, "milliseconds per replay per op name, slowest first");
+  nb::class_<graph::CompiledFunction>(m, "_CompiledFunction")
+      .def(
+          "__init__",
+          [](graph::CompiledFunction* self, nb::callable fn, bool autograd, bool fold_constants,
+             bool fuse_epilogues, bool validate) {
+            new (self) graph::CompiledFunction(
+                function_of(std::move(fn)),
+                options_of(autograd, fold_constants, fuse_epilogues, validate));
+          },
+          nb::arg("fn"), nb::arg("autograd"), nb::arg("fold_constants"),
+          nb::arg("fuse_epilogues"), nb::arg("validate"))
+      .def(
+          "__call__",
+          [](graph::CompiledFunction& f, const std::vector<Tensor>& inputs) { return f(inputs); },
+          nb::arg("inputs"))
+      .def_prop_ro("captures", &graph::CompiledFunction::captures)
+      .def("last", &graph::CompiledFunction::last, nb::rv_policy::reference_internal)
+      .def("clear", &graph::CompiledFunction::clear);
   m.def(
       "_graph_capture",
       [](nb::callable fn, const std::vector<Tensor>& inputs, bool autograd, bool fold_constants,
          bool fuse_epilogues, bool validate) {
-        graph::CaptureOptions options;
-        options.autograd = autograd;
-        options.fold_constants = fold_constants;
-        options.fuse_epilogues = fuse_epilogues;
-        options.validate = validate;
-        return graph::capture(function_of(std::move(fn)), inputs, options);
+        return graph::capture(function_of(std::move(fn)), inputs,
+                              options_of(autograd, fold_constants, fuse_epilogues, validate));
       },
       nb::arg("fn"), nb::arg("inputs"), nb::arg("autograd"), nb::arg("fold_constants"),
       nb::arg("fuse_epilogues"), nb::arg("validate"));

@@ -66,3 +66,30 @@ def test_the_gpt_trainer_replays_its_steps_with_the_same_bits():
                                  graph=graph)
         losses.append([trainer.step(i) for i in range(3)])
     assert losses[0] == losses[1]
+
+
+def test_compile_captures_once_per_signature():
+    net = _mlp()
+
+    @mp.graph.compile
+    def forward(x, y):
+        return mp.add(net(x), y)
+
+    x, y = mp.randn([4, 16]), mp.randn([4, 16])
+    with mp.inference_mode():
+        eager = mp.add(net(x), y)
+    first = forward(x, y)
+    np.testing.assert_allclose(first.numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+    forward(mp.randn([4, 16]), mp.randn([4, 16]))
+    assert forward.captures == 1 and forward.graph().size >= 2
+    forward(mp.randn([6, 16]), mp.randn([6, 16]))  # another shape: captured again
+    assert forward.captures == 2
+
+    @mp.graph.compile(fuse_epilogues=False)
+    def pair(x):
+        return [net(x), mp.neg(x)]
+
+    out = pair(x)
+    with mp.inference_mode():
+        np.testing.assert_array_equal(out[0].numpy(), net(x).numpy())
+    np.testing.assert_array_equal(out[1].numpy(), -x.numpy())

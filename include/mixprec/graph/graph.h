@@ -176,6 +176,8 @@ void set_gradients(const std::vector<Tensor>& params, const std::vector<Tensor>&
 class CompiledFunction {
  public:
   explicit CompiledFunction(Function fn, CaptureOptions options = {});
+  CompiledFunction(const CompiledFunction&) = delete;  // its graphs own arenas
+  CompiledFunction& operator=(const CompiledFunction&) = delete;
   const std::vector<Tensor>& operator()(const std::vector<Tensor>& inputs);
   std::size_t captures() const { return graphs_.size(); }
   // The graph the last call ran (nullptr before the first call).
