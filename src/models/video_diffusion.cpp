@@ -8,6 +8,7 @@
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/core/capture.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/parallel.h"
 #include "mixprec/io/image.h"
 #include "mixprec/ops/activation.h"
 #include "mixprec/ops/arith.h"
@@ -338,8 +339,8 @@ class RigidLayers {
     owner_.assign(static_cast<std::size_t>(n_), 0);
     was_moved_.assign(motion.size(), false);
     for (std::size_t s = 1; s < motion.size(); ++s) was_moved_[s] = motion[s].has_value();
-    for (int64_t i = 0; i < n_; ++i) {
-      if (open_[i] <= 0.5f) continue;
+    for_pixels([&](int64_t i) {
+      if (open_[i] <= 0.5f) return;
       const double qx = px(i) + flow_[i], qy = py(i) + flow_[n_ + i];
       for (std::size_t s = 1; s < motion.size(); ++s) {
         if (!motion[s]) continue;
@@ -350,7 +351,7 @@ class RigidLayers {
           break;
         }
       }
-    }
+    });
   }
   // Whether pixel i may move `sprite`, which its map reads it from.
   bool may_move(int64_t i, int64_t sprite) const {
@@ -502,7 +503,7 @@ class RigidLayers {
       }
     std::fill(out_d, out_d + 2 * n_, 0.0f);
     std::fill(out_open, out_open + n_, 0.0f);
-    for (int64_t i = 0; i < n_; ++i) {
+    for_pixels([&](int64_t i) {
       int64_t chosen = 0;
       for (std::size_t s = 1; s < members.size(); ++s) {
         if (members[s].empty()) continue;
@@ -515,19 +516,19 @@ class RigidLayers {
         if (chosen == 0 || members[s].size() > members[static_cast<std::size_t>(chosen)].size())
           chosen = static_cast<int64_t>(s);
       }
-      if (chosen == 0) continue;
+      if (chosen == 0) return;
       const Rigid& r = motion[static_cast<std::size_t>(chosen)];
       out_open[i] = 1.0f;
       out_d[i] = static_cast<float>(r.x(px(i), py(i)) - px(i));
       out_d[n_ + i] = static_cast<float>(r.y(px(i), py(i)) - py(i));
-    }
+    });
     // Around each sprite (closed pixels that its motion takes within kMargin pixels of it), the
     // map carries on with the sprite's motion: the next frame composes its flow with this map
     // bilinearly, and a sprite's edge pixels would otherwise read a mix of its motion and 0 ("where
     // the anchor had it"), a pull back toward the anchor that slows every shape frame by frame.
     const std::vector<float> near = margin_labels(support);
-    for (int64_t i = 0; i < n_; ++i) {
-      if (out_open[i] != 0) continue;
+    for_pixels([&](int64_t i) {
+      if (out_open[i] != 0) return;
       for (std::size_t s = 1; s < members.size(); ++s) {
         if (members[s].empty()) continue;
         const int64_t q = nearest(motion[s], i);
@@ -536,7 +537,16 @@ class RigidLayers {
         out_d[n_ + i] = static_cast<float>(motion[s].y(px(i), py(i)) - py(i));
         break;
       }
-    }
+    });
+  }
+
+  // Calls pixel(i) for every pixel, on the pool's threads: for work that reads shared state
+  // and writes only pixel i's own outputs (so the results do not depend on the split).
+  template <class Pixel>
+  void for_pixels(const Pixel& pixel) const {
+    parallel_for(0, n_, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) pixel(i);
+    });
   }
 
   const float *d_, *open_, *previous_, *flow_;
