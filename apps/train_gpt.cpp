@@ -140,7 +140,8 @@ int train_gpt(Args args, const Communicator& world) {
                                 {"rounding", train.rounding},
                                 {"fallback-after", std::to_string(train.fallback_after)}};
   // --checkpoint-activations and --graph are not among them: the recomputed activations and the
-  // replayed steps are the same bits (tested), so they may change between a run and its resume. --loss-scale neither: a resumed
+  // replayed steps are the same bits (tested), so they may change between a run and its
+  // resume. --loss-scale neither: a resumed
   // run continues with the checkpoint's scale.
   // Rank 0 prepares OUT and writes every checkpoint; the others only read it on --resume.
   const std::string checkpoint = world.is_root()
@@ -169,9 +170,9 @@ int train_gpt(Args args, const Communicator& world) {
                train.grad_accum > 1
                    ? (" x " + std::to_string(train.grad_accum) + " micro-batches per step").c_str()
                    : "",
-               train.checkpoint_activations
-                   ? (train.graph ? ", activation checkpointing, graph replay" : ", activation checkpointing")
-                   : (train.graph ? ", graph replay" : ""),
+               (std::string(train.checkpoint_activations ? ", activation checkpointing" : "") +
+                (train.graph ? ", graph replay" : ""))
+                   .c_str(),
                train.rounding == "stochastic" ? ", stochastic rounding" : "",
                world.distributed()
                    ? (", data parallel on " + std::to_string(world.size()) + " ranks of " +

@@ -11,6 +11,13 @@
 namespace mixprec::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+
+// out = a + b as one recorded kernel (a graph capturing a backward replays it).
+void add_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+  capture::launch("add", {&a, &b}, {&out}, [](const capture::KernelArgs& k) {
+    kernels::binary(kernels::BinaryOp::Add, k.in(0), k.in(1), k.out(0));
+  });
+}
 }  // namespace
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
@@ -31,9 +38,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
                                                          g.element_size();
     meta_->grad = sole_owner ? std::move(g) : g.clone(MemoryFormat::Preserve);
   } else {
-    capture::launch("add", {&meta_->grad, &g}, {&meta_->grad}, [](const capture::KernelArgs& k) {
-      kernels::binary(kernels::BinaryOp::Add, k.in(0), k.in(1), k.out(0));
-    });
+    add_into(meta_->grad, g, meta_->grad);
   }
   if (meta_->post_accumulate_hook) meta_->post_accumulate_hook();
   return {};
@@ -91,9 +96,7 @@ void accumulate(Tensor& sum, const Tensor& g) {
   // Out of place: `sum` may be a gradient another node also received. In sum's layout, so
   // channels_last gradients add as flat vectors instead of lane-by-lane gathers.
   Tensor out = Tensor::empty_like(sum, MemoryFormat::Preserve);
-  capture::launch("add", {&sum, &g}, {&out}, [](const capture::KernelArgs& k) {
-    kernels::binary(kernels::BinaryOp::Add, k.in(0), k.in(1), k.out(0));
-  });
+  add_into(sum, g, out);
   sum = out;
 }
 

@@ -167,9 +167,10 @@ bool close(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   if (!is_floating(a.dtype())) return bit_equal(a, b);
   const Tensor x = a.to(DType::F64).contiguous(), y = b.to(DType::F64).contiguous();
+  const double *xp = x.data<double>(), *yp = y.data<double>();
   double diff = 0, norm = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
-    const double u = x.data<double>()[i], v = y.data<double>()[i];
+    const double u = xp[i], v = yp[i];
     if (std::isnan(u) != std::isnan(v)) return false;
     if (std::isnan(u)) continue;
     diff += (u - v) * (u - v);

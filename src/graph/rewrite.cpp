@@ -52,7 +52,9 @@ bool any_between(const std::vector<int>& kernels, int after, int before) {
 // Whether `node` reads `buffer` through one of its inputs from input `first` on.
 bool reads(const Graph::Impl& g, const Node& node, int buffer, std::size_t first) {
   return std::any_of(node.inputs.begin() + static_cast<std::ptrdiff_t>(first), node.inputs.end(),
-                     [&](int v) { return v >= 0 && g.views[static_cast<std::size_t>(v)].buffer == buffer; });
+                     [&](int v) {
+                       return v >= 0 && g.views[static_cast<std::size_t>(v)].buffer == buffer;
+                     });
 }
 
 // An intermediate that is not an output of the graph: its memory is the graph's to plan away.

@@ -138,7 +138,7 @@ double GPTTrainer::replay_micro_batch(const TokenBatch& batch, int64_t k, int64_
     graph::CaptureOptions capture;
     capture.autograd = true;
     step_graph_ = std::make_unique<graph::CompiledFunction>(
-        graph::with_gradients(loss_fn, optimizer_.optimizer().params()), capture);
+        graph::with_gradients(loss_fn, params), capture);
   }
   const Tensor scale = Tensor::scalar(optimizer_.scaler().get_scale(), DType::F32);
   const std::vector<Tensor>& out = (*step_graph_)({batch.inputs, batch.targets, scale});

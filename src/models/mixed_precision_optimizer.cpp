@@ -79,11 +79,6 @@ void MixedPrecisionOptimizer::backward(const Tensor& loss, int64_t k, int64_t n)
   if (k + 1 < n) widen_gradients_to_f32();
 }
 
-double MixedPrecisionOptimizer::loss_multiplier(int64_t n) const {
-  return (n > 1 ? 1.0 / static_cast<double>(n) : 1.0) *
-         (scaler_.enabled() ? scaler_.get_scale() : 1.0);
-}
-
 void MixedPrecisionOptimizer::take_gradients(const std::vector<Tensor>& grads, int64_t k,
                                              int64_t n) {
   MIXPREC_CHECK(n >= 1 && k >= 0 && k < n, "[MixedPrecisionOptimizer] micro-batch ", k, " of ", n);

@@ -14,7 +14,6 @@ ScopedUnpackedWeights::ScopedUnpackedWeights() : previous_(tl_unpacked) { tl_unp
 ScopedUnpackedWeights::~ScopedUnpackedWeights() { tl_unpacked = previous_; }
 bool unpacked_weights() { return tl_unpacked; }
 
-
 bool PackKey::matches(const PackKey& other) const {
   const bool same_storage = !storage.owner_before(other.storage) &&
                             !other.storage.owner_before(storage) && !storage.expired();

@@ -22,7 +22,7 @@ struct ActivationBackward final : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
     // One vectorised pass in x's layout: dx = grad * f'(x), rounded once into x's dtype.
     Tensor dx = Tensor::empty_like(x, MemoryFormat::Preserve);
-    capture::launch(kernels::unary_op_name(op), {&x, &grads[0]}, {&dx},
+    capture::launch(std::string(kernels::unary_op_name(op)) + "_backward", {&x, &grads[0]}, {&dx},
                     [op = op](const capture::KernelArgs& k) {
                       kernels::unary_backward(op, k.in(0), k.in(1), k.out(0));
                     });

@@ -31,8 +31,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
 
 Tensor sum_keep(const Tensor& x, int64_t dim) {
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), {dim}, true, "backward"), x.dtype());
-  capture::launch("sum", {&x}, {&out},
-                  [dim](const capture::KernelArgs& k) { kernels::sum(k.in(0), {dim}, true, k.out(0)); });
+  ops_detail::sum_into(x, {dim}, out);
   return out;
 }
 

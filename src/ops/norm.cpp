@@ -52,7 +52,9 @@ struct NormBackward final : autograd::Node {
     // One kernel for the graph's record, every tensor an argument (the node's own members are
     // released after the backward; the closure holds only options).
     capture::launch(
-        name(),
+        kind == NormKind::Layer ? "layer_norm_backward"
+        : kind == NormKind::Rms ? "rms_norm_backward"
+                                : "group_norm_backward",
         {&x, &grads[0], optional(weight), optional(bias), optional(stats.mean),
          optional(stats.rstd)},
         {optional(out.dx), optional(out.dweight), optional(out.dbias)},

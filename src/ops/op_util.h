@@ -25,6 +25,14 @@ void record_backward(std::initializer_list<const Tensor*> inputs,
   autograd::record(node, inputs, outputs);
 }
 
+// out = x summed over `dims`, kept as size-1 dims, as one recorded kernel (backward code calls
+// the kernel directly; a graph capturing the backward replays it).
+inline void sum_into(const Tensor& x, std::vector<int64_t> dims, const Tensor& out) {
+  capture::launch("sum", {&x}, {&out}, [dims = std::move(dims)](const capture::KernelArgs& k) {
+    kernels::sum(k.in(0), dims, true, k.out(0));
+  });
+}
+
 // The gradient of a broadcast input: g summed over the dims it was broadcast along, reshaped
 // to `shape`, in `dtype`.
 inline Tensor sum_to(const Tensor& g, const Shape& shape, DType dtype) {
@@ -37,9 +45,7 @@ inline Tensor sum_to(const Tensor& g, const Shape& shape, DType dtype) {
         dims.push_back(d);
     if (!dims.empty()) {
       out = Tensor::empty(kernels::reduced_shape(g.shape(), dims, true, "sum_to"), g.dtype());
-      capture::launch("sum", {&g}, {&out}, [dims](const capture::KernelArgs& k) {
-        kernels::sum(k.in(0), dims, true, k.out(0));
-      });
+      sum_into(g, dims, out);
     }
     out = out.reshape(shape);
   }

@@ -61,11 +61,8 @@ class MixedPrecisionOptimizer {
   void begin(double lr);
   // Backward of micro-batch `k` of `n` (its loss weighted 1/n and scaled).
   void backward(const Tensor& loss, int64_t k, int64_t n);
-  // What backward() multiplies micro-batch k of n's loss by before its backward (1/n times the
-  // loss scale): a captured forward and backward (graph::with_gradients) takes it as an input.
-  double loss_multiplier(int64_t n) const;
   // Micro-batch `k` of `n`'s gradients computed elsewhere (a replayed graph; one per parameter
-  // in parameters() order, of the loss times loss_multiplier(n)), taken as backward() would
+  // in parameters() order, of the loss weighted 1/n and scaled, as backward() has it), taken as backward() would
   // leave them: the first micro-batch's as they are (n = 1: views of the graph's arena, valid
   // until its next run) or widened to f32, later ones added in f32. Alone only (no ranks).
   void take_gradients(const std::vector<Tensor>& grads, int64_t k, int64_t n);
