@@ -219,7 +219,7 @@ int run_graph_compare(const RunOne& o, bool json, const std::string& dump) {
               percentile(replay_ms, 99), 1000.0 / median(replay_ms));
   std::printf("replay speedup (p50): %.3fx; %zu kernels per frame (%zu dropped as dead code, %zu "
               "folded into constants, %zu upsamples read through by convolutions, %zu "
-              "concatenation copies written by convolutions, %zu activations and adds folded "
+              "concatenation copies written by convolutions, %zu activations, adds and casts folded "
               "into their producer)\n",
               ratio, g.size(), g.eliminated(), g.folded(), g.fused_upsamples(), g.elided_copies(),
               g.fused_epilogues());

@@ -40,7 +40,7 @@ std::string Graph::to_string(const std::vector<double>& kernel_ms) const {
       << " elementwise chains run chunk by chunk, " << g.fused_upsamples
       << " upsamples read through by convolutions, " << g.elided_copies
       << " concatenation copies written by convolutions, " << g.fused_epilogues
-      << " activations and adds folded into their producer), " << g.staged.size()
+      << " activations, adds and casts folded into their producer), " << g.staged.size()
       << " inputs, " << g.outputs.size() << " outputs\n";
   char index[24];
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {

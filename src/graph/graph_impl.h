@@ -92,9 +92,10 @@ struct Graph::Impl {
   // A nearest upsample read only by a convolution becomes part of it; a convolution's output
   // copied into a concatenation is written into it (rewrite.cpp). Then sets the lifetimes.
   void fuse_into_convolutions();
-  // A SiLU after a GroupNorm, an add after a convolution, folded into it (rewrite.cpp). Then
-  // sets the lifetimes.
+  // A SiLU after a GroupNorm, an add after a convolution, a cast of its output, folded into it
+  // (rewrite.cpp). Then sets the lifetimes.
   void fuse_epilogues();
+  std::size_t fuse_epilogue_sweep();  // one sweep of it: how many it folded
   // Reorders the kernels (each still after every kernel whose results or memory it depends on)
   // to keep fewer bytes alive at once, when that lowers the peak (plan.cpp).
   void schedule();

@@ -141,11 +141,21 @@ void Graph::Impl::fuse_into_convolutions() {
 
 // An elementwise kernel that only finishes another's output (CaptureOptions::fuse_epilogues):
 // a SiLU after a GroupNorm becomes the GroupNorm's activation, an add after a convolution its
-// residual epilogue. The producer then writes where the elementwise kernel wrote, with one
-// rounding where there were two: the results move by up to a rounding of the output dtype.
+// residual epilogue, a cast of a convolution's output the dtype the convolution writes. The
+// producer then writes where the elementwise kernel wrote, with one rounding where there were
+// two: the results move by up to a rounding of the output dtype (a narrowing cast of an f32
+// result rounds once either way, so it moves nothing).
+// A producer takes one finisher per sweep; sweeps repeat while they fold something, so a linear
+// layer followed by a GELU and a cast takes both.
 void Graph::Impl::fuse_epilogues() {
+  while (fuse_epilogue_sweep() > 0) {
+  }
+}
+
+std::size_t Graph::Impl::fuse_epilogue_sweep() {
   std::vector<bool> removed(nodes.size(), false);
   const std::vector<Uses> uses = uses_of(*this);
+  std::size_t folded_now = 0;
   const auto view = [&](int v) -> const View& { return views[static_cast<std::size_t>(v)]; };
   // The same elements in the same order: one view, or two dense row-major views of a buffer's
   // same span (a linear layer writes [M, N] what the next op reads as [B, T, N]).
@@ -163,11 +173,19 @@ void Graph::Impl::fuse_epilogues() {
     views.push_back(v);
     return static_cast<int>(views.size()) - 1;
   };
+  // A cast that changes nothing but the dtype: the same elements in the same places.
+  const auto same_places = [&](const View& a, const View& b) {
+    View retyped = a;
+    retyped.dtype = b.dtype;
+    return a.dtype != b.dtype && (a.dtype == DType::F64) == (b.dtype == DType::F64) &&
+           is_floating(a.dtype) && is_floating(b.dtype) && same_elements(retyped, b);
+  };
   for (int p = 0; p < static_cast<int>(nodes.size()); ++p) {
     Node& producer = nodes[static_cast<std::size_t>(p)];
     const bool takes_activation = static_cast<bool>(producer.fusions.applying_activation);
     const int slot = producer.fusions.residual_input;
-    if (removed[static_cast<std::size_t>(p)] || (!takes_activation && slot < 0) ||
+    const bool takes_cast = producer.fusions.writes_any_dtype;
+    if (removed[static_cast<std::size_t>(p)] || (!takes_activation && slot < 0 && !takes_cast) ||
         producer.outputs.empty() || producer.outputs[0] < 0)
       continue;
     const int made_view = producer.outputs[0];
@@ -183,9 +201,11 @@ void Graph::Impl::fuse_epilogues() {
       continue;
     const View& result = view(finisher.outputs[0]);
     const Uses& result_uses = uses[static_cast<std::size_t>(result.buffer)];
+    const bool cast = takes_cast && finisher.op == "copy" && finisher.inputs.size() == 1 &&
+                      same_places(made, result);
     // The producer writes the result earlier than the finisher did: nothing in between may
     // see that buffer, and the producer must not read it.
-    if (!same_elements(result, made) || result.buffer == made.buffer ||
+    if (!(cast || same_elements(result, made)) || result.buffer == made.buffer ||
         any_between(result_uses.readers, p, q) || any_between(result_uses.writers, p, q) ||
         reads(*this, producer, result.buffer, 0))
       continue;
@@ -195,7 +215,12 @@ void Graph::Impl::fuse_epilogues() {
     };
     capture::Kernel fused;
     int residual = -1;
-    if (takes_activation && finisher.inputs.size() == 1 && reads_made(finisher.inputs[0])) {
+    if (cast) {
+      const View& read = view(finisher.inputs[0]);
+      if (read.buffer == made.buffer && read.offset == made.offset && read.shape == made.shape &&
+          read.strides == made.strides && read.dtype == made.dtype)
+        fused = producer.kernel;  // the same kernel: it writes whatever dtype its output has
+    } else if (takes_activation && finisher.inputs.size() == 1 && reads_made(finisher.inputs[0])) {
       fused = producer.fusions.applying_activation(finisher.op);
     } else if (slot >= 0 && finisher.op == "add" && finisher.inputs.size() == 2 &&
                static_cast<std::size_t>(slot) < producer.inputs.size() &&
@@ -211,15 +236,22 @@ void Graph::Impl::fuse_epilogues() {
     }
     if (!fused) continue;
     producer.kernel = std::move(fused);
+    const DType written = result.dtype;  // (rehome may move `views`, and `result` with it)
     if (residual >= 0) producer.inputs[static_cast<std::size_t>(slot)] = rehome(made_view, residual);
     producer.outputs[0] = rehome(made_view, finisher.outputs[0]);
-    producer.op += "+" + finisher.op;
+    views.back().dtype = written;  // a cast's result; anything else has the made dtype anyway
+    producer.op += "+" + (cast ? "to_" + std::string(dtype_name(written)) : finisher.op);
+    // Once: an activation, a residual; the output dtype until a cast took it (an activation's
+    // kernel still writes any dtype).
     producer.fusions.applying_activation = nullptr;
     producer.fusions.residual_input = -1;
+    if (cast) producer.fusions.writes_any_dtype = false;
     removed[static_cast<std::size_t>(q)] = true;
-    ++fused_epilogues;
+    ++folded_now;
   }
   drop_nodes(*this, removed);
+  fused_epilogues += folded_now;
+  return folded_now;
 }
 
 }  // namespace mixprec::graph

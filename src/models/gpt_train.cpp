@@ -137,6 +137,7 @@ double GPTTrainer::replay_micro_batch(const TokenBatch& batch, int64_t k, int64_
     };
     graph::CaptureOptions capture;
     capture.autograd = true;
+    capture.fuse_epilogues = false;  // a replay trains eager's bits, as decoding decodes them
     step_graph_ = std::make_unique<graph::CompiledFunction>(
         graph::with_gradients(loss_fn, params), capture);
   }

@@ -184,8 +184,10 @@ Tensor conv2d(const Tensor& x_in, std::shared_ptr<const kernels::PackedConvWeigh
     fusions.reading_upsampled = [kernel](int64_t scale) { return capture::Kernel(kernel(scale)); };
     fusions.writes_channel_slice = true;
   }
-  // An add that follows may become the residual epilogue (input 2) in a graph.
+  // An add that follows may become the residual epilogue (input 2) in a graph, and a cast the
+  // dtype the kernel writes (the epilogue rounds its f32 sums once into any dtype).
   if (!residual.defined()) fusions.residual_input = 2;
+  fusions.writes_any_dtype = true;
   capture::launch("conv2d_packed", {&x, optional(bias), optional(residual)}, {&out}, kernel(1),
                   capture::Aliasing::None, std::move(fusions));
   return out;

@@ -232,6 +232,7 @@ Tensor linear(const Tensor& x_in, std::shared_ptr<const kernels::PackedMatrix> p
   };
   capture::Fusions fusions;
   fusions.residual_input = 2;
+  fusions.writes_any_dtype = true;  // the epilogue rounds once into C's dtype, whatever it is
   fusions.applying_activation = [kernel](std::string_view op) {
     using kernels::Activation;
     const Activation a = op == "relu"        ? Activation::ReLU

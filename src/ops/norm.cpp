@@ -107,6 +107,7 @@ template <class Run>
 void launch_norm(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
                  const Tensor& out, const kernels::NormStats& stats, Run run,
                  capture::Fusions fusions = {}) {
+  fusions.writes_any_dtype = true;  // the write pass rounds once into the output's dtype
   capture::launch(op, {&x, optional(weight), optional(bias)},
                   {&out, optional(stats.mean), optional(stats.rstd)}, norm_kernel(run),
                   capture::Aliasing::FirstInput, std::move(fusions));

@@ -621,6 +621,67 @@ TEST(Graph, EpiloguesFoldIntoTheKernelsAHandFusedModelCalls) {
   }
 }
 
+// A cast of a convolution's, a GroupNorm's or a linear layer's output folds into the kernel,
+// which then writes the cast's dtype itself. Widening, the f32 result is the one eager rounded:
+// rounded to bf16 it is eager's bf16 result bit for bit, and it is not that result widened
+// (which lost the low bits). Narrowing, the f32 result rounds once either way: eager's bits.
+// A producer takes an activation and a cast, one per sweep.
+TEST(Graph, CastsFoldIntoTheKernelThatMakesTheirInput) {
+  Generator gen(23);
+  nn::Conv2d conv{16, 16, 3, {.padding = 1}, true, gen};
+  nn::GroupNorm norm{4, 16};
+  nn::Linear wide{16, 32, true, gen}, narrow{16, 32, true, gen};
+  for (nn::Module* m : std::initializer_list<nn::Module*>{&conv, &norm, &wide}) {
+    m->to(DType::BF16);
+    m->to(MemoryFormat::ChannelsLast);
+  }
+  // Outputs: the casts, then the uncast results eager computes (to compare against).
+  auto model = [&](const std::vector<Tensor>& in, bool with_casts) {
+    const Tensor c = conv.forward(in[0]);
+    const Tensor g = norm.forward(in[0]);
+    const Tensor l = relu(wide.forward(in[1]));
+    const Tensor n = narrow.forward(in[2]);
+    if (!with_casts) return std::vector<Tensor>{c, g, l, n};
+    return std::vector<Tensor>{c.to(DType::F32), g.to(DType::F32), l.to(DType::F32),
+                               n.to(DType::BF16)};
+  };
+  auto cast_model = [&](const std::vector<Tensor>& in) { return model(in, true); };
+  auto inputs = [&] {
+    return std::vector<Tensor>{
+        Tensor::randn({1, 16, 8, 8}, gen, DType::BF16).contiguous(MemoryFormat::ChannelsLast),
+        Tensor::randn({6, 16}, gen, DType::BF16), Tensor::randn({6, 16}, gen)};
+  };
+  Graph folded = capture(cast_model, inputs());
+  EXPECT_EQ(folded.fused_epilogues(), 5u);  // four casts and the ReLU
+  const std::vector<std::string> ops = folded.ops();
+  for (const char* op : {"conv2d_packed+to_f32", "group_norm+to_f32", "linear_packed+relu+to_f32",
+                         "linear_packed+to_bf16"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op << "\n" << folded.to_string();
+  EXPECT_EQ(std::find(ops.begin(), ops.end(), "copy"), ops.end()) << folded.to_string();
+  CaptureOptions unfused_options;
+  unfused_options.fuse_epilogues = false;
+  Graph unfused = capture(cast_model, inputs(), unfused_options);
+  EXPECT_EQ(unfused.size(), folded.size() + 5);
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<Tensor> in = inputs();
+    std::vector<Tensor> eager, uncast;
+    {
+      InferenceMode inference;
+      eager = model(in, true);
+      uncast = model(in, false);
+    }
+    const std::vector<Tensor> got = folded.run(in);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(got[i].dtype(), DType::F32);
+      EXPECT_TRUE(bit_equal(got[i].to(DType::BF16), uncast[i])) << "output " << i;
+      EXPECT_FALSE(bit_equal(got[i], eager[i])) << "output " << i;  // the low bits are kept
+    }
+    EXPECT_TRUE(bit_equal(got[3], eager[3]));
+    const std::vector<Tensor>& plain = unfused.run(in);
+    for (std::size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(bit_equal(plain[i], eager[i]));
+  }
+}
+
 // A training step's forward and backward captured whole (CaptureOptions::autograd): the
 // gradients a replay gives are the eager backward's bit for bit, also after AdamW steps changed
 // the parameters in place between replays, and a replay allocates nothing.

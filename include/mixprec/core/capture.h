@@ -68,6 +68,10 @@ struct Fusions {
   // The input slot a residual may fill (absent in this call): the kernel then adds that tensor
   // (the output's shape, dtype and layout) to its result before rounding it. -1: none.
   int residual_input = -1;
+  // Output 0 may be of another floating dtype than recorded (f64 only if it was f64): the
+  // kernel reads the output's dtype at each call and rounds its f32 result once into it, so a
+  // cast of the output that follows folds into the kernel.
+  bool writes_any_dtype = false;
 };
 
 class Recorder {

@@ -76,7 +76,8 @@ struct CaptureOptions {
   bool fuse_convolutions = true;
   // Fold into a kernel the elementwise kernel that only finishes its output, where the kernel
   // offers it (capture::Fusions): a SiLU after a GroupNorm becomes the GroupNorm's activation,
-  // an add after a convolution its residual epilogue; a model written with plain ops then runs
+  // an add after a convolution its residual epilogue, a cast of a convolution's, linear layer's
+  // or GroupNorm's output the dtype it writes; a model written with plain ops then runs
   // the fused kernels a hand-fused one calls. One rounding instead of two, so the results move
   // by up to a rounding of the output dtype (off: bit-identical to eager). The capture's
   // validation then checks each replay against the recorded run within a tolerance.
@@ -124,7 +125,7 @@ class Graph {
   std::size_t fused_kernels() const;      // the kernels in those chains
   std::size_t fused_upsamples() const;    // upsamples a convolution reads through
   std::size_t elided_copies() const;      // concatenation copies a convolution writes for
-  std::size_t fused_epilogues() const;    // activations and adds folded into their producer
+  std::size_t fused_epilogues() const;    // activations, adds and casts folded into their producer
 
   // One line per kernel: index, op, its tensors (dtype, shape, where: an arena offset, an input
   // or a constant), then the memory summary. With `kernel_ms` (one per kernel, as kernel_times
