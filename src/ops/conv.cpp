@@ -39,29 +39,20 @@ struct Conv2dBackward final : autograd::Node {
   std::string_view name() const override { return "Conv2dBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grads) override {
-    const kernels::Conv2dGradRequest want{next_edges[0].valid(), next_edges[1].valid(),
-                                          next_edges[2].valid(), bias_dtype};
     const kernels::Conv2dOptions options = kernel_options(p);
-    kernels::Conv2dGrads d;
-    if (capture::active() == nullptr) {
-      d = kernels::conv2d_backward(x, weight, grads[0], options, want);
-    } else {
-      // A graph records one kernel writing into tensors made here (the backward kernel makes
-      // its own, which a replay could not reach): its results are copied in, a pass eager does
-      // not pay.
-      if (want.input) d.input = Tensor::empty_like(x, MemoryFormat::Preserve);
-      if (want.weight) d.weight = Tensor::empty(weight.shape(), weight.dtype());
-      if (want.bias) d.bias = Tensor::empty({weight.size(0)}, bias_dtype);
-      capture::launch("conv2d_backward", {&x, &weight, &grads[0]},
-                      {optional(d.input), optional(d.weight), optional(d.bias)},
-                      [options, want](const capture::KernelArgs& k) {
-                        const kernels::Conv2dGrads r =
-                            kernels::conv2d_backward(k.in(0), k.in(1), k.in(2), options, want);
-                        for (std::size_t i = 0; i < 3; ++i)
-                          if (k.outputs[i] != nullptr)
-                            k.out(i).copy_(i == 0 ? r.input : i == 1 ? r.weight : r.bias);
-                      });
-    }
+    kernels::Conv2dGrads d;  // the gradients asked for, made here (a graph's record owns them)
+    if (next_edges[0].valid()) d.input = Tensor::empty_like(x, MemoryFormat::Preserve);
+    if (next_edges[1].valid()) d.weight = Tensor::empty(weight.shape(), weight.dtype());
+    if (next_edges[2].valid()) d.bias = Tensor::empty({weight.size(0)}, bias_dtype);
+    capture::launch("conv2d_backward", {&x, &weight, &grads[0]},
+                    {optional(d.input), optional(d.weight), optional(d.bias)},
+                    [options](const capture::KernelArgs& k) {
+                      auto given = [&](std::size_t i) {
+                        return k.outputs[i] != nullptr ? k.out(i) : Tensor();
+                      };
+                      kernels::conv2d_backward_into(k.in(0), k.in(1), k.in(2), options,
+                                                    {given(0), given(1), given(2)});
+                    });
     std::vector<Tensor> out{d.input, d.weight, d.bias};
     if (next_edges.size() > 3)  // a fused residual: d out / d residual = 1
       out.push_back(grads[0].dtype() == residual_dtype ? grads[0] : grads[0].to(residual_dtype));

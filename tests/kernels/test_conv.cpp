@@ -661,5 +661,41 @@ TEST(Conv, ClearErrors) {
       << "backward of a fused upsample";
 }
 
+// conv2d_backward_into writes the gradients asked for into given tensors, in any layout and
+// float dtype, each rounded once: in the returning version's dtypes they are its results bit for
+// bit, in f32 they round to them. A tensor of the wrong shape is a clear error.
+TEST(Conv, BackwardIntoGivenTensorsWritesWhatItReturns) {
+  Generator gen(31);
+  const Tensor x = Tensor::randn({2, 16, 6, 6}, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
+  const Tensor w = Tensor::randn({8, 16, 3, 3}, gen, DType::BF16);
+  const Tensor dy = Tensor::randn({2, 8, 6, 6}, gen, DType::BF16).to(MemoryFormat::ChannelsLast);
+  Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  const Conv2dGrads want = conv2d_backward(x, w, dy, o, {true, true, true, DType::F32});
+  auto same = [](const Tensor& a, const Tensor& b) {
+    const Tensor ac = a.contiguous(), bc = b.contiguous();
+    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+           std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.nbytes()) == 0;
+  };
+  const Conv2dGrads nchw{Tensor::empty(x.shape(), DType::BF16),
+                         Tensor::empty(w.shape(), DType::BF16), Tensor::empty({8}, DType::F32)};
+  conv2d_backward_into(x, w, dy, o, nchw);
+  EXPECT_TRUE(same(nchw.input, want.input));
+  EXPECT_TRUE(same(nchw.weight, want.weight));
+  EXPECT_TRUE(same(nchw.bias, want.bias));
+  const Conv2dGrads wide{Tensor::empty(x.shape(), DType::F32, MemoryFormat::ChannelsLast),
+                         Tensor::empty(w.shape(), DType::F32), Tensor()};
+  conv2d_backward_into(x, w, dy, o, wide);
+  EXPECT_TRUE(same(wide.input.to(DType::BF16), want.input));
+  EXPECT_TRUE(same(wide.weight.to(DType::BF16), want.weight));
+  try {
+    conv2d_backward_into(x, w, dy, o,
+                         {Tensor(), Tensor::empty({8, 16, 1, 1}, DType::F32), Tensor()});
+    ADD_FAILURE() << "a weight gradient of the wrong shape was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight gradient"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::kernels

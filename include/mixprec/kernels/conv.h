@@ -61,6 +61,10 @@ struct Conv2dGrads {
 };
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
                             const Conv2dOptions& options, const Conv2dGradRequest& request);
+// The same into given tensors: each defined one of `into` is a gradient asked for (input: x's
+// shape, any float dtype and layout; weight: the weight's shape; bias: [O]), written once.
+void conv2d_backward_into(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                          const Conv2dOptions& options, const Conv2dGrads& into);
 
 // Weights packed once for inputs of one dtype at the active kernel level and bf16 mode
 // (inference: the packing is a snapshot; pack again after changing the weights, the level or

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../elementwise/elementwise_frontend.h"
 #include "conv_internal.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/parallel.h"
@@ -88,11 +89,10 @@ bool dx_as_convolution(const Geometry& g, const Conv2dOptions& o) {
          o.pad_w <= o.dilation_w * (g.kw - 1);
 }
 
-// dX from dY (NHWC rows) and the weight w, both already in f64 when acc is.
+// dX (x's shape) from dY (NHWC rows) and the weight w, both already in f64 when acc is.
 template <typename T>
-Tensor input_gradient(const Tensor& x, const Tensor& dy, const Tensor& w, const Geometry& g,
-                      const Conv2dOptions& opt, DType acc) {
-  Tensor dx = Tensor::empty_like(x, MemoryFormat::Preserve);
+void input_gradient(const Tensor& dx, const Tensor& dy, const Tensor& w, const Geometry& g,
+                    const Conv2dOptions& opt, DType acc) {
   if (dx_as_convolution(g, opt)) {
     Conv2dOptions o;
     o.pad_h = opt.dilation_h * (g.kh - 1) - opt.pad_h;
@@ -104,11 +104,11 @@ Tensor input_gradient(const Tensor& x, const Tensor& dy, const Tensor& w, const 
     if (dx.dtype() == dy.dtype() || acc != DType::F64) {
       conv2d(dy, wf, nullptr, dx, o);
     } else {
-      Tensor d64 = Tensor::empty_like(x, acc, MemoryFormat::Preserve);
+      Tensor d64 = Tensor::empty_like(dx, acc, MemoryFormat::Preserve);
       conv2d(dy, wf, nullptr, d64, o);
       dx.copy_(d64);
     }
-    return dx;
+    return;
   }
   const int64_t m = g.m(), k = g.k();
   const Tensor wr = w.permute({0, 2, 3, 1}).contiguous();  // [O, KH, KW, Cg]
@@ -132,15 +132,14 @@ Tensor input_gradient(const Tensor& x, const Tensor& dy, const Tensor& w, const 
       scatter_rows(dx_acc.data<T>(), g, opt, grp, p0, p1, cols.data<T>());
     }
   }
-  dx.copy_(dx_acc.permute({0, 3, 1, 2}));  // NHWC -> x's layout and dtype, rounded once
-  return dx;
+  dx.copy_(dx_acc.permute({0, 3, 1, 2}));  // NHWC -> dx's layout and dtype, rounded once
 }
 
-// dW and db, chunk by chunk of output pixels.
+// dW and db (where `out` has them), chunk by chunk of output pixels.
 template <typename T>
 void weight_and_bias_gradients(const Tensor& x, const Tensor& dy, const Geometry& g,
-                               const Conv2dOptions& opt, const Conv2dGradRequest& want,
-                               DType weight_dtype, DType acc, Conv2dGrads& out) {
+                               const Conv2dOptions& opt, DType acc, const Conv2dGrads& out) {
+  const bool want_weight = out.weight.defined(), want_bias = out.bias.defined();
   const Tensor xs = x.contiguous(MemoryFormat::ChannelsLast);  // NHWC
   const int64_t m = g.m(), k = g.k();
   const std::size_t x_elem = xs.element_size(), dy_elem = dy.element_size();
@@ -158,14 +157,14 @@ void weight_and_bias_gradients(const Tensor& x, const Tensor& dy, const Geometry
   const char* x_p = static_cast<const char*>(xs.data_ptr());
   for (int64_t p0 = 0; p0 < m; p0 += chunk) {
     const int64_t p1 = std::min(m, p0 + chunk), rows = p1 - p0;
-    if (want.bias) {
+    if (want_bias) {
       std::fill(db_chunk.begin(), db_chunk.end(), T(0));
       add_column_sums<T>(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, dy.dtype(), rows, g.o,
                          db_chunk.data());
       for (int64_t o = 0; o < g.o; ++o)
         db_acc[static_cast<std::size_t>(o)] += db_chunk[static_cast<std::size_t>(o)];
     }
-    if (!want.weight) continue;
+    if (!want_weight) continue;
     transpose_2d(dy_p + static_cast<std::size_t>(p0 * g.o) * dy_elem, rows, g.o, g.o,
                  dyt.data_ptr(), chunk, dy_elem);
     for (int64_t grp = 0; grp < g.groups; ++grp) {
@@ -191,41 +190,61 @@ void weight_and_bias_gradients(const Tensor& x, const Tensor& dy, const Geometry
            ep);
     }
   }
-  if (want.weight)
-    out.weight =
-        dw_acc.view({g.o, g.kh, g.kw, g.cg}).permute({0, 3, 1, 2}).contiguous().to(weight_dtype);
-  if (want.bias)
-    out.bias = Tensor::from_buffer(db_acc.data(), {g.o}, DType::F64).to(want.bias_dtype);
+  if (want_weight) out.weight.copy_(dw_acc.view({g.o, g.kh, g.kw, g.cg}).permute({0, 3, 1, 2}));
+  if (want_bias) out.bias.copy_(Tensor::from_buffer(db_acc.data(), {g.o}, DType::F64));
 }
 
 template <typename T>
-Conv2dGrads backward(const Tensor& x, const Tensor& weight, const Tensor& grad_in,
-                     const Geometry& g, const Conv2dOptions& opt, const Conv2dGradRequest& want,
-                     DType acc) {
+void backward(const Tensor& x, const Tensor& weight, const Tensor& grad_in, const Geometry& g,
+              const Conv2dOptions& opt, DType acc, const Conv2dGrads& into) {
   // f64 runs every operand in f64 (gradient checks); otherwise operands keep their dtypes.
   const bool f64 = acc == DType::F64;
   const Tensor grad = f64 ? grad_in.to(acc) : grad_in;
   const Tensor dy = grad.contiguous(MemoryFormat::ChannelsLast);  // [M, O] rows
-  Conv2dGrads out;
-  if (want.input) out.input = input_gradient<T>(x, dy, f64 ? weight.to(acc) : weight, g, opt, acc);
-  if (want.weight || want.bias)
-    weight_and_bias_gradients<T>(f64 ? x.to(acc) : x, dy, g, opt, want, weight.dtype(), acc, out);
-  return out;
+  if (into.input.defined())
+    input_gradient<T>(into.input, dy, f64 ? weight.to(acc) : weight, g, opt, acc);
+  if (into.weight.defined() || into.bias.defined())
+    weight_and_bias_gradients<T>(f64 ? x.to(acc) : x, dy, g, opt, acc, into);
 }
 
 }  // namespace
 
-Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
-                            const Conv2dOptions& opt, const Conv2dGradRequest& want) {
+void conv2d_backward_into(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                          const Conv2dOptions& opt, const Conv2dGrads& into) {
+  constexpr const char* kOp = "conv2d_backward";
   MIXPREC_CHECK(opt.input_scale == 1,
                 "[conv2d_backward] a fused upsample (input_scale > 1) is for inference only");
   const Geometry g = conv_detail::geometry(x, weight.shape(), opt);
   const Shape out_shape{g.n, g.o, g.oh, g.ow};
   MIXPREC_CHECK(grad_out.shape() == out_shape, "[conv2d_backward] grad_out has shape ",
                 shape_to_string(grad_out.shape()), ", expected ", shape_to_string(out_shape));
-  return x.dtype() == DType::F64 || weight.dtype() == DType::F64 || grad_out.dtype() == DType::F64
-             ? backward<double>(x, weight, grad_out, g, opt, want, DType::F64)
-             : backward<float>(x, weight, grad_out, g, opt, want, DType::F32);
+  if (into.input.defined()) {
+    frontend::check_floating(into.input, kOp, "the input gradient");
+    frontend::check_shape(into.input, x.shape(), kOp, "the input gradient", "x's shape");
+  }
+  if (into.weight.defined()) {
+    frontend::check_floating(into.weight, kOp, "the weight gradient");
+    frontend::check_shape(into.weight, weight.shape(), kOp, "the weight gradient",
+                          "the weight's shape");
+  }
+  if (into.bias.defined()) {
+    frontend::check_floating(into.bias, kOp, "the bias gradient");
+    frontend::check_shape(into.bias, {g.o}, kOp, "the bias gradient", "[out channels]");
+  }
+  if (x.dtype() == DType::F64 || weight.dtype() == DType::F64 || grad_out.dtype() == DType::F64)
+    backward<double>(x, weight, grad_out, g, opt, DType::F64, into);
+  else
+    backward<float>(x, weight, grad_out, g, opt, DType::F32, into);
+}
+
+Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& grad_out,
+                            const Conv2dOptions& opt, const Conv2dGradRequest& want) {
+  Conv2dGrads grads;
+  if (want.input) grads.input = Tensor::empty_like(x, MemoryFormat::Preserve);
+  if (want.weight) grads.weight = Tensor::empty(weight.shape(), weight.dtype());
+  if (want.bias) grads.bias = Tensor::empty({weight.size(0)}, want.bias_dtype);
+  conv2d_backward_into(x, weight, grad_out, opt, grads);
+  return grads;
 }
 
 }  // namespace mixprec::kernels
