@@ -2,10 +2,17 @@
 // conversion in tensor_copy.cpp, factories in tensor_factory.cpp, printing in tensor_print.cpp.
 #include "mixprec/core/tensor.h"
 
+#include <atomic>
+
 #include "mixprec/core/capture.h"
 #include "mixprec/kernels/convert.h"
 
 namespace mixprec {
+
+uint64_t Storage::next_id() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset,
                DType dtype)

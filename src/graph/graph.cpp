@@ -45,23 +45,35 @@ class GraphRecorder final : public capture::Recorder {
     node.op = op;
     node.aliasing = aliasing;
     node.fusions = std::move(fusions);
-    for (const Tensor* t : inputs) node.inputs.push_back(t ? view_of(*t, op, false) : -1);
-    for (const Tensor* t : outputs) node.outputs.push_back(t ? view_of(*t, op, true) : -1);
+    // Whether the kernel reads only constants and what such kernels made: only then may
+    // fold_constants make its results constants, the recorded values. Every other result the
+    // recorder lets go, so the recorded run holds no more memory than eager does.
+    bool may_fold = true;
+    for (const Tensor* t : inputs) {
+      node.inputs.push_back(t ? view_of(*t, op, false) : -1);
+      if (t != nullptr) may_fold = may_fold && holds_values(buffer_at(node.inputs.back()));
+    }
+    for (const Tensor* t : outputs) {
+      node.outputs.push_back(t ? view_of(*t, op, true) : -1);
+      if (t == nullptr || may_fold) continue;
+      Buffer& b = buffer_at(node.outputs.back());
+      if (b.kind == BufferKind::Intermediate) b.handle = Tensor();
+    }
     node.kernel = std::move(kernel);
     g_.nodes.push_back(std::move(node));
   }
 
   void allocated(const Storage& storage) override {
     std::lock_guard lock(made_mutex_);  // any thread
-    made_.insert(&storage);
+    made_.insert(storage.id());
   }
-  void host_constant(const Storage& storage) override { host_.insert(&storage); }
+  void host_constant(const Storage& storage) override { host_.insert(storage.id()); }
 
   void host_access(const Tensor* t, std::string_view what) override {
     MIXPREC_CHECK(t != nullptr, "[graph::capture] ", what,
                   " during the capture: a replay would repeat the same draws; pass random "
                   "tensors in as inputs");
-    const Storage* s = t->storage().get();
+    const uint64_t s = t->storage()->id();
     const auto it = index_.find(s);
     const bool computed = it != index_.end()
                               ? g_.buffers[static_cast<std::size_t>(it->second)].kind !=
@@ -83,6 +95,15 @@ class GraphRecorder final : public capture::Recorder {
   }
 
  private:
+  Buffer& buffer_at(int view) {
+    return g_.buffers[static_cast<std::size_t>(g_.views[static_cast<std::size_t>(view)].buffer)];
+  }
+  // A constant, or an intermediate whose recorded values are kept because it may fold.
+  static bool holds_values(const Buffer& b) {
+    return b.kind == BufferKind::Constant ||
+           (b.kind == BufferKind::Intermediate && b.handle.defined());
+  }
+
   int add_buffer(const Tensor& t, BufferKind kind) {
     Buffer b;
     b.kind = kind;
@@ -91,12 +112,12 @@ class GraphRecorder final : public capture::Recorder {
     b.dtype = t.dtype();
     g_.buffers.push_back(std::move(b));
     const int index = static_cast<int>(g_.buffers.size()) - 1;
-    index_.emplace(t.storage().get(), index);
+    index_.emplace(t.storage()->id(), index);
     return index;
   }
 
   int buffer_of(const Tensor& t, std::string_view op, bool written) {
-    const Storage* s = t.storage().get();
+    const uint64_t s = t.storage()->id();
     int index;
     if (const auto it = index_.find(s); it != index_.end()) {
       index = it->second;
@@ -135,15 +156,17 @@ class GraphRecorder final : public capture::Recorder {
     return static_cast<int>(g_.views.size()) - 1;
   }
 
-  bool made(const Storage* s) {
+  bool made(uint64_t storage_id) {
     std::lock_guard lock(made_mutex_);
-    return made_.contains(s);
+    return made_.contains(storage_id);
   }
 
+  // Storages by id (Storage::id), not address: the recorder keeps no intermediate alive that
+  // cannot fold, and a storage made later may take a dead one's address.
   Graph::Impl& g_;
-  std::unordered_map<const Storage*, int> index_;
+  std::unordered_map<uint64_t, int> index_;
   std::mutex made_mutex_;
-  std::unordered_set<const Storage*> made_, host_;
+  std::unordered_set<uint64_t> made_, host_;
 };
 
 bool same_dispatch(const DispatchConfig& a, const DispatchConfig& b) {

@@ -18,9 +18,11 @@ enum class BufferKind { Input, Constant, Intermediate };
 // One storage the recorded kernels touch.
 struct Buffer {
   BufferKind kind = BufferKind::Intermediate;
-  // A tensor on the buffer. During the capture: the first tensor seen on the recorded storage
-  // (which it keeps alive, so no later storage can take its address). After binding: a constant's
-  // own tensor, or a 1-D tensor spanning the buffer's place in the arena.
+  // A tensor on the buffer. During the capture: the first tensor seen on the recorded storage,
+  // for an input, a constant or an intermediate that may fold into a constant (its recorded
+  // values); undefined for every other intermediate, whose memory goes back as eager's would.
+  // After binding: a constant's own tensor, or a 1-D tensor spanning the buffer's place in the
+  // arena.
   Tensor handle;
   std::size_t bytes = 0;
   DType dtype = DType::F32;

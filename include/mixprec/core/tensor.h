@@ -42,11 +42,15 @@ class Generator;
 // A storage may also borrow memory it does not own (a numpy array, a DLPack tensor): then
 // `owner` is whatever keeps that memory valid, released with the last tensor on the storage.
 // Borrowed bytes do not come from the caching allocator and so are not in its statistics.
+//
+// Its id is unique in the process: a storage made after another died may take its address, but
+// never its id (a graph capture tells storages apart by it, without keeping them alive).
 class Storage {
  public:
   explicit Storage(std::size_t nbytes) : allocation_(nbytes) {}
   Storage(void* borrowed, std::size_t nbytes, std::shared_ptr<void> owner)
       : borrowed_(borrowed), borrowed_bytes_(nbytes), owner_(std::move(owner)) {}
+  uint64_t id() const { return id_; }
   void* data() const { return borrowed_ != nullptr ? borrowed_ : allocation_.data(); }
   std::size_t nbytes() const { return borrowed_ != nullptr ? borrowed_bytes_ : allocation_.size(); }
   bool is_borrowed() const { return borrowed_ != nullptr; }
@@ -59,6 +63,9 @@ class Storage {
   std::size_t borrowed_bytes_ = 0;
   std::shared_ptr<void> owner_;
   uint64_t version_ = 0;
+  uint64_t id_ = next_id();
+
+  static uint64_t next_id();
 };
 
 // Defined by the autograd layer. A Tensor only holds the slot: copies of a Tensor share it
