@@ -2,13 +2,16 @@
 // (CaptureOptions::fuse_epilogues) gives a user's own model, side by side with the same model
 // written with the fused ops a hand-tuned model calls.
 //
-// Two models, bf16, batch 1, inference:
+// Three models, batch 1, inference:
 //   resblocks   a U-Net level: 4 residual blocks of 64 channels at S x S (channels_last), each
-//               GroupNorm -> SiLU -> 3x3 conv -> GroupNorm -> SiLU -> 3x3 conv -> + x;
-//   mlp         a transformer's 4 MLP blocks on [T, 384]: Linear -> GELU -> Linear -> + x.
+//               GroupNorm -> SiLU -> 3x3 conv -> GroupNorm -> SiLU -> 3x3 conv -> + x; bf16;
+//   resblocks-autocast  the same blocks in f32 under bf16 autocast: the convolutions run in
+//               bf16, the GroupNorms in f32, with a cast at each change (the replay folds them
+//               into the kernels that make their input);
+//   mlp         a transformer's 4 MLP blocks on [T, 384]: Linear -> GELU -> Linear -> + x; bf16.
 // Each is timed four ways in interleaved rounds: the plain model eagerly; its replay with every
 // pass but epilogue fusion (planning only: bit-identical to eager); its replay with epilogue
-// fusion (the activations and adds folded into their producers); and the hand-fused model
+// fusion (the activations, adds and casts folded into their producers); and the hand-fused model
 // eagerly. The fused replay must equal the hand-fused eager output bit for bit (it runs the same
 // kernels); the program says whether it does.
 #include <cmath>
@@ -23,6 +26,7 @@
 #include "mixprec/core/parallel.h"
 #include "mixprec/core/random.h"
 #include "mixprec/graph/graph.h"
+#include "mixprec/mode/autocast.h"
 #include "mixprec/mode/grad_mode.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/activation.h"
@@ -37,16 +41,16 @@ using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 const char* kUsage =
     "Usage: bench_graph [--quick] [--json] [--threads N]\n"
     "A model written with plain ops, eagerly and replayed from a graph (planning only; with its\n"
-    "activations and adds folded into their producers), beside the same model written with\n"
-    "fused ops: ms per forward, bf16, batch 1.";
+    "activations, adds and casts folded into their producers), beside the same model written\n"
+    "with fused ops: ms per forward, batch 1.";
 
 struct ResBlock {
   nn::GroupNorm norm1{16, 64}, norm2{16, 64};
   nn::Conv2d conv1, conv2;
-  explicit ResBlock(Generator& gen)
+  ResBlock(Generator& gen, DType dtype)
       : conv1(64, 64, 3, {.padding = 1}, true, gen), conv2(64, 64, 3, {.padding = 1}, true, gen) {
     for (nn::Module* m : std::initializer_list<nn::Module*>{&norm1, &norm2, &conv1, &conv2}) {
-      m->to(DType::BF16);
+      m->to(dtype);
       m->to(MemoryFormat::ChannelsLast);
     }
   }
@@ -85,10 +89,11 @@ int main(int argc, char** argv) {
   if (o.threads > 0) set_num_threads(o.threads);
   Generator gen(3);
   const int size = 32, tokens = 256, rounds = o.quick ? 10 : 60;
-  std::vector<std::unique_ptr<ResBlock>> blocks;
+  std::vector<std::unique_ptr<ResBlock>> blocks, f32_blocks;
   std::vector<std::unique_ptr<MlpBlock>> mlps;
   for (int i = 0; i < 4; ++i) {
-    blocks.push_back(std::make_unique<ResBlock>(gen));
+    blocks.push_back(std::make_unique<ResBlock>(gen, DType::BF16));
+    f32_blocks.push_back(std::make_unique<ResBlock>(gen, DType::F32));
     mlps.push_back(std::make_unique<MlpBlock>(gen));
   }
   struct Model {
@@ -108,6 +113,13 @@ int main(int argc, char** argv) {
          return std::vector<Tensor>{x};
        },
        Tensor::randn({1, 64, size, size}, gen, DType::BF16).contiguous(MemoryFormat::ChannelsLast)},
+      {"resblocks-autocast", [&](const std::vector<Tensor>& in) {
+         amp::Autocast autocast(DType::BF16);
+         Tensor x = in[0];
+         for (auto& b : f32_blocks) x = b->plain(x);
+         return std::vector<Tensor>{x};
+       },
+       {}, Tensor::randn({1, 64, size, size}, gen).contiguous(MemoryFormat::ChannelsLast)},
       {"mlp", [&](const std::vector<Tensor>& in) {
          Tensor x = in[0];
          for (auto& m : mlps) x = m->plain(x);

@@ -146,7 +146,7 @@ void Graph::Impl::fuse_into_convolutions() {
 // two: the results move by up to a rounding of the output dtype (a narrowing cast of an f32
 // result rounds once either way, so it moves nothing).
 // A producer takes one finisher per sweep; sweeps repeat while they fold something, so a linear
-// layer followed by a GELU and a cast takes both.
+// layer followed by a GELU, an add and a cast takes all three.
 void Graph::Impl::fuse_epilogues() {
   while (fuse_epilogue_sweep() > 0) {
   }
@@ -241,11 +241,15 @@ std::size_t Graph::Impl::fuse_epilogue_sweep() {
     producer.outputs[0] = rehome(made_view, finisher.outputs[0]);
     views.back().dtype = written;  // a cast's result; anything else has the made dtype anyway
     producer.op += "+" + (cast ? "to_" + std::string(dtype_name(written)) : finisher.op);
-    // Once: an activation, a residual; the output dtype until a cast took it (an activation's
-    // kernel still writes any dtype).
-    producer.fusions.applying_activation = nullptr;
-    producer.fusions.residual_input = -1;
-    if (cast) producer.fusions.writes_any_dtype = false;
+    // What the kernel may still take, in the epilogue's order (bias, activation, residual, one
+    // rounding into the output's dtype): after an activation a residual; after a residual
+    // nothing but a cast; after a cast what it took before.
+    if (cast) {
+      producer.fusions.writes_any_dtype = false;
+    } else {
+      producer.fusions.applying_activation = nullptr;
+      if (residual >= 0) producer.fusions.residual_input = -1;
+    }
     removed[static_cast<std::size_t>(q)] = true;
     ++folded_now;
   }
