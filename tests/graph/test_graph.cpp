@@ -714,6 +714,50 @@ TEST(Graph, CastsFoldIntoTheKernelThatMakesTheirInput) {
   }
 }
 
+// Several finishers fold into one producer in the epilogue's order (activation, residual, one
+// rounding): a linear layer, a ReLU and an add become one kernel, and so do a bf16 convolution,
+// the cast of its output to f32 and an f32 add (an autocast residual block's tail). An add
+// before a ReLU does not fold both (the epilogue would apply them the other way round). Each
+// result is within a couple of bf16 roundings of eager's (values of order 1).
+TEST(Graph, EpiloguesChainInTheKernelsOrder) {
+  Generator gen(29);
+  nn::Linear fc{32, 32, true, gen};
+  nn::Conv2d conv{8, 8, 3, {.padding = 1}, true, gen};
+  fc.to(DType::BF16);
+  conv.to(DType::BF16);
+  conv.to(MemoryFormat::ChannelsLast);
+  auto model = [&](const std::vector<Tensor>& in) {
+    const Tensor a = add(relu(fc.forward(in[0])), in[0]);
+    const Tensor b = relu(add(fc.forward(in[0]), in[0]));
+    const Tensor c = add(conv.forward(in[1].to(DType::BF16)).to(DType::F32), in[1]);
+    return std::vector<Tensor>{a, b, c};
+  };
+  auto inputs = [&] {
+    return std::vector<Tensor>{
+        Tensor::randn({4, 32}, gen, DType::BF16),
+        Tensor::randn({1, 8, 6, 6}, gen).contiguous(MemoryFormat::ChannelsLast)};
+  };
+  Graph g = capture(model, inputs());
+  const std::vector<std::string> ops = g.ops();
+  for (const char* op : {"linear_packed+relu+add", "linear_packed+add", "relu",
+                         "conv2d_packed+to_f32+add"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op << "\n" << g.to_string();
+  const std::vector<Tensor> in = inputs();
+  std::vector<Tensor> eager;
+  {
+    InferenceMode inference;
+    eager = model(in);
+  }
+  const std::vector<Tensor>& got = g.run(in);
+  for (std::size_t i = 0; i < eager.size(); ++i) {
+    const Tensor x = got[i].to(DType::F64).contiguous(), y = eager[i].to(DType::F64).contiguous();
+    for (int64_t k = 0; k < x.numel(); ++k)
+      ASSERT_LE(std::abs(x.data<double>()[k] - y.data<double>()[k]),
+                (std::abs(y.data<double>()[k]) + 1.0) * 0x1p-7)
+          << "output " << i << " element " << k;
+  }
+}
+
 // A training step's forward and backward captured whole (CaptureOptions::autograd): the
 // gradients a replay gives are the eager backward's bit for bit, also after AdamW steps changed
 // the parameters in place between replays, and a replay allocates nothing.
