@@ -31,6 +31,26 @@ def test_a_python_function_replays_bit_identically_without_its_front_ends():
     np.testing.assert_allclose(folded.run([x])[0].numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_autocast_casts_fold_into_the_kernels_that_make_their_input():
+    net = _mlp()  # f32 weights; under bf16 autocast the linear layers run in bf16
+
+    def fn(xs):
+        with mp.autocast("bf16"):
+            return [mp.add(net(xs[0]), xs[0])]
+
+    x = mp.randn([4, 16])
+    plain = mp.graph.capture(fn, [x], fuse_epilogues=False)
+    folded = mp.graph.capture(fn, [x])
+    # The input's and the biases' casts stay (no kernel makes them); the output's goes into the
+    # last linear layer, with the residual add.
+    assert folded.ops()[-1] == "linear_packed+to_f32+add", folded.to_string()
+    assert folded.ops().count("copy") == plain.ops().count("copy") - 1
+    with mp.inference_mode():
+        eager = fn([x])[0]
+    np.testing.assert_array_equal(plain.run([x])[0].numpy(), eager.numpy())
+    np.testing.assert_allclose(folded.run([x])[0].numpy(), eager.numpy(), rtol=2e-2, atol=2e-2)
+
+
 def test_a_training_step_replays_the_eager_gradients():
     net = _mlp()
     params = net.parameters()
