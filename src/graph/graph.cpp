@@ -301,7 +301,10 @@ void Graph::Impl::bind() {
   auto* base = static_cast<char*>(arena->data());
   for (Buffer& b : buffers) {
     memory.constant_bytes += b.kind == BufferKind::Constant ? b.bytes : 0;
-    if (b.kind == BufferKind::Constant) continue;  // keeps its own tensor
+    if (b.kind == BufferKind::Constant) {  // keeps its own tensor (the recorder kept them all)
+      MIXPREC_ASSERT(b.handle.defined());
+      continue;
+    }
     // The recorded storage goes (its memory returns to the allocator); the arena takes over.
     const auto elements = static_cast<int64_t>(b.bytes / dtype_size(b.dtype));
     if (b.first > b.last) {

@@ -428,6 +428,31 @@ TEST_P(ConvBf16Test, SplittingTheOutputChannelsChangesNoBit) {
   }
 }
 
+// A few output channels (an RGB head's 3 or 7, a panel's last 8) are sums of the same terms in
+// the same order as in a wide convolution: the narrow tiles compute only the columns they need.
+// bf16 and f32 inputs, so both direct kernels (and the other paths) are covered.
+TEST_P(ConvBf16Test, NarrowOutputsGiveTheWideConvolutionsBits) {
+  Generator gen(78);
+  for (const DType t : {DType::BF16, DType::F32}) {
+    const Tensor x = Tensor::randn({1, 32, 6, 15}, gen).to(t).to(MemoryFormat::ChannelsLast);
+    const Tensor w = Tensor::randn({48, 32, 3, 3}, gen, t);
+    const Tensor b = Tensor::randn({48}, gen, t);
+    Conv2dOptions opt;
+    opt.pad_h = opt.pad_w = 1;
+    opt.activation = Activation::SiLU;
+    const Tensor whole = Tensor::empty({1, 48, 6, 15}, t, MemoryFormat::ChannelsLast);
+    conv2d(x, w, &b, whole, opt);
+    for (const int64_t o : {3, 7, 16, 20, 40}) {
+      const Tensor part = Tensor::empty({1, o, 6, 15}, t, MemoryFormat::ChannelsLast);
+      const Tensor b_part = b.slice(0, 0, o).contiguous();
+      conv2d(x, w.slice(0, 0, o).contiguous(), &b_part, part, opt);
+      const Tensor want = whole.slice(1, 0, o).contiguous(), got = part.contiguous();
+      EXPECT_EQ(0, std::memcmp(want.data_ptr(), got.data_ptr(), got.nbytes()))
+          << dtype_name(t) << ", " << o << " output channels";
+    }
+  }
+}
+
 // What a graph's fusions ask of the packed paths, bit for bit against the unfused ops: reading x
 // nearest-upsampled (input_scale: upsample then convolve, without the upsampled tensor) and
 // writing into a channel slice of a wider channels_last tensor (a concatenation's part, without
